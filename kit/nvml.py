@@ -1,0 +1,476 @@
+"""The card, as NVML sees it: the only module of the kit that imports `pynvml`.
+
+§5 asks for three things of the card: that it holds no other program before a run, and that its
+clocks, temperature, power and memory are sampled during the run. `Card` is the small interface
+those needs make; `NvmlCard` carries it out with NVIDIA's NVML (the library nvidia-smi reads), and
+`FakeCard` replays a recorded JSON fixture so that tests and the sampler's benchmark run without a
+card.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from kit.errors import UserError
+
+FIXTURE_SCHEMA = "micakit.nvml-fixture"
+FIXTURE_VERSION = 1
+
+# NVML's clock event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*), kept
+# here so that decoding a recorded bitmask needs no NVML.
+CLOCK_EVENT_BITS: dict[int, str] = {
+    0x001: "gpu_idle",
+    0x002: "applications_clocks_setting",
+    0x004: "sw_power_cap",
+    0x008: "hw_slowdown",
+    0x010: "sync_boost",
+    0x020: "sw_thermal_slowdown",
+    0x040: "hw_thermal_slowdown",
+    0x080: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+THERMAL_EVENTS = 0x020 | 0x040
+POWER_EVENTS = 0x004 | 0x080
+# NVML documents HW slowdown as "thermal or power": it is kept apart because it may be either.
+HW_SLOWDOWN_EVENTS = 0x008
+
+
+def clock_event_names(bitmask: int) -> tuple[str, ...]:
+    """The names of the reasons set in an NVML clock-event bitmask; unknown bits as hex."""
+    names = [name for bit, name in CLOCK_EVENT_BITS.items() if bitmask & bit]
+    unknown = bitmask & ~sum(CLOCK_EVENT_BITS)
+    if unknown:
+        names.append(f"unknown_{unknown:#x}")
+    return tuple(names)
+
+
+class CardError(Exception):
+    """NVML failed while the card was being read (GPU lost, driver reloaded, ...).
+
+    Kept apart from `UserError`: mid-run the sampler records it and goes on (§5: never lose the
+    run for want of a sample).
+    """
+
+
+@dataclass(frozen=True)
+class CardInfo:
+    """What identifies the card a series ran on (§3 rule 4: every number carries its card)."""
+
+    name: str
+    uuid: str
+    compute_capability: tuple[int, int]
+    driver_version: str
+    cuda_driver_version: str  # the CUDA version the driver supports, e.g. "12.4"
+    memory_total_bytes: int
+    index: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["compute_capability"] = list(self.compute_capability)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CardInfo:
+        major, minor = data["compute_capability"]
+        return cls(
+            name=str(data["name"]),
+            uuid=str(data["uuid"]),
+            compute_capability=(int(major), int(minor)),
+            driver_version=str(data["driver_version"]),
+            cuda_driver_version=str(data["cuda_driver_version"]),
+            memory_total_bytes=int(data["memory_total_bytes"]),
+            index=None if data.get("index") is None else int(data["index"]),
+        )
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process holding a context on the card. `name` is None where NVML cannot tell it (a
+    process of another PID namespace, e.g. another container); `used_memory_bytes` is None where
+    the driver does not report it."""
+
+    pid: int
+    name: str | None
+    used_memory_bytes: int | None
+    kind: str = "compute"  # "compute" or "graphics"
+
+    def describe(self) -> str:
+        memory = (
+            "memory unknown"
+            if self.used_memory_bytes is None
+            else f"{self.used_memory_bytes / 2**20:.0f} MiB"
+        )
+        return f"pid {self.pid} ({self.name or 'name unknown'}, {self.kind}, {memory})"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GpuProcess:
+        used = data.get("used_memory_bytes")
+        return cls(
+            pid=int(data["pid"]),
+            name=data.get("name"),
+            used_memory_bytes=None if used is None else int(used),
+            kind=str(data.get("kind", "compute")),
+        )
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of the card (§5: clocks, temperature, power, memory). A field is None where
+    the card does not support its reading (NVML's Not Supported)."""
+
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    temperature_c: int | None
+    power_w: float | None
+    memory_used_bytes: int | None
+    utilization_gpu_pct: int | None
+    utilization_mem_pct: int | None
+    clock_event_reasons: int | None  # NVML's bitmask; see `clock_events`
+
+    @property
+    def clock_events(self) -> tuple[str, ...]:
+        return (
+            () if self.clock_event_reasons is None else clock_event_names(self.clock_event_reasons)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["clock_events"] = list(self.clock_events)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Sample:
+        fields = cls.__dataclass_fields__
+        return cls(**{key: data.get(key) for key in fields})
+
+
+@runtime_checkable
+class Card(Protocol):
+    """What the kit needs of a card: who it is, who holds it, and how it is doing."""
+
+    def info(self) -> CardInfo: ...
+
+    def processes(self) -> list[GpuProcess]: ...
+
+    def sample(self) -> Sample: ...
+
+    def memory_used_bytes(self) -> int:
+        """The card's used memory alone: cheap enough to read many times a second for the peak."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# The real card
+
+
+def _cuda_version(encoded: int) -> str:
+    # NVML encodes CUDA 12.4 as 12040.
+    return f"{encoded // 1000}.{(encoded % 1000) // 10}"
+
+
+class NvmlCard:
+    """A card read through NVML. Open it with `open_card`, which turns NVML's failures into
+    messages the user can act on; close it (or use it as a context manager) when done."""
+
+    def __init__(self, index_or_uuid: int | str = 0) -> None:
+        import pynvml  # the only import of pynvml in the kit (STYLE.md)
+
+        self._nvml = pynvml
+        pynvml.nvmlInit()
+        self._open = True
+        try:
+            key = index_or_uuid
+            if isinstance(key, str) and key.isdigit():
+                key = int(key)
+            if isinstance(key, int):
+                self._handle = pynvml.nvmlDeviceGetHandleByIndex(key)
+                self._index: int | None = key
+            else:
+                self._handle = pynvml.nvmlDeviceGetHandleByUUID(key)
+                self._index = pynvml.nvmlDeviceGetIndex(self._handle)
+        except BaseException:
+            self.close()
+            raise
+        self._event_reasons: Callable[[Any], int] | None = None
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._nvml.nvmlShutdown()
+
+    def __enter__(self) -> NvmlCard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, fn: Callable[..., Any], *args: Any, optional: bool = False) -> Any:
+        """Call NVML; a reading the card does not support is None when `optional`, and any
+        other failure is a `CardError`."""
+        try:
+            return fn(*args)
+        except self._nvml.NVMLError as error:
+            if optional and error.value == self._nvml.NVML_ERROR_NOT_SUPPORTED:
+                return None
+            raise CardError(f"NVML {getattr(fn, '__name__', 'call')}: {error}") from error
+
+    def info(self) -> CardInfo:
+        nv, h = self._nvml, self._handle
+        major, minor = self._call(nv.nvmlDeviceGetCudaComputeCapability, h)
+        return CardInfo(
+            name=str(self._call(nv.nvmlDeviceGetName, h)),
+            uuid=str(self._call(nv.nvmlDeviceGetUUID, h)),
+            compute_capability=(int(major), int(minor)),
+            driver_version=str(self._call(nv.nvmlSystemGetDriverVersion)),
+            cuda_driver_version=_cuda_version(int(self._call(nv.nvmlSystemGetCudaDriverVersion))),
+            memory_total_bytes=int(self._call(nv.nvmlDeviceGetMemoryInfo, h).total),
+            index=self._index,
+        )
+
+    def _process_name(self, pid: int) -> str | None:
+        try:
+            return str(self._nvml.nvmlSystemGetProcessName(pid)) or None
+        except self._nvml.NVMLError:
+            return None  # another PID namespace, or the process just ended
+
+    def processes(self) -> list[GpuProcess]:
+        nv, h = self._nvml, self._handle
+        found: dict[tuple[int, str], GpuProcess] = {}
+        for kind, fn, older in (
+            (
+                "compute",
+                nv.nvmlDeviceGetComputeRunningProcesses,
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+            ),
+            (
+                "graphics",
+                nv.nvmlDeviceGetGraphicsRunningProcesses,
+                "nvmlDeviceGetGraphicsRunningProcesses_v2",
+            ),
+        ):
+            try:
+                listed = self._call(fn, h, optional=True)
+            except nv.NVMLLibraryMismatchError:
+                # A driver older than nvidia-ml-py's unversioned call: ask with the older struct.
+                listed = self._call(getattr(nv, older), h, optional=True)
+            for proc in listed or []:
+                used = getattr(proc, "usedGpuMemory", None)
+                found[(int(proc.pid), kind)] = GpuProcess(
+                    pid=int(proc.pid),
+                    name=self._process_name(int(proc.pid)),
+                    used_memory_bytes=None if used is None else int(used),
+                    kind=kind,
+                )
+        return list(found.values())
+
+    def memory_used_bytes(self) -> int:
+        return int(self._call(self._nvml.nvmlDeviceGetMemoryInfo, self._handle).used)
+
+    def _clock_event_reasons(self) -> int | None:
+        # The "ClocksEvent" names replaced "ClocksThrottle" in NVML 12.2; an older driver or
+        # nvidia-ml-py lacks them, so fall back once and remember the choice.
+        nv = self._nvml
+        if self._event_reasons is None:
+            for name in (
+                "nvmlDeviceGetCurrentClocksEventReasons",
+                "nvmlDeviceGetCurrentClocksThrottleReasons",
+            ):
+                fn = getattr(nv, name, None)
+                if fn is None:
+                    continue
+                try:
+                    value = fn(self._handle)
+                except nv.NVMLError as error:
+                    if error.value == nv.NVML_ERROR_FUNCTION_NOT_FOUND:
+                        continue
+                    if error.value == nv.NVML_ERROR_NOT_SUPPORTED:
+                        return None
+                    raise CardError(f"NVML {name}: {error}") from error
+                self._event_reasons = fn
+                return int(value)
+            return None
+        value = self._call(self._event_reasons, self._handle, optional=True)
+        return None if value is None else int(value)
+
+    def sample(self) -> Sample:
+        nv, h = self._nvml, self._handle
+        power_mw = self._call(nv.nvmlDeviceGetPowerUsage, h, optional=True)
+        util = self._call(nv.nvmlDeviceGetUtilizationRates, h, optional=True)
+        return Sample(
+            sm_clock_mhz=self._call(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM, optional=True),
+            mem_clock_mhz=self._call(
+                nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM, optional=True
+            ),
+            temperature_c=self._call(
+                nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU, optional=True
+            ),
+            power_w=None if power_mw is None else power_mw / 1000.0,
+            memory_used_bytes=self.memory_used_bytes(),
+            utilization_gpu_pct=None if util is None else int(util.gpu),
+            utilization_mem_pct=None if util is None else int(util.memory),
+            clock_event_reasons=self._clock_event_reasons(),
+        )
+
+
+_NO_CARD_FIX = (
+    "on a GPU machine run the runner container with --gpus all (see README#gpu); "
+    "for a CPU smoke series use --device cpu"
+)
+
+
+def open_card(index_or_uuid: int | str = 0) -> NvmlCard:
+    """Open the card the series runs on, or say what the user must do to make it visible."""
+    try:
+        import pynvml
+    except ImportError as error:
+        raise UserError(
+            "the Python package nvidia-ml-py (module pynvml) is not installed",
+            "pip install nvidia-ml-py, or install micakit with its dependencies",
+        ) from error
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:
+        raise UserError(f"NVML sees no NVIDIA card ({error})", _NO_CARD_FIX) from error
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+    finally:
+        pynvml.nvmlShutdown()  # NVML counts its inits; NvmlCard takes its own
+    if count == 0:
+        raise UserError("NVML sees no NVIDIA card", _NO_CARD_FIX)
+    try:
+        return NvmlCard(index_or_uuid)
+    except pynvml.NVMLError as error:
+        raise UserError(
+            f"NVML has no card {index_or_uuid!r} ({error}); it sees {count} card(s)",
+            f"name the card by its index (0 to {count - 1}) or its UUID from nvidia-smi -L",
+        ) from error
+
+
+# ---------------------------------------------------------------------------------------------
+# The recorded card
+
+
+@dataclass(frozen=True)
+class _Moment:
+    t_s: float
+    sample: Sample | None
+    processes: tuple[GpuProcess, ...]
+    error: str | None
+
+
+class FakeCard:
+    """A card replayed from a recorded JSON fixture (tests/fixtures/nvml/), so that tests know
+    exactly what the card said.
+
+    The fixture (schema "micakit.nvml-fixture", version 1) holds `info` and a `timeline` of
+    moments `{"t_s", "sample", "processes"}` or `{"t_s", "error"}`; from an error moment on, every
+    reading raises `CardError`, as NVML does for a lost GPU.
+
+    With a `clock` (nanoseconds), the card is at the last moment whose `t_s` has passed since its
+    first reading; without one, each `sample()` steps to the next moment and the last one stays.
+    `processes()` and `memory_used_bytes()` read the current moment without stepping.
+    """
+
+    def __init__(
+        self, fixture: Mapping[str, Any], *, clock: Callable[[], int] | None = None
+    ) -> None:
+        if fixture.get("schema") != FIXTURE_SCHEMA:
+            raise ValueError(f"not an NVML fixture: schema {fixture.get('schema')!r}")
+        if int(fixture.get("version", 0)) > FIXTURE_VERSION:
+            raise ValueError(f"NVML fixture version {fixture['version']} is newer than this kit")
+        self._info = CardInfo.from_dict(fixture["info"])
+        self._timeline = tuple(
+            _Moment(
+                t_s=float(m["t_s"]),
+                sample=Sample.from_dict(m["sample"]) if m.get("sample") else None,
+                processes=tuple(GpuProcess.from_dict(p) for p in m.get("processes", ())),
+                error=m.get("error"),
+            )
+            for m in fixture["timeline"]
+        )
+        if not self._timeline:
+            raise ValueError("an NVML fixture needs at least one moment")
+        self._clock = clock
+        self._origin_ns: int | None = None
+        self._step = 0
+        self.sample_calls = 0
+        self.memory_calls = 0
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> FakeCard:
+        return cls(json.loads(Path(path).read_text(encoding="utf-8")), **kwargs)
+
+    def _now(self) -> _Moment:
+        if self._clock is None:
+            return self._timeline[min(self._step, len(self._timeline) - 1)]
+        now = self._clock()
+        if self._origin_ns is None:
+            self._origin_ns = now
+        elapsed_s = (now - self._origin_ns) / 1e9
+        current = self._timeline[0]
+        for moment in self._timeline:
+            if moment.t_s > elapsed_s:
+                break
+            current = moment
+        return current
+
+    def _check(self, moment: _Moment) -> _Moment:
+        if moment.error is not None:
+            raise CardError(f"NVML (recorded): {moment.error}")
+        return moment
+
+    def info(self) -> CardInfo:
+        return self._info
+
+    def processes(self) -> list[GpuProcess]:
+        return list(self._check(self._now()).processes)
+
+    def memory_used_bytes(self) -> int:
+        self.memory_calls += 1
+        sample = self._check(self._now()).sample
+        return 0 if sample is None or sample.memory_used_bytes is None else sample.memory_used_bytes
+
+    def sample(self) -> Sample:
+        self.sample_calls += 1
+        moment = self._check(self._now())
+        if self._clock is None:
+            self._step += 1
+        if moment.sample is None:
+            raise CardError("NVML (recorded): no sample at this moment")
+        return moment.sample
+
+
+def fixture_from_samples(
+    info: CardInfo,
+    moments: Sequence[tuple[float, Sample | None, Sequence[GpuProcess]]],
+) -> dict[str, Any]:
+    """A fixture dict from readings, for recording a real card into tests/fixtures/nvml/."""
+    return {
+        "schema": FIXTURE_SCHEMA,
+        "version": FIXTURE_VERSION,
+        "info": info.to_dict(),
+        "timeline": [
+            {
+                "t_s": t_s,
+                "sample": None if sample is None else sample.to_dict(),
+                "processes": [asdict(p) for p in procs],
+            }
+            for t_s, sample, procs in moments
+        ],
+    }
+
+
+def record_fixture(card: Card, seconds: float, interval_s: float = 1.0) -> dict[str, Any]:
+    """Record `seconds` of a card into a fixture (run by hand on a GPU machine)."""
+    start = time.monotonic()
+    moments: list[tuple[float, Sample | None, Sequence[GpuProcess]]] = []
+    while (elapsed := time.monotonic() - start) < seconds:
+        moments.append((round(elapsed, 3), card.sample(), card.processes()))
+        time.sleep(interval_s)
+    return fixture_from_samples(card.info(), moments)
