@@ -1,0 +1,152 @@
+"""From the command line's options to a ready series: protocol, sides, executor, directory.
+
+A new series resolves its options once and saves them in its manifest; a resumed series takes
+them from there, so `series --resume DIR` needs nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kit import progress, store
+from kit import protocol as protocol_mod
+from kit.errors import UserError
+from kit.executor import Executor
+from kit.local import LocalExecutor
+from kit.scheduler import CONTENDER, PYTORCH
+from kit.series import Series, SeriesSpec
+from kit.sides import ContenderSide, PyTorchSide, RunContext, Side
+from kit.store import ResultsDir
+
+DEFAULT_CACHE = Path(os.environ.get("MICAKIT_CACHE", Path.home() / ".cache" / "micakit"))
+
+
+def executor(name: str | None) -> Executor:
+    if name == "local":
+        return LocalExecutor()
+    if name == "docker":
+        from kit import dockerapi
+
+        return dockerapi.DockerExecutor(dockerapi.connect(None))
+    # the default: Docker wherever an engine answers (issue #3), else local processes
+    try:
+        from kit import dockerapi
+
+        return dockerapi.DockerExecutor(dockerapi.connect(None))
+    except (ImportError, UserError):
+        return LocalExecutor()
+
+
+def _card(device: str) -> tuple[str, float | None, str | None]:
+    if device == "cpu":
+        return "cpu", None, None
+    from kit import nvml
+
+    info = nvml.open_card(None).info()
+    return info.name, info.compute_capability, "all"
+
+
+def resolve(options: dict[str, Any]) -> dict[str, Any]:
+    """The options of a new series, made absolute and complete, as the manifest keeps them."""
+    p = protocol_mod.load(options.get("protocol_path"))
+    smoke = bool(options.get("smoke"))
+    device = options.get("device") or (p.smoke.device if smoke else "cuda")
+    models = list(options.get("models") or ([next(iter(p.models))] if smoke else p.models))
+    precisions = list(options.get("precisions") or (p.smoke.precisions if smoke else
+                                                    p.precisions.names))  # fmt: skip
+    sides = []
+    if not options.get("no_pytorch"):
+        sides.append(PYTORCH)
+    contender = options.get("contender")
+    if contender:
+        contender = Path(contender).resolve()
+        if not contender.is_file() or not os.access(contender, os.X_OK):
+            raise UserError(
+                f"the contender program {contender} is not an executable file",
+                "name the compiled training program with --contender PATH (chmod +x it)",
+            )
+        sides.append(CONTENDER)
+    if not sides:
+        raise UserError(
+            "nothing to run: --no-pytorch was given and no --contender",
+            "name the contender program with --contender PATH",
+        )
+    out = options.get("out")
+    if not out:
+        raise UserError("a new series needs --out DIR", "e.g. --out results/my-series")
+    return {
+        "protocol": str(p.path),
+        "out": str(Path(out).resolve()),
+        "smoke": smoke,
+        "device": device,
+        "models": models,
+        "precisions": precisions,
+        "sides": sides,
+        "contender": str(contender) if contender else None,
+        "nanogpt": str(Path(options["nanogpt"]).resolve()) if options.get("nanogpt") else None,
+        "data_dir": str(Path(options.get("data_dir") or DEFAULT_CACHE / "data").resolve()),
+        "executor": options.get("executor"),
+    }
+
+
+def build_sides(p: protocol_mod.Protocol, o: dict[str, Any], work: Path) -> list[Side]:
+    sides: list[Side] = []
+    data = Path(o["data_dir"])
+    if PYTORCH in o["sides"]:
+        from kit import workspace
+
+        ws = workspace.prepare(p, o, work / "nanogpt")
+        sides.append(PyTorchSide(ws, python=o.get("python") or _python()))
+    if CONTENDER in o["sides"]:
+        sides.append(ContenderSide(Path(o["contender"]), data))
+    return sides
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[Series, Any]:
+    """A new series (with --out) or a resumed one (with --resume), ready to run."""
+    resume = options.get("resume")
+    if resume and options.get("out"):
+        raise UserError("give either --out (a new series) or --resume (an existing one)")
+    if resume:
+        rd = ResultsDir.open(Path(resume))
+        o = rd.manifest()["options"]
+        # the protocol file: the one named now, else the series' own copy; hashes must agree
+        p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
+    else:
+        o = resolve(options)
+        p = protocol_mod.load(Path(o["protocol"]))
+        rd = ResultsDir.create(Path(o["out"]))
+    ex = executor(o["executor"])
+    card, cc, gpu = _card(o["device"])
+    spec = SeriesSpec(
+        models=tuple(o["models"]),
+        precisions=tuple(o["precisions"]),
+        device=o["device"],
+        card=card,
+        compute_capability=cc,
+        smoke=o["smoke"],
+        sides=tuple(o["sides"]),
+        extra={"contender": o["contender"] or "none given"},
+    )
+    work = rd.root / "work"
+    ctx = RunContext(p, ex, o["device"], gpu, work, smoke=o["smoke"])
+    hooks = progress.make(console)
+    s = Series(rd, p, spec, build_sides(p, o, work), ex, ctx, hooks)
+    if resume:
+        s.check_resume()
+    else:
+        s.write_start(argv)
+        manifest = rd.manifest()
+        manifest["options"] = o
+        rd.write_json(store.MANIFEST, manifest)
+    return s, hooks

@@ -1,0 +1,109 @@
+"""`micakit`: a thin click layer over the kit's keyword API. Parse, call, render, exit.
+
+Exit codes (kit.errors.ExitCode): 0 done; 2 bad input, the message says what to fix; 3 a run
+failed and ended the series; 4 `verify` found a difference; 130 interrupted, resumable.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from kit import __version__, assemble, report
+from kit.errors import ExitCode, UserError
+from kit.series import Interrupted
+from kit.store import ResultsDir
+
+
+class KitGroup(click.Group):
+    """Maps what the user must fix to a message and an exit code; bugs keep their traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            click.echo(f"micakit: error: {e.message}", err=True)
+            if e.fix:
+                click.echo(f"  fix: {e.fix}", err=True)
+            ctx.exit(int(e.exit_code))
+        except (KeyboardInterrupt, Interrupted) as e:
+            where = f" during {e}" if str(e) else ""
+            click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)
+            resume = ctx.meta.get("resume_hint")
+            if resume:
+                click.echo(f"  resume with: micakit series --resume {resume}", err=True)
+            ctx.exit(int(ExitCode.INTERRUPTED))
+
+
+@click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="micakit")
+def main() -> None:
+    """Carry out the TR-2 measurement protocol and leave a results directory anyone can rerun."""
+
+
+@main.command()
+@click.option("--out", type=click.Path(path_type=Path), help="A new results directory.")
+@click.option("--resume", type=click.Path(path_type=Path), help="Resume this results directory.")
+@click.option("--protocol", "protocol_path", type=click.Path(path_type=Path), help="Protocol file.")
+@click.option("--model", "models", multiple=True, help="shakespeare-char, gpt2-small, gpt2-medium.")
+@click.option("--precision", "precisions", multiple=True, help="float32, bfloat16, float16.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda.")
+@click.option("--smoke", is_flag=True, help="Scaled-down models that train in seconds (CPU).")
+@click.option("--contender", type=click.Path(path_type=Path), help="The contender program (D4).")
+@click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
+@click.option("--no-pytorch", is_flag=True, help="Run the contender's configurations only.")
+@click.option("--executor", type=click.Choice(["local", "docker"]), default=None,
+              help="Default: docker where an engine answers, else local.")  # fmt: skip
+@click.option("--data-dir", type=click.Path(path_type=Path), help="Prepared datasets (cache).")
+@click.pass_context
+def series(ctx: click.Context, **options) -> None:
+    """Run a series: one discarded run per configuration, then five rotating rounds."""
+    console = Console(stderr=True)
+    target = options["resume"] or options["out"]
+    ctx.meta["resume_hint"] = target
+    s, hooks = assemble.series(options, sys.argv, console)
+    try:
+        s.run()
+    finally:
+        hooks.close()
+        if s.rd.records():
+            report.write(s.rd, report.tables(s.rd))
+    click.echo(f"{s.rd.root / 'report.md'}")
+    if not s.complete():  # pragma: no cover - run() either finishes or raises
+        raise UserError("the series stopped before its last run", f"resume {s.rd.root}")
+
+
+@main.command("report")
+@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def report_cmd(results: Path) -> None:
+    """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
+    rd = ResultsDir.open(results)
+    try:
+        t = report.tables(rd)
+    except ValueError as e:
+        raise UserError(
+            f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"
+        ) from None
+    report.write(rd, t)
+    click.echo((rd.root / "report.md").read_text("utf-8"))
+
+
+@main.command()
+@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def verify(results: Path) -> None:
+    """Recompute RESULTS and exit non-zero, naming each number or raw file that differs."""
+    rd = ResultsDir.open(results)
+    problems = report.verify(rd)
+    for p in problems:
+        click.echo(p)
+    if problems:
+        click.echo(f"micakit: {len(problems)} differences in {results}", err=True)
+        sys.exit(int(ExitCode.VERIFY_MISMATCH))
+    click.echo(f"{results}: every published number matches its recomputation from the raw logs")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

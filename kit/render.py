@@ -1,0 +1,168 @@
+"""The words around the numbers (§9): the Markdown report of a results directory.
+
+Formatting functions return text and print nothing. The wording rules live here, so no other
+module can publish a number without them: PyTorch is named with its version, mode, precision and
+attention kernels; every M1 number travels with its model's size; "faster", "level" and
+"slower" appear only as D1's verdicts; what is not a protocol result is labelled a hypothesis.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from kit import store
+from kit.store import ResultsDir
+
+PREPARATION = "preparation (a development build, rule 9)"
+
+
+def ms(x: float) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1e3:.3f}"
+
+
+def range_ms(lo: float, hi: float) -> str:
+    if math.isnan(lo):
+        return "—"
+    return f"{ms(lo)}–{ms(hi)}"
+
+
+def pytorch_name(manifest: dict, mode: str, precision: str, attention: str) -> str:
+    """§9: PyTorch is named with its version, mode, precision and attention kernels, always."""
+    version = manifest.get("versions", {}).get("torch") or manifest.get("series", {}).get(
+        "extra", {}
+    ).get("torch", "(version not recorded)")
+    return f"PyTorch {version} {mode} mode, {precision}, attention: {attention}"
+
+
+def model_words(protocol_models: dict, model: str) -> str:
+    """§9: every number travels with its model's size (M1's sentence above all)."""
+    m = protocol_models.get(model)
+    if m is None:
+        return model
+    return f"{m.label} ({model}): {m.size_sentence}"
+
+
+def comparison_lines(rd: ResultsDir, comparison: pd.DataFrame, models: dict) -> list[str]:
+    manifest = rd.manifest()
+    lines = []
+    if comparison.empty:
+        return ["No contender configuration ran in this series, so there is no comparison."]
+    for (card, model, precision), g in comparison.groupby(
+        ["card", "model", "precision"], sort=False
+    ):
+        lines += [f"### {card} · {model_words(models, model)} · {precision}", ""]
+        rows = []
+        for _, r in g.iterrows():
+            attention = r.get("pytorch_attention", "") or "not profiled in this series"
+            torch = (
+                pytorch_name(manifest, r["pytorch_fastest_mode"], precision, attention)
+                if r["pytorch_fastest_mode"]
+                else "no PyTorch mode ran"
+            )
+            ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.3f}"
+            rows.append(
+                {
+                    "contender build": f"{r['contender_build']} ({r['build_role']})",
+                    "runs": r["contender_runs"],
+                    "median ms": ms(r["contender_median_step_s"]),
+                    "range ms": range_ms(r["contender_min_step_s"], r["contender_max_step_s"]),
+                    "against": torch,
+                    "PyTorch runs": r["pytorch_runs"],
+                    "PyTorch median ms": ms(r["pytorch_median_step_s"]),
+                    "PyTorch range ms": range_ms(r["pytorch_min_step_s"], r["pytorch_max_step_s"]),
+                    "ratio P/M": ratio,
+                    "verdict": r["verdict"],
+                }
+            )
+        lines.append(pd.DataFrame(rows).to_markdown(index=False))
+        lines.append("")
+        for _, r in g.iterrows():
+            if r["times_alone_say"] and r["verdict"] != r["times_alone_say"]:
+                lines.append(
+                    f"- Hypothesis, not a protocol result: by step times alone, "
+                    f"{r['contender_build']} would read *{r['times_alone_say']}*; it has no "
+                    f"verdict until its correctness check passes (§3 rule 6)."
+                )
+            if r["pytorch_modes_out_of_memory"]:
+                lines.append(
+                    f"- PyTorch modes out of memory (amendment 5): "
+                    f"{r['pytorch_modes_out_of_memory']}; the fastest of the modes that ran "
+                    f"is compared."
+                )
+        lines.append("")
+    return lines
+
+
+def configurations_lines(configs: pd.DataFrame, models: dict) -> list[str]:
+    rows = []
+    for _, c in configs.iterrows():
+        rows.append(
+            {
+                "model": c["model"],
+                "precision": c["precision"],
+                "side": c["side"],
+                "mode or build": c["variant"],
+                "runs": c["runs"],
+                "median ms": ms(c["median_step_s"]),
+                "range ms": range_ms(c["min_step_s"], c["max_step_s"]),
+                "notes": c["notes"],
+            }
+        )
+    sizes = [f"- {model_words(models, m)}" for m in dict.fromkeys(configs["model"])]
+    return [pd.DataFrame(rows).to_markdown(index=False), "", *sizes]
+
+
+def markdown_report(rd: ResultsDir, t) -> str:
+    from kit.report import load_protocol
+
+    protocol = load_protocol(rd)
+    manifest = rd.manifest()
+    plan = rd.read_json(store.PLAN)
+    series = manifest["series"]
+    label = ""
+    if series.get("extra", {}).get("contender_build_kind") == "development":
+        label = f" — {PREPARATION}"
+    smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
+    title = f"# {protocol.name} series on {series['card']}{smoke if series['smoke'] else ''}"
+    lines = [
+        title + label,
+        "",
+        f"- date {manifest['date_utc']}, host {manifest['host']}, executor {manifest['executor']}",
+        f"- kit {manifest['kit_version']} ({manifest['kit_commit'][:12]}), protocol "
+        f"{protocol.name} sha256 {manifest['protocol_sha256']}",
+        f"- contender: {series.get('extra', {}).get('contender', 'none given')}",
+        f"- step time: the outside clock, (stamp of step {protocol.timing.window[1]}'s line − "
+        f"stamp of step {protocol.timing.window[0]}'s) / "
+        f"{protocol.timing.window[1] - protocol.timing.window[0]} (§5); every number below "
+        f"is recomputed from the raw logs under `runs/` by `micakit report`",
+        "",
+        "## Comparison (D1)",
+        "",
+        *comparison_lines(rd, t.comparison, protocol.models),
+        "## Configurations",
+        "",
+        *configurations_lines(t.configurations, protocol.models),
+        "",
+    ]
+    if plan.get("not_measured"):
+        lines += ["## Not measured", ""]
+        lines += [f"- {n['model']} {n['precision']}: {n['why']}" for n in plan["not_measured"]]
+        lines.append("")
+    odd = t.runs[t.runs["status"] != "ok"]
+    if len(odd):
+        lines += ["## Runs that gave no time", ""]
+        for _, r in odd.iterrows():
+            lines.append(
+                f"- run {r['run_id']} {r['config']}: {r['status']}: {r['reason']} "
+                f"([logs]({r['log_dir']}))"
+            )
+        lines.append("")
+    lines += ["## Amendments in force", ""]
+    in_force = set(manifest.get("amendments_in_force", []))
+    for a in protocol.amendments:
+        if a.number in in_force:
+            lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")
+    lines.append("")
+    return "\n".join(lines)

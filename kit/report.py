@@ -1,0 +1,280 @@
+"""Every table of a results directory, recomputed from its raw stamped logs alone (D6).
+
+`tables()` reads the plan, the records' exit codes and the stamped logs, and judges every run
+again; nothing a series computed while it ran is trusted. `verify()` compares what a directory
+publishes with that recomputation and names every number and raw file that differs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kit import protocol as protocol_mod
+from kit import store, timing, verdict
+from kit.errors import UserError
+from kit.protocol import Protocol
+from kit.scheduler import CONTENDER, PYTORCH
+from kit.store import ResultsDir
+
+TABLES = ("runs", "configurations", "comparison")
+NOT_CHECKED = "correctness not checked"
+
+
+@dataclass(frozen=True)
+class Tables:
+    runs: pd.DataFrame
+    configurations: pd.DataFrame
+    comparison: pd.DataFrame
+
+    def items(self) -> list[tuple[str, pd.DataFrame]]:
+        return [(name, getattr(self, name)) for name in TABLES]
+
+
+def load_protocol(rd: ResultsDir) -> Protocol:
+    """The protocol the series ran under, from its own copy, checked against the manifest."""
+    p = protocol_mod.load(rd.root / store.PROTOCOL)
+    recorded = rd.manifest()["protocol_sha256"]
+    if p.sha256 != recorded:
+        raise UserError(
+            f"{rd.root / store.PROTOCOL} has SHA-256 {p.sha256[:12]}…, "
+            f"but the manifest records {recorded[:12]}…: the protocol copy was changed",
+            "restore the protocol file the series ran under",
+        )
+    return p
+
+
+def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
+    """One row per planned run that has a record: judged again from its logs."""
+    plan = rd.read_json(store.PLAN)
+    configs = {c["id"]: c for c in plan["configurations"]}
+    latest: dict[int, dict] = {}
+    for r in rd.records():
+        latest[r["run_id"]] = r
+    rows = []
+    for planned in plan["order"]:
+        record = latest.get(planned["run_id"])
+        if record is None:
+            continue
+        c = configs[planned["config"]]
+        grammar = protocol.pytorch if c["side"] == PYTORCH else protocol.contender
+        log_dir = rd.root / record["log_dir"]
+        outcome = timing.judge(
+            log_dir / "stdout.log",
+            log_dir / "stderr.log",
+            record["exit_code"],
+            grammar,
+            protocol.timing,
+        )
+        rows.append(
+            {
+                "run_id": planned["run_id"],
+                "config": c["id"],
+                "card": c["card"],
+                "model": c["model"],
+                "precision": c["precision"],
+                "side": c["side"],
+                "variant": c["variant"],
+                "round": planned["round"],
+                "discarded": planned["discarded"],
+                "status": outcome.status,
+                "step_s": outcome.step_s,
+                "own_step_s": outcome.own_step_s,
+                "final_loss": outcome.final_loss,
+                "reason": outcome.reason,
+                "log_dir": record["log_dir"],
+            }
+        )
+    columns = [
+        "run_id", "config", "card", "model", "precision", "side", "variant", "round",
+        "discarded", "status", "step_s", "own_step_s", "final_loss", "reason", "log_dir",
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def configurations_table(runs: pd.DataFrame, plan: dict) -> pd.DataFrame:
+    """Per configuration: timed runs that counted, median and range (§5 "What is reported")."""
+    rows = []
+    for c in plan["configurations"]:
+        mine = runs[runs["config"] == c["id"]]
+        timed = mine[~mine["discarded"]]
+        ok = timed[timed["status"] == timing.OK]["step_s"].astype(float)
+        oom = mine[mine["status"] == timing.OOM]
+        void = timed[timed["status"] == timing.VOID]
+        notes = []
+        if len(oom):
+            notes.append(f"out of memory in run {int(oom['run_id'].iloc[0])}")
+        if len(void):
+            notes.append(f"{len(void)} void: " + "; ".join(void["reason"]))
+        rows.append(
+            {
+                "config": c["id"],
+                "card": c["card"],
+                "model": c["model"],
+                "precision": c["precision"],
+                "side": c["side"],
+                "variant": c["variant"],
+                "primary": plan["primary"].get(c["id"], True),
+                "runs": len(ok),
+                "median_step_s": float(ok.median()) if len(ok) else math.nan,
+                "min_step_s": float(ok.min()) if len(ok) else math.nan,
+                "max_step_s": float(ok.max()) if len(ok) else math.nan,
+                "out_of_memory": bool(len(oom)),
+                "notes": "; ".join(notes),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def comparison_table(
+    runs: pd.DataFrame,
+    configs: pd.DataFrame,
+    protocol: Protocol,
+    checks: dict[str, str] | None = None,
+) -> pd.DataFrame:
+    """Per card, model and precision: each contender build against PyTorch's fastest mode.
+
+    `checks` maps "model/precision" to "passed" or why not (§7, rule 6); without a passed
+    check the verdict is "no verdict", and what the times alone say stands beside it, labelled.
+    """
+    checks = checks or {}
+    timed_ok = runs[(~runs["discarded"]) & (runs["status"] == timing.OK)]
+    rows = []
+    for (card, model, precision), group in configs.groupby(
+        ["card", "model", "precision"], sort=False
+    ):
+        torch_rows = group[group["side"] == PYTORCH]
+        times = {
+            mode: timed_ok[timed_ok["config"] == cid]["step_s"].astype(float).to_numpy()
+            for mode, cid in zip(torch_rows["variant"], torch_rows["config"])
+        }
+        fastest = verdict.fastest_mode(times)
+        oom_modes = list(torch_rows[torch_rows["out_of_memory"]]["variant"])
+        p = times.get(fastest, np.array([])) if fastest else np.array([])
+        for _, c in group[group["side"] == CONTENDER].iterrows():
+            m = timed_ok[timed_ok["config"] == c["config"]]["step_s"].astype(float).to_numpy()
+            check = checks.get(f"{model}/{precision}", NOT_CHECKED)
+            if len(m) and len(p):
+                times_say = verdict.by_times(m, p, protocol.timing.verdict_margin)
+            else:
+                times_say = ""
+            if not len(m):
+                shown = f"{verdict.NO_VERDICT}: " + (
+                    "out of memory" if c["out_of_memory"] else "no timed run of the contender"
+                )
+            elif not len(p):
+                shown = f"{verdict.NO_VERDICT}: no PyTorch mode ran"
+            elif check != "passed":
+                shown = f"{verdict.NO_VERDICT}: {check}"
+            else:
+                shown = times_say
+            rows.append(
+                {
+                    "card": card,
+                    "model": model,
+                    "precision": precision,
+                    "contender_build": c["variant"],
+                    "build_role": "primary" if c["primary"] else "secondary",
+                    "contender_runs": len(m),
+                    "contender_median_step_s": _median(m),
+                    "contender_min_step_s": float(m.min()) if len(m) else math.nan,
+                    "contender_max_step_s": float(m.max()) if len(m) else math.nan,
+                    "pytorch_fastest_mode": fastest or "",
+                    "pytorch_runs": len(p),
+                    "pytorch_median_step_s": _median(p),
+                    "pytorch_min_step_s": float(p.min()) if len(p) else math.nan,
+                    "pytorch_max_step_s": float(p.max()) if len(p) else math.nan,
+                    "pytorch_modes_out_of_memory": ", ".join(oom_modes),
+                    # D1: median(P) / median(M), above 1 when the contender is faster
+                    "ratio": _median(p) / _median(m) if len(m) and len(p) else math.nan,
+                    "correctness": check,
+                    "times_alone_say": times_say,
+                    "verdict": shown,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _median(a: np.ndarray) -> float:
+    return float(np.median(a)) if len(a) else math.nan
+
+
+def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
+    """Every table, judged again from the raw logs (a corrupt log raises ValueError)."""
+    protocol = load_protocol(rd)
+    plan = rd.read_json(store.PLAN)
+    runs = runs_table(rd, protocol)
+    configs = configurations_table(runs, plan)
+    return Tables(runs, configs, comparison_table(runs, configs, protocol, checks))
+
+
+def write(rd: ResultsDir, t: Tables) -> list[Path]:
+    """The tables in CSV (every digit) and Markdown, written atomically."""
+    written = []
+    for name, df in t.items():
+        rd.write_text(f"tables/{name}.csv", df.to_csv(index=False, float_format="%.17g"))
+        written.append(rd.root / "tables" / f"{name}.csv")
+    from kit.render import markdown_report  # the wording lives apart from the numbers
+
+    rd.write_text("report.md", markdown_report(rd, t))
+    written.append(rd.root / "report.md")
+    return written
+
+
+def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
+    """Every difference between what the directory publishes and the recomputation."""
+    problems = []
+    for record in rd.records():
+        for rel, digest in record.get("files", {}).items():
+            path = rd.root / rel
+            if not path.exists():
+                problems.append(f"{rel}: raw file missing (run {record['run_id']})")
+            elif store.sha256_file(path) != digest:
+                problems.append(f"{rel}: raw file changed since run {record['run_id']} wrote it")
+    try:
+        fresh = tables(rd, checks)
+    except ValueError as e:  # a raw log that no longer parses
+        return [*problems, f"cannot recompute: {e}"]
+    for name, df in fresh.items():
+        path = rd.root / "tables" / f"{name}.csv"
+        if not path.exists():
+            problems.append(f"tables/{name}.csv: missing")
+            continue
+        published = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        recomputed = pd.read_csv(_as_csv_buffer(df), keep_default_na=False, na_values=[""])
+        problems += _diff_frames(f"tables/{name}.csv", published, recomputed)
+    return problems
+
+
+def _as_csv_buffer(df: pd.DataFrame):
+    import io
+
+    return io.StringIO(df.to_csv(index=False, float_format="%.17g"))
+
+
+def _diff_frames(where: str, published: pd.DataFrame, recomputed: pd.DataFrame) -> list[str]:
+    if list(published.columns) != list(recomputed.columns):
+        return [f"{where}: columns {list(published.columns)} differ from the recomputed ones"]
+    if len(published) != len(recomputed):
+        return [f"{where}: {len(published)} rows published, {len(recomputed)} recomputed"]
+    out = []
+    for col in published.columns:
+        for i, (a, b) in enumerate(zip(published[col], recomputed[col])):
+            if _same(a, b):
+                continue
+            out.append(f"{where} row {i + 2} column {col}: published {a!r}, recomputed {b!r}")
+    return out
+
+
+def _same(a: object, b: object) -> bool:
+    try:
+        fa, fb = float(a), float(b)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+    if math.isnan(fa) and math.isnan(fb):
+        return True
+    return fa == fb or abs(fa - fb) <= 1e-12 * max(abs(fa), abs(fb))

@@ -1,0 +1,75 @@
+"""The scheduler (§5 "Runs", D3): configurations, the discarded runs, and rotating rounds."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+PYTORCH, CONTENDER = "pytorch", "contender"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration: card x model x precision x side (a PyTorch mode or a contender build)."""
+
+    card: str
+    model: str
+    precision: str
+    side: str  # pytorch or contender
+    variant: str  # the PyTorch mode, or the contender build
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}/{self.precision}/{self.side}/{self.variant}"
+
+    @property
+    def slug(self) -> str:
+        """The id as a file name."""
+        return self.id.replace("/", ".")
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"id": self.id}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Config:
+        return cls(d["card"], d["model"], d["precision"], d["side"], d["variant"])
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    run_id: int  # the run's place in the series, fixed before the first run
+    config: str  # Config.id
+    round: int  # 0 for discarded runs; 1..runs for the timed rounds
+    discarded: bool
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> PlannedRun:
+        return cls(d["run_id"], d["config"], d["round"], d["discarded"])
+
+
+def rotated(items: list, r: int) -> list:
+    """The list rotated left by r: round r starts r places further on (D3)."""
+    if not items:
+        return []
+    k = r % len(items)
+    return items[k:] + items[:k]
+
+
+def plan(configs: list[Config], runs: int, discarded_runs: int) -> list[PlannedRun]:
+    """Every run of the series, in the order it runs.
+
+    §5: one discarded run of each configuration first (it fills NVRTC's and Inductor's caches),
+    then `runs` rounds; each round runs every configuration once, in an order that rotates from
+    round to round, so heat and drift touch every configuration alike.
+    """
+    ids = [c.id for c in configs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("configurations must be distinct")
+    order: list[PlannedRun] = []
+    for _ in range(discarded_runs):
+        order += [PlannedRun(len(order) + i, c, 0, True) for i, c in enumerate(ids)]
+    for r in range(1, runs + 1):
+        order += [PlannedRun(len(order) + i, c, r, False) for i, c in enumerate(rotated(ids, r))]
+    return order

@@ -1,0 +1,328 @@
+"""A series (§5): every configuration's discarded run, then the timed rounds, resumable.
+
+The engine is the same for every executor and side: it asks a side for a run's command, an
+executor to run it under the outside clock, judges the run from its stamped logs alone, and
+appends one record. A run's record is written only once the run has ended, so a series stopped
+at any point resumes with every finished run kept and only the unfinished one run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import platform
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit import __version__, store, timing
+from kit.errors import SeriesFailed, UserError
+from kit.executor import Executor
+from kit.protocol import Protocol
+from kit.scheduler import Config, PlannedRun, plan
+from kit.sides import RunContext, Side
+from kit.store import ResultsDir
+
+RECORD_SCHEMA = 1
+DONE = (timing.OK, timing.OOM, timing.VOID)  # a run with one of these is never run again
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM: the unfinished run has no record and runs again on resume."""
+
+
+@dataclass(frozen=True)
+class SeriesSpec:
+    """What a series measures; saved in the manifest and taken from it on resume."""
+
+    models: tuple[str, ...]
+    precisions: tuple[str, ...]
+    device: str  # cuda or cpu
+    card: str  # the card's name as NVML gives it, or "cpu"
+    compute_capability: float | None = None
+    smoke: bool = False
+    sides: tuple[str, ...] = ("pytorch", "contender")
+    extra: dict[str, Any] = field(default_factory=dict)  # side inputs: paths, hashes, images
+
+
+class Hooks:
+    """What a series reports as it goes, and what it asks around each run (telemetry).
+
+    The default does nothing; the CLI passes a progress display, tests a recorder.
+    """
+
+    def planned(self, configs: list[Config], order: list[PlannedRun], done: set[int]) -> None:
+        pass
+
+    def run_started(self, run: PlannedRun, config: Config, position: int, total: int) -> None:
+        pass
+
+    def run_finished(self, run: PlannedRun, record: dict) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    @contextmanager
+    def around_run(self, run: PlannedRun, log_dir: Path) -> Iterator[None]:
+        """Telemetry's place: check the card before the run, sample it during."""
+        yield
+
+
+def configurations(
+    protocol: Protocol, spec: SeriesSpec, sides: list[Side]
+) -> tuple[list[Config], list[dict]]:
+    """The series' configurations in their fixed order, and what is recorded as not measured."""
+    configs: list[Config] = []
+    not_measured: list[dict] = []
+    for model in spec.models:
+        protocol.model(model)
+        for precision in spec.precisions:
+            protocol.check_precision(precision)
+            need = protocol.precisions.min_compute_capability.get(precision)
+            cc = spec.compute_capability
+            if need is not None and cc is not None and cc < need:
+                # D3: bfloat16 below compute capability 8.0 is emulated, so not measured
+                not_measured.append(
+                    {
+                        "model": model,
+                        "precision": precision,
+                        "why": f"emulated, not measured (compute capability {cc} < {need})",
+                    }
+                )
+                continue
+            for side in sides:
+                for variant, _primary in side.variants(protocol, precision, spec.smoke):
+                    configs.append(Config(spec.card, model, precision, side.name, variant))
+    if not configs:
+        raise UserError(
+            "this series has no configuration to run",
+            "name at least one model and precision that the card can measure",
+        )
+    return configs, not_measured
+
+
+def _git_commit() -> str:
+    """The kit's own commit, read from its checkout without running git."""
+    root = Path(__file__).resolve().parent.parent / ".git"
+    try:
+        head = (root / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        ref_file = root / ref
+        if ref_file.exists():
+            return ref_file.read_text().strip()
+        for line in (root / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split()[0]
+    except OSError:
+        pass
+    return "unknown"
+
+
+class Series:
+    """A series bound to its results directory, protocol, sides and executor."""
+
+    def __init__(
+        self,
+        rd: ResultsDir,
+        protocol: Protocol,
+        spec: SeriesSpec,
+        sides: list[Side],
+        executor: Executor,
+        ctx: RunContext,
+        hooks: Hooks | None = None,
+    ) -> None:
+        self.rd = rd
+        self.protocol = protocol
+        self.spec = spec
+        self.sides = {s.name: s for s in sides}
+        self.executor = executor
+        self.ctx = ctx
+        self.hooks = hooks or Hooks()
+        self.configs, self.not_measured = configurations(protocol, spec, sides)
+        self.by_id = {c.id: c for c in self.configs}
+        runs = protocol.smoke.runs if spec.smoke else protocol.timing.runs
+        discarded = protocol.smoke.discarded_runs if spec.smoke else protocol.timing.discarded_runs
+        self.order = plan(self.configs, runs, discarded)
+
+    # -- starting and resuming --------------------------------------------------------------
+
+    def write_start(self, argv: list[str]) -> None:
+        """The manifest, the protocol file and the plan, all before the first run (§3 rule 1)."""
+        manifest = {
+            "schema": store.SCHEMA,
+            "kit_version": __version__,
+            "kit_commit": _git_commit(),
+            "protocol_name": self.protocol.name,
+            "protocol_sha256": self.protocol.sha256,
+            "amendments_in_force": [a.number for a in self.protocol.amendments],
+            "command": argv,
+            "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "host": socket.gethostname(),
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "executor": self.executor.name,
+            "executor_versions": self.executor.versions(),
+            "series": dataclasses.asdict(self.spec),
+        }
+        self.rd.write_text(store.PROTOCOL, self.protocol.path.read_text("utf-8"))
+        self.rd.write_json(store.PLAN, self.plan_json())
+        self.rd.write_json(store.MANIFEST, manifest)
+
+    def plan_json(self) -> dict:
+        return {
+            "schema": store.SCHEMA,
+            "configurations": [c.to_json() for c in self.configs],
+            "primary": {c.id: self._primary(c) for c in self.configs},
+            "not_measured": self.not_measured,
+            "order": [r.to_json() for r in self.order],
+        }
+
+    def _primary(self, config: Config) -> bool:
+        side = self.sides[config.side]
+        variants = dict(side.variants(self.protocol, config.precision, self.spec.smoke))
+        return variants.get(config.variant, True)
+
+    def check_resume(self) -> None:
+        """Resume only what this series was: same protocol file, same plan."""
+        manifest = self.rd.manifest()
+        if manifest["protocol_sha256"] != self.protocol.sha256:
+            raise UserError(
+                f"{self.rd.root} was measured under a protocol file with SHA-256 "
+                f"{manifest['protocol_sha256'][:12]}…, and {self.protocol.path} has "
+                f"{self.protocol.sha256[:12]}…: a series never changes protocol midway",
+                f"resume with the protocol it started under: --protocol "
+                f"{self.rd.root / store.PROTOCOL}",
+            )
+        saved = self.rd.read_json(store.PLAN)
+        if saved["order"] != [r.to_json() for r in self.order]:
+            raise UserError(
+                f"the planned runs of {self.rd.root} differ from what this kit plans now",
+                "resume with the kit version named in its manifest.json",
+            )
+
+    # -- running ------------------------------------------------------------------------
+
+    def latest_records(self) -> dict[int, dict]:
+        latest: dict[int, dict] = {}
+        for r in self.rd.records():
+            latest[r["run_id"]] = r
+        return latest
+
+    def run(self) -> None:
+        """Run every planned run that has no finished record yet, in the planned order."""
+        latest = self.latest_records()
+        done = {i for i, r in latest.items() if r["status"] in DONE}
+        stopped = {r["config"]: r["run_id"] for r in latest.values() if r["status"] == timing.OOM}
+        self.hooks.planned(self.configs, self.order, done)
+        self.executor.sweep()
+        with _sigterm_as_interrupt():
+            for position, planned in enumerate(self.order):
+                if planned.run_id in done:
+                    continue
+                if planned.config in stopped:
+                    continue  # amendment 8.1: out of memory runs no further
+                record = self._run_one(planned, position)
+                if record["status"] == timing.OOM:
+                    stopped[planned.config] = planned.run_id
+                    self.hooks.message(
+                        f"{planned.config}: out of memory in run {planned.run_id}; "
+                        "recorded, and the series goes on (amendment 8)"
+                    )
+                elif record["status"] == timing.FAILED:
+                    raise SeriesFailed(self._failure_message(planned, record))
+
+    def _run_one(self, planned: PlannedRun, position: int) -> dict:
+        config = self.by_id[planned.config]
+        side = self.sides[config.side]
+        label = f"run {planned.run_id} {config.id}"
+        spec = side.spec(config, label, self.ctx)
+        # amendment 2: which libraries the loader opened, during the discarded run
+        spec = dataclasses.replace(spec, trace_libraries=planned.discarded)
+        log_dir = self.rd.new_attempt_dir(planned.run_id, config.slug)
+        store.write_json(log_dir / "command.json", {"argv": list(spec.argv), "env": spec.env})
+        self.hooks.run_started(planned, config, position, len(self.order))
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        try:
+            with self.hooks.around_run(planned, log_dir):
+                outcome = self.executor.run(spec, log_dir)
+        except KeyboardInterrupt:
+            raise Interrupted(label) from None
+        judged = timing.judge(
+            outcome.stdout_log,
+            outcome.stderr_log,
+            outcome.exit_code,
+            side.grammar(self.protocol),
+            self.protocol.timing,
+        )
+        record = {
+            "schema": RECORD_SCHEMA,
+            "run_id": planned.run_id,
+            "config": planned.config,
+            "round": planned.round,
+            "discarded": planned.discarded,
+            "log_dir": self.rd.rel(log_dir),
+            "started_utc": started,
+            "start_ns": outcome.start_ns,
+            "end_ns": outcome.end_ns,
+            "exit_code": outcome.exit_code,
+            "status": judged.status,
+            "reason": judged.reason,
+            "step_s": judged.step_s,
+            "own_step_s": judged.own_step_s,
+            "final_loss": judged.final_loss,
+            "executor": self.executor.name,
+            "files": {
+                self.rd.rel(p): store.sha256_file(p)
+                for p in sorted(log_dir.rglob("*"))
+                if p.is_file()
+            },
+        }
+        self.rd.append_record(record)
+        self.hooks.run_finished(planned, record)
+        return record
+
+    def _failure_message(self, planned: PlannedRun, record: dict) -> str:
+        log_dir = self.rd.root / record["log_dir"]
+        tail = timing.tail(log_dir / "stderr.log", 10) or timing.tail(log_dir / "stdout.log", 10)
+        shown = "\n".join(f"    {line}" for line in tail) or "    (no output)"
+        return (
+            f"run {planned.run_id} of {planned.config} failed: {record['reason']} "
+            f"(exit code {record['exit_code']}); the series stops here (amendment 8.4).\n"
+            f"  the tail of its output ({record['log_dir']}):\n{shown}\n"
+            f"  every finished run is kept; once the cause is fixed, "
+            f"`micakit series --resume {self.rd.root}` runs this one again"
+        )
+
+    def complete(self) -> bool:
+        latest = self.latest_records()
+        stopped = {r["config"] for r in latest.values() if r["status"] == timing.OOM}
+        return all(
+            (r.run_id in latest and latest[r.run_id]["status"] in DONE) or r.config in stopped
+            for r in self.order
+        )
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a series the way Ctrl-C does: the unfinished run is rerun on resume."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (tests driving a series from a thread)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,165 @@
+"""The two sides of a comparison: how each configuration's run is started.
+
+A side turns a configuration into a `RunSpec`; it never measures anything. Both sides' runs are
+read by the same outside clock (§3 rule 3).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.errors import UserError
+from kit.executor import Executor, Mount, RunSpec
+from kit.protocol import Grammar, Protocol
+from kit.scheduler import CONTENDER, PYTORCH, Config
+
+SEED = 1337  # nanoGPT's own seed; timing runs use it on both sides
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a run needs from the series: where things are, and which run this is."""
+
+    protocol: Protocol
+    executor: Executor
+    device: str  # "cuda" or "cpu"
+    gpu: str | None  # the card for the Docker device request
+    work: Path  # the series' scratch folder (out_dir, products records)
+    smoke: bool = False
+
+
+class Side(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def grammar(self, protocol: Protocol) -> Grammar: ...
+
+    @abc.abstractmethod
+    def spec(self, config: Config, label: str, ctx: RunContext) -> RunSpec: ...
+
+    def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
+        """The variants this side runs for a precision, each with whether it is primary."""
+        raise NotImplementedError
+
+
+def _fill(template: list[str], values: dict[str, str], where: str) -> list[str]:
+    try:
+        return [item.format(**values) for item in template]
+    except (KeyError, IndexError, ValueError) as e:
+        raise UserError(
+            f"protocol file: {where} uses an unknown placeholder {e}",
+            f"the placeholders are {', '.join('{' + k + '}' for k in values)}",
+        ) from None
+
+
+class ContenderSide(Side):
+    """Any program that keeps the contract of D4 (the Mica program, or a stand-in)."""
+
+    name = CONTENDER
+
+    def __init__(self, program: Path, data: Path, image: str | None = None) -> None:
+        self.program = program
+        self.data = data
+        self.image = image
+
+    def grammar(self, protocol: Protocol) -> Grammar:
+        return protocol.contender
+
+    def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
+        return [(b.name, b.primary) for b in protocol.builds_for(precision)]
+
+    def spec(self, config: Config, label: str, ctx: RunContext) -> RunSpec:
+        p = ctx.protocol
+        build = next(b for b in p.contender.builds if b.name == config.variant)
+        ex = ctx.executor
+        program = Mount("program", self.program.parent)
+        data = Mount("data", self.data)
+        work = Mount("work", ctx.work, read_only=False)
+        model = p.model(config.model)
+        values = {
+            "program": f"{ex.where(program)}/{self.program.name}",
+            "model": config.model,
+            "precision": config.precision,
+            "seed": str(SEED),
+            "steps": str(p.timing.steps),
+            "data": f"{ex.where(data)}/{model.dataset}",
+            # amendment 4.3: the discarded run writes the products record, timed runs read it
+            "products": f"{ex.where(work)}/products/{config.slug}.products",
+            "init": "",
+            "batches": "",
+            "device": ctx.device,
+        }
+        (ctx.work / "products").mkdir(parents=True, exist_ok=True)
+        argv = _fill(p.contender.command, values, "contender.command") + build.args
+        return RunSpec(
+            label=label,
+            argv=tuple(argv),
+            mounts=(program, data, work),
+            image=self.image,
+            gpu=ctx.gpu,
+        )
+
+
+class PyTorchSide(Side):
+    """nanoGPT's train.py in one of PyTorch's four modes (§3 rule 2, D3).
+
+    `workspace` holds nanoGPT's files at the pinned commit (train.py as shipped, the patched
+    train file beside it, model.py, configurator.py, its configs) and `data/<dataset>/`:
+    nanoGPT reads its configurator and its data relative to its working folder.
+    """
+
+    name = PYTORCH
+    PATCHED_TRAIN = "train_patched.py"
+
+    def __init__(self, workspace: Path, python: str, image: str | None = None) -> None:
+        self.workspace = workspace
+        self.python = python
+        self.image = image
+
+    def grammar(self, protocol: Protocol) -> Grammar:
+        return protocol.pytorch
+
+    def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
+        modes = protocol.smoke.modes if smoke else protocol.pytorch.modes
+        return [(m, True) for m in modes]
+
+    def train_file(self, protocol: Protocol, mode: str) -> str:
+        # §3 rule 2: the timing runs of the modes that need no patch use train.py as shipped
+        return self.PATCHED_TRAIN if mode in protocol.pytorch.patched_modes else "train.py"
+
+    def spec(self, config: Config, label: str, ctx: RunContext) -> RunSpec:
+        p = ctx.protocol
+        model = p.model(config.model)
+        ex = ctx.executor
+        nanogpt = Mount("nanogpt", self.workspace)
+        work = Mount("work", ctx.work, read_only=False)
+        mode = config.variant
+        train = self.train_file(p, mode)
+        argv = [self.python, "-u", train, model.config, *model.args]
+        argv += [
+            f"--device={ctx.device}",
+            f"--dtype={config.precision}",
+            f"--compile={mode != 'eager'}",
+            f"--max_iters={p.timing.steps}",
+            # D3: evaluation off, but nanoGPT keeps its single evaluation batch at step 0
+            "--eval_iters=1",
+            f"--eval_interval={p.timing.steps * 10}",
+            f"--log_interval={p.timing.log_interval}",
+            "--always_save_checkpoint=False",
+            f"--out_dir={ex.where(work)}/out/{config.slug}",
+        ]
+        if train == self.PATCHED_TRAIN:
+            argv.append(f"--compile_mode={mode}")
+        if ctx.smoke:
+            argv += p.smoke.args
+        return RunSpec(
+            label=label,
+            argv=tuple(argv),
+            mounts=(nanogpt, work),
+            workdir=ex.where(nanogpt),
+            image=self.image,
+            gpu=ctx.gpu,
+            env={"PYTHONUNBUFFERED": "1"},
+        )

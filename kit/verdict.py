@@ -1,0 +1,38 @@
+"""The verdicts of D1 (§10, amendment 1): faster, level, slower, or no verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+FASTER, LEVEL, SLOWER = "faster", "level", "slower"
+NO_VERDICT = "no verdict"
+
+
+def ranges_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
+    return max(min(a), min(b)) <= min(max(a), max(b))
+
+
+def by_times(mica_s: Sequence[float], pytorch_s: Sequence[float], margin: float) -> str:
+    """D1 applied to two sets of step times (Mica's, and PyTorch's fastest mode's).
+
+    faster: max(M) < min(P), no run of Mica's was as slow as PyTorch's fastest run;
+    level:  not faster, and median(M) <= (1 + margin) x median(P), or median(M) < median(P)
+            with overlapping ranges (amendment 1: a lead whose ranges overlap is level);
+    slower: median(M) > (1 + margin) x median(P).
+    """
+    if not len(mica_s) or not len(pytorch_s):
+        raise ValueError("both sides need step times")
+    if max(mica_s) < min(pytorch_s):
+        return FASTER
+    m, p = float(np.median(mica_s)), float(np.median(pytorch_s))
+    if m <= (1 + margin) * p or (m < p and ranges_overlap(mica_s, pytorch_s)):
+        return LEVEL
+    return SLOWER
+
+
+def fastest_mode(times_by_mode: dict[str, Sequence[float]]) -> str | None:
+    """PyTorch's fastest mode: the lowest median among the modes that ran (amendment 5.3)."""
+    ran = {mode: float(np.median(t)) for mode, t in times_by_mode.items() if len(t)}
+    return min(ran, key=lambda mode: (ran[mode], mode)) if ran else None
