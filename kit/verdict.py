@@ -27,7 +27,9 @@ def by_times(mica_s: Sequence[float], pytorch_s: Sequence[float], margin: float)
     if max(mica_s) < min(pytorch_s):
         return FASTER
     m, p = float(np.median(mica_s)), float(np.median(pytorch_s))
-    if m <= (1 + margin) * p or (m < p and ranges_overlap(mica_s, pytorch_s)):
+    # the edge itself is level; binary rounding of (1 + margin) x p is forgiven (1e-12 relative)
+    within_margin = m - (1 + margin) * p <= 1e-12 * p
+    if within_margin or (m < p and ranges_overlap(mica_s, pytorch_s)):
         return LEVEL
     return SLOWER
 

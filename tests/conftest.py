@@ -1,0 +1,98 @@
+"""Shared fixtures: a fast test protocol, the fake programs, and a way to run the CLI in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kit import protocol as protocol_mod
+from kit.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKES = ROOT / "tests" / "fakes"
+CONTENDER = FAKES / "contender.py"
+FAKE_NANOGPT = FAKES / "nanogpt"
+SHARED_INPUT = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+
+# Fast timing for tests: 100 steps, the window 20..100, a tolerance that load cannot break.
+FAST_TIMING = """[timing]
+steps = 100
+window = [20, 100]
+runs = {runs}
+discarded_runs = 1
+log_interval = 10
+cross_check_tolerance = {tolerance}
+verdict_margin = 0.05
+"""
+
+
+def write_protocol(path: Path, runs: int = 5, tolerance: float = 0.10, **replace: str) -> Path:
+    """The reference protocol with fast timing (and any other text replaced), written to path."""
+    text = protocol_mod.DEFAULT_PATH.read_text()
+    text = re.sub(
+        r"\[timing\].*?(?=\n\[)",
+        FAST_TIMING.format(runs=runs, tolerance=tolerance).strip(),
+        text,
+        flags=re.S,
+    )
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def fast_protocol(tmp_path: Path) -> Path:
+    return write_protocol(tmp_path / "protocol.toml")
+
+
+@pytest.fixture
+def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Set the fakes' behaviour: fake_env(step_ms={...}, events={...})."""
+
+    def set_fake(**cfg) -> dict:
+        cfg.setdefault("state", str(tmp_path / "fake-state"))
+        monkeypatch.setenv("MICAKIT_FAKE", json.dumps(cfg))
+        return cfg
+
+    return set_fake
+
+
+@pytest.fixture
+def cli():
+    """Run `micakit ARGS` in-process; returns click's Result."""
+
+    def invoke(*args: str):
+        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
+
+
+def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
+    return [
+        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--no-pytorch",
+        "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char", *extra,
+    ]  # fmt: skip
+
+
+def records(out: Path) -> list[dict]:
+    path = out / "runs.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def python() -> str:
+    return sys.executable
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    # never touch the user's cache from a test
+    monkeypatch.setenv("MICAKIT_CACHE", str(tmp_path_factory.mktemp("cache")))
+    os.environ.pop("MICAKIT_FAKE", None)

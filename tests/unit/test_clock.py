@@ -1,0 +1,92 @@
+"""The outside clock: lines stamped as they arrive, streams apart, chunks and frames split."""
+
+import os
+import queue
+import struct
+import sys
+import time
+
+from kit import clock
+from kit.clock import read_stamped
+from kit.executor import RunSpec
+from kit.local import LocalExecutor
+
+
+def run(tmp_path, code: str):
+    return LocalExecutor().run(RunSpec("t", (sys.executable, "-c", code)), tmp_path / "logs")
+
+
+def test_lines_are_stamped_as_they_arrive_and_streams_kept_apart(tmp_path):
+    code = (
+        "import sys, time\n"
+        "print('one', flush=True); time.sleep(0.2)\n"
+        "print('err', file=sys.stderr, flush=True); time.sleep(0.2)\n"
+        "sys.stdout.write('tail without newline'); sys.stdout.flush()\n"
+    )
+    o = run(tmp_path, code)
+    out = list(read_stamped(o.stdout_log))
+    err = list(read_stamped(o.stderr_log))
+    assert [x.text for x in out] == ["one", "tail without newline"]
+    assert [x.text for x in err] == ["err"]
+    assert 0.35e9 < out[1].stamp_ns - out[0].stamp_ns < 1.5e9
+    assert out[0].stamp_ns < err[0].stamp_ns < out[1].stamp_ns
+    assert o.start_ns <= out[0].stamp_ns <= o.end_ns
+
+
+def test_stamps_match_the_writers_own_monotonic_time(tmp_path):
+    code = (
+        "import time\n"
+        "for i in range(50):\n"
+        "    print(time.monotonic_ns(), flush=True); time.sleep(0.005)\n"
+    )
+    o = run(tmp_path, code)
+    delays = [x.stamp_ns - int(x.text) for x in read_stamped(o.stdout_log)]
+    assert len(delays) == 50
+    assert all(d >= 0 for d in delays)  # CLOCK_MONOTONIC is one clock across processes
+    assert sorted(delays)[25] < 5_000_000
+
+
+def test_a_fast_writer_never_waits_for_the_reader(tmp_path):
+    code = "import sys\nfor i in range(200000): sys.stdout.write('x' * 60 + '\\n')\n"
+    start = time.monotonic()
+    o = run(tmp_path, code)
+    assert o.exit_code == 0 and time.monotonic() - start < 60
+    assert sum(1 for _ in read_stamped(o.stdout_log)) == 200000
+
+
+def test_bytes_are_kept_as_written(tmp_path):
+    o = run(tmp_path, "import sys; sys.stdout.buffer.write(b'caf\\xc3\\xa9 \\xff end\\n')")
+    assert o.stdout_log.read_bytes().split(b" ", 1)[1] == b"caf\xc3\xa9 \xff end\n"
+
+
+def test_docker_frames_split_across_reads():
+    sink_out, sink_err = queue.SimpleQueue(), queue.SimpleQueue()
+    splitters = {clock.STDOUT: clock._Splitter(sink_out), clock.STDERR: clock._Splitter(sink_err)}
+    demux = clock._Demux(splitters)
+
+    def frame(stream: int, payload: bytes) -> bytes:
+        return struct.pack(">BxxxL", stream, len(payload)) + payload
+
+    data = frame(1, b"step 1") + frame(2, b"warn\n") + frame(1, b"0 loss 2\nstep 20\n")
+    for i in range(0, len(data), 3):  # chunks are not frames, and frames are not lines
+        demux.feed(data[i : i + 3], 1000 + i)
+    got_out = b"".join(iter_queue(sink_out))
+    assert [line.split(b" ", 1)[1] for line in got_out.splitlines()] == [b"step 10 loss 2", b"step 20"]
+    assert b"".join(iter_queue(sink_err)).endswith(b" warn\n")
+
+
+def iter_queue(q):
+    while not q.empty():
+        yield q.get()
+
+
+def test_reader_process_stamps_inherited_pipes(tmp_path):
+    r, w = os.pipe()
+    reader = clock.start_reader([(r, clock.STDOUT)], tmp_path / "o.log", tmp_path / "e.log")
+    os.close(r)
+    os.write(w, b"a\nb")
+    os.close(w)
+    assert reader.wait(10) == 0
+    assert [x.text for x in read_stamped(tmp_path / "o.log")] == ["a", "b"]
+    assert (tmp_path / "e.log").read_bytes() == b""
+    assert sys.platform.startswith("linux")

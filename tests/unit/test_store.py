@@ -1,0 +1,48 @@
+import json
+
+import pytest
+
+from kit.errors import UserError
+from kit.store import ResultsDir, write_atomic
+
+
+def test_existing_directory_is_never_overwritten(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "x").write_text("keep")
+    with pytest.raises(UserError, match="already exists") as e:
+        ResultsDir.create(tmp_path / "r")
+    assert "--resume" in e.value.fix
+    assert (tmp_path / "r" / "x").read_text() == "keep"
+
+
+def test_torn_last_record_is_cut_off(tmp_path):
+    rd = ResultsDir.create(tmp_path / "r")
+    rd.append_record({"run_id": 0, "status": "ok"})
+    rd.append_record({"run_id": 1, "status": "ok"})
+    with open(rd.root / "runs.jsonl", "ab") as f:
+        f.write(b'{"run_id": 2, "sta')  # power lost mid-write
+    assert [r["run_id"] for r in rd.records()] == [0, 1]
+    rd.append_record({"run_id": 2, "status": "ok"})
+    lines = (rd.root / "runs.jsonl").read_text().splitlines()
+    assert [json.loads(x)["run_id"] for x in lines] == [0, 1, 2]
+
+
+def test_atomic_write_leaves_no_temporary(tmp_path):
+    write_atomic(tmp_path / "a.json", "{}")
+    write_atomic(tmp_path / "a.json", '{"x": 1}')
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_attempts_are_kept(tmp_path):
+    rd = ResultsDir.create(tmp_path / "r")
+    a = rd.new_attempt_dir(3, "cfg")
+    b = rd.new_attempt_dir(3, "cfg")
+    assert a.name == "attempt-1" and b.name == "attempt-2" and a.exists()
+
+
+def test_open_refuses_what_is_not_a_results_directory(tmp_path):
+    with pytest.raises(UserError, match="not a results directory"):
+        ResultsDir.open(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"schema": 99}')
+    with pytest.raises(UserError, match="schema 99"):
+        ResultsDir.open(tmp_path)

@@ -1,0 +1,110 @@
+from pathlib import Path
+
+import pytest
+
+from kit import protocol, timing
+
+P = protocol.load()
+T = P.timing
+
+
+def write_log(path: Path, lines: list[tuple[int, str]]) -> Path:
+    path.write_bytes(b"".join(b"%d %s\n" % (t, s.encode()) for t, s in lines))
+    return path
+
+
+def contender_lines(step_ns: int = 2_000_000, own_factor: float = 1.0, t0: int = 10**12):
+    out = []
+    for step in range(0, 401, 10):
+        t = t0 + step * step_ns
+        out.append((t, f"step {step} loss {4 - step / 200:.4f} time_ms {step * step_ns / 1e6 * own_factor:.4f}"))
+    return out
+
+
+def judge(tmp_path, out, err=(), code=0, grammar=None):
+    o = write_log(tmp_path / "stdout.log", list(out))
+    e = write_log(tmp_path / "stderr.log", list(err))
+    return timing.judge(o, e, code, grammar or P.contender, T)
+
+
+def test_step_time_is_window_over_300_steps(tmp_path):
+    r = judge(tmp_path, contender_lines(step_ns=2_000_000))
+    assert r.status == timing.OK
+    assert r.step_s == pytest.approx(0.002, rel=1e-12)
+    assert r.own_step_s == pytest.approx(0.002, rel=1e-9)
+    assert r.last_step == 400
+
+
+def test_only_the_two_window_stamps_count(tmp_path):
+    lines = contender_lines()
+    # move a line inside the window: the step time must not change
+    lines[20] = (lines[20][0] + 123456, lines[20][1])
+    base = judge(tmp_path, contender_lines()).step_s
+    assert judge(tmp_path, lines).step_s == base
+
+
+def test_cross_check_voids_at_more_than_one_percent(tmp_path):
+    r = judge(tmp_path, contender_lines(own_factor=1.011))
+    assert r.status == timing.VOID and "1.10% apart" in r.reason
+    assert r.step_s == pytest.approx(0.002)
+    assert judge(tmp_path, contender_lines(own_factor=1.0099)).status == timing.OK
+
+
+def test_missing_window_line(tmp_path):
+    lines = [x for x in contender_lines() if " step 400 " not in f" {x[1]} "]
+    r = judge(tmp_path, lines)
+    assert r.status == timing.FAILED and "no line for step 400" in r.reason
+    lines = [x for x in contender_lines() if not x[1].startswith("step 100 ")]
+    assert "no line for step 100" in judge(tmp_path, lines).reason
+
+
+def test_steps_out_of_order(tmp_path):
+    lines = contender_lines()
+    lines[5] = (lines[5][0], lines[5][1].replace("step 50 ", "step 30 "))
+    r = judge(tmp_path, lines)
+    assert r.status == timing.FAILED and "step 30 comes after step 40" in r.reason
+
+
+def test_loss_not_a_number(tmp_path):
+    lines = contender_lines()
+    lines[5] = (lines[5][0], "step 50 loss l0ss time_ms 100.0")
+    r = judge(tmp_path, lines)
+    assert r.status == timing.FAILED and "the loss 'l0ss' at step 50 is not a number" in r.reason
+
+
+def test_nan_loss_at_the_end_is_a_failure(tmp_path):
+    lines = contender_lines()
+    lines[-1] = (lines[-1][0], "step 400 loss nan time_ms 800.0")
+    assert "loss at step 400 is nan" in judge(tmp_path, lines).reason
+
+
+def test_empty_output(tmp_path):
+    r = judge(tmp_path, [])
+    assert r.status == timing.FAILED and "printed nothing" in r.reason
+
+
+def test_out_of_memory_needs_the_line_and_a_nonzero_exit(tmp_path):
+    err = [(1, "mica: cuMemAlloc failed: out of memory")]
+    r = judge(tmp_path, contender_lines()[:3], err, code=1)
+    assert r.status == timing.OOM and "out of memory" in r.reason
+    r = judge(tmp_path, contender_lines()[:3], [(1, "segfault")], code=139)
+    assert r.status == timing.FAILED and r.reason == "exit code 139"
+
+
+def test_pytorch_oom_messages(tmp_path):
+    for msg in ("torch.OutOfMemoryError: CUDA out of memory.", "RuntimeError: CUDA error: out of memory"):
+        r = judge(tmp_path, [], [(1, msg)], code=1, grammar=P.pytorch)
+        assert r.status == timing.OOM
+
+
+def test_nanogpt_lines_and_its_own_time_recorded_not_compared(tmp_path):
+    lines = [(10**9 + s * 3_000_000, f"iter {s}: loss 3.0000, time {50.0 if s == 200 else 30.0:.2f}ms, mfu 1.00%") for s in range(0, 401, 10)]
+    lines.insert(0, (10**9 - 5, "step 0: train loss 4.2000, val loss 4.2000"))
+    r = judge(tmp_path, lines, grammar=P.pytorch)
+    assert r.status == timing.OK
+    assert r.step_s == pytest.approx(0.003)
+    assert r.own_step_s == pytest.approx(0.030)  # the median of its own field: never compared
+
+
+def test_unfinished_run(tmp_path):
+    assert judge(tmp_path, contender_lines(), code=None).status == timing.FAILED
