@@ -450,6 +450,13 @@ def _hunk_error(
         return UserError(f"{where} matches more than one place", fix)
     if any(tuple(src[p : p + len(h.new)]) == h.new for p in range(len(src))):
         return UserError(f"{where} does not apply: it seems applied already", fix)
+
+    # Report against the place that matches best: the header's line, or where most lines agree.
+    def agree(p: int) -> int:
+        return sum(1 for k, line in enumerate(h.old) if p + k < len(src) and src[p + k] == line)
+
+    best = max(range(len(src)), key=lambda p: (agree(p), p == want), default=want)
+    want = want if agree(want) >= agree(best) else best
     for k, expected in enumerate(h.old):
         got = src[want + k] if want + k < len(src) else "<end of file>"
         if got != expected:
