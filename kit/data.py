@@ -221,13 +221,17 @@ def prepare_bpe(
 
 
 def prepare_datasets(
-    root: Path, input_path: Path, encoding: tiktoken.Encoding
+    root: Path,
+    input_path: Path,
+    encoding: tiktoken.Encoding,
+    *,
+    input_sha256: str | None = INPUT_SHA256,
 ) -> tuple[Prepared, Prepared]:
     """Prepare both datasets in nanoGPT's layout: root/shakespeare_char and root/shakespeare."""
     root = Path(root)
     return (
-        prepare_char(input_path, root / CHAR_DATASET),
-        prepare_bpe(input_path, root / BPE_DATASET, encoding),
+        prepare_char(input_path, root / CHAR_DATASET, input_sha256=input_sha256),
+        prepare_bpe(input_path, root / BPE_DATASET, encoding, input_sha256=input_sha256),
     )
 
 
