@@ -211,7 +211,10 @@ class Sampler:
                 "peak_memory_bytes": self.peak_memory_bytes,
             }
         )
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError as error:
+            self._note_error(f"cannot close {self.path}: {error}")
         self._file = None
 
     def __enter__(self) -> Sampler:
@@ -382,6 +385,8 @@ def summarize_samples(
     warm-up's compilations idle the card, and would pull its median clock down)."""
     header, records = read_samples(path)
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=["kind"])
+    if "t_ns" not in frame:
+        frame["t_ns"] = pd.Series(dtype="int64")
     kinds = frame["kind"]
     samples = frame[kinds == "sample"]
     memory_records = frame[kinds.isin(["sample", "memory"])]

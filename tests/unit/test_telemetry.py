@@ -223,6 +223,14 @@ def test_a_killed_run_keeps_its_samples(tmp_path: Path) -> None:
     assert summary.errors == ("line 22 unreadable",)
 
 
+def test_a_run_killed_before_its_first_sample(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"kind":"header","schema":"micakit.samples","version":1,"t_ns":5}\n')
+    summary = summarize_samples(path, start_ns=10, end_ns=20)
+    assert summary.sample_count == 0 and summary.sm_clock_median_mhz is None
+    assert summary.peak_memory_bytes is None and not summary.complete
+
+
 def test_a_newer_or_foreign_samples_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text('{"kind":"header","schema":"micakit.samples","version":7}\n')
