@@ -22,7 +22,10 @@ from kit.series import Series, SeriesSpec
 from kit.sides import ContenderSide, PyTorchSide, RunContext, Side
 from kit.store import ResultsDir
 
-DEFAULT_CACHE = Path(os.environ.get("MICAKIT_CACHE", Path.home() / ".cache" / "micakit"))
+
+def cache_dir() -> Path:
+    """The kit's cache (nanoGPT's source, datasets, encodings): $MICAKIT_CACHE or ~/.cache."""
+    return Path(os.environ.get("MICAKIT_CACHE") or Path.home() / ".cache" / "micakit")
 
 
 def executor(name: str | None) -> Executor:
@@ -88,7 +91,7 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         "sides": sides,
         "contender": str(contender) if contender else None,
         "nanogpt": str(Path(options["nanogpt"]).resolve()) if options.get("nanogpt") else None,
-        "data_dir": str(Path(options.get("data_dir") or DEFAULT_CACHE / "data").resolve()),
+        "data_dir": str(Path(options.get("data_dir") or cache_dir() / "data").resolve()),
         "executor": options.get("executor"),
     }
 

@@ -51,6 +51,7 @@ def train(variant: str, steps: int, line, oom_message: str) -> int:
     if event == "sleep-forever":
         print("started", flush=True)
         time.sleep(3600)
+    mid = (steps // 20) * 10  # events happen halfway, whatever the number of steps
     start = time.monotonic()
     last = start
     for step in range(steps + 1):
@@ -58,28 +59,28 @@ def train(variant: str, steps: int, line, oom_message: str) -> int:
             # a steady pace: sleep to the step's deadline, so the rate does not depend on load
             deadline = start + step * step_ms / 1e3
             time.sleep(max(0.0, deadline - time.monotonic()))
-        if event == "oom" and step == 50:
+        if event == "oom" and step == mid:
             print(oom_message, file=sys.stderr, flush=True)
             return 1
-        if event == "crash" and step == 50:
+        if event == "crash" and step == mid:
             print("Segmentation fault (core dumped)", file=sys.stderr, flush=True)
             return 139
         if step % 10:
             continue
-        if event == "missing-window-end" and step == 400:
+        if event == "missing-window-end" and step == steps:
             continue
         now = time.monotonic()
         own_ms = (now - start) * 1e3 * drift
         loss = 4.2 * math.exp(-step / 300) + 0.5
         shown_step = step
-        if event == "out-of-order" and step == 200:
-            shown_step = 150
+        if event == "out-of-order" and step == mid:
+            shown_step = mid - 20
         text = line(shown_step, loss, own_ms, (now - last) * 1e3 / 10)
-        if event == "nan-loss" and step == 200:
+        if event == "nan-loss" and step == mid:
             text = text.replace(f"{loss:.4f}", "nan", 1)
-        if event == "bad-loss" and step == 200:
+        if event == "bad-loss" and step == mid:
             text = text.replace(f"{loss:.4f}", "l0ss", 1)
-        if event == "malformed" and step == 200:
+        if event == "malformed" and step == mid:
             text = text[: len(text) // 2]
         last = now
         print(text, flush=True)

@@ -71,7 +71,10 @@ def test_docker_frames_split_across_reads():
     for i in range(0, len(data), 3):  # chunks are not frames, and frames are not lines
         demux.feed(data[i : i + 3], 1000 + i)
     got_out = b"".join(iter_queue(sink_out))
-    assert [line.split(b" ", 1)[1] for line in got_out.splitlines()] == [b"step 10 loss 2", b"step 20"]
+    assert [line.split(b" ", 1)[1] for line in got_out.splitlines()] == [
+        b"step 10 loss 2",
+        b"step 20",
+    ]
     assert b"".join(iter_queue(sink_err)).endswith(b" warn\n")
 
 

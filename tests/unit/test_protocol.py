@@ -26,7 +26,10 @@ def test_hash_changes_with_the_file(tmp_path: Path):
 
 
 def test_unknown_key_is_named(tmp_path: Path):
-    path = write_protocol(tmp_path / "p.toml", **{"verdict_margin = 0.05": "verdict_margin = 0.05\nmargin_of_error = 1"})
+    path = write_protocol(
+        tmp_path / "p.toml",
+        **{"verdict_margin = 0.05": "verdict_margin = 0.05\nmargin_of_error = 1"},
+    )
     with pytest.raises(UserError, match=r"unknown key timing\.margin_of_error"):
         protocol.load(path)
 

@@ -17,7 +17,12 @@ def contender_lines(step_ns: int = 2_000_000, own_factor: float = 1.0, t0: int =
     out = []
     for step in range(0, 401, 10):
         t = t0 + step * step_ns
-        out.append((t, f"step {step} loss {4 - step / 200:.4f} time_ms {step * step_ns / 1e6 * own_factor:.4f}"))
+        out.append(
+            (
+                t,
+                f"step {step} loss {4 - step / 200:.4f} time_ms {step * step_ns / 1e6 * own_factor:.4f}",
+            )
+        )
     return out
 
 
@@ -92,13 +97,22 @@ def test_out_of_memory_needs_the_line_and_a_nonzero_exit(tmp_path):
 
 
 def test_pytorch_oom_messages(tmp_path):
-    for msg in ("torch.OutOfMemoryError: CUDA out of memory.", "RuntimeError: CUDA error: out of memory"):
+    for msg in (
+        "torch.OutOfMemoryError: CUDA out of memory.",
+        "RuntimeError: CUDA error: out of memory",
+    ):
         r = judge(tmp_path, [], [(1, msg)], code=1, grammar=P.pytorch)
         assert r.status == timing.OOM
 
 
 def test_nanogpt_lines_and_its_own_time_recorded_not_compared(tmp_path):
-    lines = [(10**9 + s * 3_000_000, f"iter {s}: loss 3.0000, time {50.0 if s == 200 else 30.0:.2f}ms, mfu 1.00%") for s in range(0, 401, 10)]
+    lines = [
+        (
+            10**9 + s * 3_000_000,
+            f"iter {s}: loss 3.0000, time {50.0 if s == 200 else 30.0:.2f}ms, mfu 1.00%",
+        )
+        for s in range(0, 401, 10)
+    ]
     lines.insert(0, (10**9 - 5, "step 0: train loss 4.2000, val loss 4.2000"))
     r = judge(tmp_path, lines, grammar=P.pytorch)
     assert r.status == timing.OK

@@ -1,0 +1,99 @@
+"""A series stopped at any point resumes with every finished run kept, none run twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, contender_args, records
+
+pytestmark = pytest.mark.slow
+
+
+def start(args: list, env: dict, log) -> subprocess.Popen:
+    """The series as a user starts it; its stderr goes to `log` (a path)."""
+    with open(log, "w") as err:
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "run.py"), *map(str, args)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=ROOT,
+            start_new_session=True,  # a signal for the series alone, as a terminal sends it
+        )
+
+
+def check_invariants(out, plan_len: int) -> None:
+    recs = records(out)
+    done = [r["run_id"] for r in recs if r["status"] == "ok"]
+    assert len(done) == len(set(done)), "a finished run ran twice"
+    assert set(done) <= set(range(plan_len))
+
+
+def fake_env(tmp_path) -> dict:
+    env = dict(os.environ)
+    env["MICAKIT_FAKE"] = json.dumps({"step_ms": {"*": 2.0}, "state": str(tmp_path / "state")})
+    return env
+
+
+def test_resume_after_kill_9_at_random_points(tmp_path, fast_protocol):
+    env = fake_env(tmp_path)
+    out = tmp_path / "r"
+    args = contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
+    rng = random.Random(20261129)
+    log = tmp_path / "stderr.txt"
+    proc = start(args, env, log)
+    kills = 0
+    while True:
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 2.5))
+            break
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the series, its reader and its program
+            proc.wait()
+            kills += 1
+            plan = json.loads((out / "plan.json").read_text())
+            check_invariants(out, len(plan["order"]))
+            proc = start(["series", "--resume", out], env, log)
+    assert proc.returncode == 0, log.read_text()
+    assert kills >= 2
+    plan = json.loads((out / "plan.json").read_text())
+    check_invariants(out, len(plan["order"]))
+    assert sorted(r["run_id"] for r in records(out)) == list(range(len(plan["order"])))
+    # interrupted attempts stay on disk beside the attempt that finished
+    attempts = list((out / "runs").glob("*/attempt-*"))
+    assert len(attempts) >= len(plan["order"])
+    verify = subprocess.run([sys.executable, str(ROOT / "run.py"), "verify", str(out)], cwd=ROOT)
+    assert verify.returncode == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_stop_cleanly_and_resume(tmp_path, fast_protocol, sig):
+    env = fake_env(tmp_path)
+    env["MICAKIT_FAKE"] = json.dumps({"step_ms": {"*": 20.0}, "state": str(tmp_path / "s")})
+    out = tmp_path / "r"
+    log = tmp_path / "stderr.txt"
+    proc = start(contender_args(out, fast_protocol, "--precision", "float32"), env, log)
+    deadline = time.monotonic() + 60
+    while not records(out) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.8)  # into the second run
+    os.killpg(proc.pid, sig)
+    proc.wait(timeout=60)
+    err = log.read_text()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and f"--resume {out}" in err
+    n = len(records(out))
+    assert n >= 1
+    proc = start(["series", "--resume", out], env, log)
+    proc.wait(timeout=300)
+    assert proc.returncode == 0, log.read_text()
+    recs = records(out)
+    assert sorted(r["run_id"] for r in recs) == list(range(6))

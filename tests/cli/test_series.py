@@ -1,0 +1,151 @@
+"""Whole series driven through the CLI in-process, with the fake contender (D4's contract)."""
+
+from __future__ import annotations
+
+import json
+
+from kit.errors import ExitCode
+from tests.conftest import contender_args, records, write_protocol
+
+
+def test_a_whole_series_rotates_discards_and_reports(tmp_path, fast_protocol, fake_env, cli):
+    fake_env(step_ms={"mica": 2.0, "mica-half-intermediates": 1.5, "mica-strict": 2.5})
+    out = tmp_path / "r"
+    res = cli(
+        *contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
+    )
+    assert res.exit_code == 0, res.output
+    recs = records(out)
+    plan = json.loads((out / "plan.json").read_text())
+    configs = [c["id"] for c in plan["configurations"]]
+    assert configs == [
+        "shakespeare-char/float32/contender/mica",
+        "shakespeare-char/float16/contender/mica-half-intermediates",
+        "shakespeare-char/float16/contender/mica-strict",
+    ]
+    # the discarded round first, then five rounds rotated left by the round's number
+    assert [r["config"] for r in recs[:3]] == configs
+    assert all(r["discarded"] for r in recs[:3])
+    for rnd in range(1, 6):
+        got = [r["config"] for r in recs if r["round"] == rnd]
+        assert got == configs[rnd % 3 :] + configs[: rnd % 3]
+    assert [r["run_id"] for r in recs] == list(range(18))
+    assert {r["status"] for r in recs} == {"ok"}
+    # every run a fresh process: its own stamped logs and command
+    for r in recs:
+        assert (out / r["log_dir"] / "stdout.log").exists()
+        assert (out / r["log_dir"] / "command.json").exists()
+    # the discarded run wrote the products record that every timed run read (amendment 4.3)
+    assert (out / "work" / "products" / "shakespeare-char.float32.contender.mica.products").exists()
+    conf = (out / "tables" / "configurations.csv").read_text()
+    assert "shakespeare-char/float16/contender/mica-strict" in conf
+    md = (out / "report.md").read_text()
+    assert "a 10.7-million-parameter model" in md
+    assert cli("verify", out).exit_code == 0
+
+
+def test_out_of_memory_is_recorded_and_the_series_goes_on(tmp_path, fast_protocol, fake_env, cli):
+    fake_env(step_ms={"*": 2.0}, events={"mica-half-intermediates#3": "oom"})
+    out = tmp_path / "r"
+    res = cli(
+        *contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
+    )
+    assert res.exit_code == 0, res.output
+    recs = records(out)
+    oom = [r for r in recs if r["status"] == "out of memory"]
+    assert len(oom) == 1 and oom[0]["config"].endswith("mica-half-intermediates")
+    # it has no time and runs no further; the other configurations ran all their rounds
+    later = [r for r in recs if r["config"] == oom[0]["config"] and r["run_id"] > oom[0]["run_id"]]
+    assert later == []
+    assert sum(1 for r in recs if r["config"].endswith("/mica") and not r["discarded"]) == 5
+    conf = (out / "tables" / "configurations.csv").read_text()
+    assert f"out of memory in run {oom[0]['run_id']}" in conf
+    assert "out of memory" in (out / "report.md").read_text()
+
+
+def test_void_run_is_recorded_with_why(tmp_path, fake_env, cli):
+    # the fake's own clock runs 5% fast on its 2nd start; 3% keeps load jitter out of the test
+    protocol = write_protocol(tmp_path / "p.toml", tolerance=0.03)
+    fake_env(step_ms={"*": 5.0}, events={"mica#2": "drift"})
+    out = tmp_path / "r"
+    assert cli(*contender_args(out, protocol, "--precision", "float32")).exit_code == 0
+    void = [r for r in records(out) if r["status"] == "void"]
+    assert len(void) == 1 and "apart, more than 3%" in void[0]["reason"]
+    assert void[0]["step_s"] is not None  # the outside clock's reading stays on record
+    conf = (out / "tables" / "configurations.csv").read_text().splitlines()[1]
+    assert ",4," in conf and "1 void" in conf
+
+
+def test_a_crash_ends_the_series_and_resume_reruns_only_it(tmp_path, fast_protocol, fake_env, cli):
+    fake_env(step_ms={"*": 2.0}, events={"mica#3": "crash"})
+    out = tmp_path / "r"
+    res = cli(*contender_args(out, fast_protocol, "--precision", "float32"))
+    assert res.exit_code == ExitCode.SERIES_FAILED
+    assert "run 2 of shakespeare-char/float32/contender/mica failed" in res.output
+    assert "exit code 139" in res.output and "Segmentation fault" in res.output
+    assert "--resume" in res.output
+    assert [r["status"] for r in records(out)] == ["ok", "ok", "failed"]
+    res = cli("series", "--resume", out)
+    assert res.exit_code == 0, res.output
+    recs = records(out)
+    done = [r["run_id"] for r in recs if r["status"] == "ok"]
+    assert sorted(done) == list(range(6)) and len(done) == len(set(done))
+    # the failed attempt's logs are kept beside the rerun's
+    assert (out / "runs" / "0002-shakespeare-char.float32.contender.mica" / "attempt-2").exists()
+
+
+def test_malformed_output_ends_the_series_with_what_is_wrong(
+    tmp_path, fast_protocol, fake_env, cli
+):
+    for event, words in [
+        ("bad-loss", "is not a number"),
+        ("out-of-order", "step 30 comes after step 40"),
+        ("missing-window-end", "no line for step 100"),
+        ("empty", "printed nothing"),
+        ("malformed", "breaks the grammar"),
+    ]:
+        fake_env(step_ms={"*": 1.0}, events={"mica#1": event}, state=str(tmp_path / event))
+        out = tmp_path / event / "r"
+        res = cli(*contender_args(out, fast_protocol, "--precision", "float32"))
+        assert res.exit_code == ExitCode.SERIES_FAILED, (event, res.output)
+        assert words in res.output, (event, res.output)
+
+
+def test_bad_input_is_a_clear_error(tmp_path, fast_protocol, cli):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "keep").write_text("x")
+    res = cli(*contender_args(out, fast_protocol))
+    assert res.exit_code == ExitCode.USER_ERROR and "already exists" in res.output
+    assert (out / "keep").read_text() == "x"
+    not_exec = tmp_path / "prog"
+    not_exec.write_text("")
+    res = cli("series", "--out", tmp_path / "n", "--device", "cpu", "--no-pytorch",
+              "--contender", not_exec, "--executor", "local")  # fmt: skip
+    assert res.exit_code == ExitCode.USER_ERROR and "not an executable file" in res.output
+    bad = write_protocol(tmp_path / "bad.toml", **{"runs = 5": "runs = 5\nrounds = 3"})
+    res = cli(*contender_args(tmp_path / "b", bad))
+    assert res.exit_code == ExitCode.USER_ERROR and "unknown key timing.rounds" in res.output
+    res = cli(*contender_args(tmp_path / "m", fast_protocol, "--model", "gpt5"))
+    assert res.exit_code == ExitCode.USER_ERROR and "unknown model 'gpt5'" in res.output
+
+
+def test_resume_under_a_changed_protocol_is_refused(tmp_path, fast_protocol, fake_env, cli):
+    fake_env(step_ms={"*": 1.0}, events={"mica#2": "crash"})
+    out = tmp_path / "r"
+    cli(*contender_args(out, fast_protocol, "--precision", "float32"))
+    changed = write_protocol(tmp_path / "changed.toml", runs=4)
+    res = cli("series", "--resume", out, "--protocol", changed)
+    assert res.exit_code == ExitCode.USER_ERROR
+    assert "never changes protocol midway" in res.output
+
+
+def test_program_that_cannot_start(tmp_path, fast_protocol, cli):
+    prog = tmp_path / "prog"
+    prog.write_text("#!/nonexistent/interpreter\n")
+    prog.chmod(0o755)
+    res = cli(*contender_args(tmp_path / "r", fast_protocol).__iter__())  # noqa: B026
+    res = cli("series", "--out", tmp_path / "r2", "--protocol", fast_protocol, "--device", "cpu",
+              "--no-pytorch", "--contender", prog, "--executor", "local")  # fmt: skip
+    assert res.exit_code == ExitCode.USER_ERROR
+    assert "cannot start" in res.output
