@@ -12,6 +12,7 @@ This module takes a `kit.nvml.Card` and never imports pynvml.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -503,7 +504,7 @@ def flag_runs(runs: pd.DataFrame, threshold_pct: float = 10.0) -> pd.DataFrame:
         ),
         reason(no_clock, "no clock samples"),
     ]
-    joined = parts[0].str.cat(parts[1:], sep="; ")
+    joined = functools.reduce(lambda left, right: left + "; " + right, parts)
     out["flag_reasons"] = joined.str.replace(r"(; )+", "; ", regex=True).str.strip("; ")
     out["flagged"] = out["flag_reasons"] != ""
     return out
