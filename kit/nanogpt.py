@@ -88,9 +88,9 @@ def verify_files(root: Path, file_sha256: Mapping[str, str] = FILE_SHA256) -> li
 
 
 def download(
-    commit: str = COMMIT,
-    archive_sha256: str | None = None,
-    cache_dir: Path = Path("."),
+    commit: str,
+    archive_sha256: str | None,
+    cache_dir: Path,
     *,
     file_sha256: Mapping[str, str] = FILE_SHA256,
     url: str | None = None,
