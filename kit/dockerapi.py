@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import tarfile
 import tempfile
@@ -19,9 +20,11 @@ from pathlib import Path
 from typing import IO
 
 import docker
+import docker.constants
 import docker.errors
 import docker.types
 import docker.utils.build
+import requests
 
 from kit import __version__, clock
 from kit.containers import (
@@ -57,13 +60,27 @@ _SETUP_FIX = (
 def connect(host: str | None = None, timeout_s: int = 120) -> docker.DockerClient:
     """A client of the engine at `host` (None: DOCKER_HOST, else the local socket), checked."""
     where = host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    try:
+
+    def client_of(version: str) -> docker.DockerClient:
         if host:
-            client = docker.DockerClient(base_url=host, timeout=timeout_s)
-        else:
-            client = docker.from_env(timeout=timeout_s)
-        client.ping()
-    except docker.errors.DockerException as e:
+            return docker.DockerClient(base_url=host, version=version, timeout=timeout_s)
+        return docker.from_env(version=version, timeout=timeout_s)
+
+    if where.startswith("unix://"):
+        # checked first: the SDK leaks its socket when the connection fails
+        reason = _unix_socket_refuses(where[len("unix://") :])
+        if reason:
+            raise UserError(f"no Docker engine answers at {where} ({reason})", _NO_ENGINE_FIX)
+    try:
+        # a probe at the oldest API the SDK speaks, so that no call happens before the ping
+        # (the version's negotiation is one) and its connection is closed whatever happens
+        probe = client_of(docker.constants.MINIMUM_DOCKER_API_VERSION)
+        try:
+            probe.ping()
+        finally:
+            probe.close()
+        return client_of("auto")
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
         if "PermissionError" in str(e) or "Permission denied" in str(e):
             raise UserError(
                 f"no permission to use the Docker engine at {where}",
@@ -73,7 +90,20 @@ def connect(host: str | None = None, timeout_s: int = 120) -> docker.DockerClien
         raise UserError(
             f"no Docker engine answers at {where} ({_reason(e)})", _NO_ENGINE_FIX
         ) from None
-    return client
+
+
+def _unix_socket_refuses(path: str) -> str | None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        try:
+            sock.connect(path)
+        except FileNotFoundError:
+            return f"no socket {path}"
+        except PermissionError:
+            return None  # the SDK's error names the fix for this one
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
 
 
 def _reason(e: Exception) -> str:
@@ -151,6 +181,8 @@ def build_image(
             for item in stream:
                 if "stream" in item:
                     for line in item["stream"].splitlines():
+                        if not line.strip():
+                            continue  # the builder sends each line's newline on its own
                         tail = (tail + [line])[-40:]
                         if on_line is not None:
                             on_line(line)

@@ -59,7 +59,7 @@ class FootprintWriter:
         link = member.linkname if kind in ("symlink", "hardlink") else ""
         if link and kind == "hardlink":
             link = _absolute(link)  # a hardlink names a member; a symlink keeps its own text
-        self._rows.append((path, size, kind, f"{member.mode:04o}", link))
+        self._rows.append((path, size, kind, f"{member.mode & 0o7777:04o}", link))
 
     def finish(self, image_ref: str, image: Mapping, history: list[Mapping]) -> dict:
         self.out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,216 @@
+"""The Docker executor's rules that need no engine: names, host paths, footprints, errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import docker.errors
+import pytest
+import requests
+
+from kit import dockerapi
+from kit.containers import (
+    HostPaths,
+    cache_volume_name,
+    host_paths_from_inspect,
+    own_container_ids,
+)
+from kit.errors import UserError
+from kit.executor import RunSpec
+from kit.footprint import FootprintWriter, footprint_ratio, read_files
+
+ID = "91afdbd3cf1d" + "0" * 52
+
+
+def test_cache_volume_names_are_valid_docker_names() -> None:
+    assert cache_volume_name("2026-10-04T12:00:00Z rtx4090") == (
+        "micakit-cache-2026-10-04T12-00-00Z-rtx4090"
+    )
+    assert cache_volume_name("///") == "micakit-cache-x"
+
+
+def test_on_the_host_paths_stay_as_they_are(tmp_path: Path) -> None:
+    assert HostPaths(container_id=None).to_host(tmp_path) == str(tmp_path.resolve())
+
+
+def test_in_the_runner_paths_translate_through_its_mounts() -> None:
+    info = {
+        "Id": ID,
+        "Mounts": [
+            {
+                "Type": "bind",
+                "Source": "/var/run/docker.sock",
+                "Destination": "/var/run/docker.sock",
+            },
+            {"Type": "bind", "Source": "/home/u/results", "Destination": "/results"},
+            {"Type": "bind", "Source": "/data/nano", "Destination": "/results/inputs"},
+            {"Type": "volume", "Source": "/var/lib/docker/volumes/v/_data", "Destination": "/c"},
+            {"Type": "tmpfs", "Source": "", "Destination": "/tmp"},
+        ],
+    }
+    paths = host_paths_from_inspect(info)
+    assert paths.to_host(Path("/results/s1/run-3")) == "/home/u/results/s1/run-3"
+    assert paths.to_host(Path("/results")) == "/home/u/results"
+    assert paths.to_host(Path("/results/inputs/train.py")) == "/data/nano/train.py"  # longest
+    assert paths.to_host(Path("/c/x")) == "/var/lib/docker/volumes/v/_data/x"
+    with pytest.raises(UserError, match="only inside the micakit container") as e:
+        paths.to_host(Path("/tmp/series"))
+    assert "-v" in (e.value.fix or "")
+    with pytest.raises(UserError):
+        paths.to_host(Path("/resultsX/a"))  # a prefix of a name is not a folder above it
+
+
+def test_own_container_ids_from_mountinfo_then_hostname() -> None:
+    line = (
+        f"612 590 254:1 /var/lib/docker/containers/{ID}/hostname /etc/hostname "
+        "rw,relatime - ext4 /dev/vda rw"
+    )
+    assert own_container_ids([line, line], hostname="91afdbd3cf1d") == [ID]
+    assert own_container_ids([], hostname="91afdbd3cf1d") == ["91afdbd3cf1d"]
+    assert own_container_ids([], hostname="build-vm") == []  # /.dockerenv alone proves nothing
+
+
+def _member(name: str, kind: bytes, size: int = 0, mode: int = 0o644, link: str = "") -> tuple:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.linkname = kind, mode, link
+    info.size = size if kind == tarfile.REGTYPE else 0
+    return info, (b"x" * size if kind == tarfile.REGTYPE else None)
+
+
+def test_footprint_writer_lists_every_entry(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for info, data in [
+            _member(".dockerenv", tarfile.REGTYPE, 0, 0o100755),
+            _member("opt/", tarfile.DIRTYPE, mode=0o40755),
+            _member("opt/mica/bin/program", tarfile.REGTYPE, 1234, 0o100755),
+            _member("opt/mica/lib/libcublas.so.12", tarfile.SYMTYPE, link="libcublas.so.12.8"),
+            _member("opt/mica/lib/hard", tarfile.LNKTYPE, link="opt/mica/bin/program"),
+            _member("odd\tname", tarfile.REGTYPE, 3),
+        ]:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    buf.seek(0)
+    writer = FootprintWriter(tmp_path)
+    with tarfile.open(fileobj=buf, mode="r|") as tar:
+        for member in tar:
+            writer.add(member)
+    image = {"Id": "sha256:abc", "Size": 5000, "RepoTags": ["m:1"], "RootFS": {"Layers": ["l1"]}}
+    history = [{"Id": "sha256:abc", "CreatedBy": "COPY program", "Size": 1234}]
+    record = writer.finish("m:1", image, history)
+    assert record["size_bytes"] == 5000 and record["files"]["entries"] == 6
+    assert record["files"]["regular_file_bytes"] == 1234 + 3
+    rows = {r["path"]: r for r in read_files(tmp_path / "files.tsv")}
+    assert rows["/opt/mica/bin/program"] == {
+        "path": "/opt/mica/bin/program",
+        "size_bytes": 1234,
+        "type": "file",
+        "mode": "0755",
+        "link": "",
+    }
+    assert rows["/.dockerenv"]["type"] == "file"  # not stripped to "dockerenv"
+    assert rows["/opt/mica/lib/libcublas.so.12"]["link"] == "libcublas.so.12.8"
+    assert rows["/opt/mica/lib/hard"]["link"] == "/opt/mica/bin/program"
+    assert rows["/odd\\tname"]["size_bytes"] == 3  # escaped, one line per entry
+    assert json.loads((tmp_path / "footprint.json").read_text()) == record
+
+
+def test_footprint_ratio_uses_the_two_sizes_alone() -> None:
+    ratio = footprint_ratio(
+        {"image": "mica", "size_bytes": 200, "files": {"entries": 9}},
+        {"image": "pytorch", "size_bytes": 5000},
+    )
+    assert ratio["pytorch_over_mica"] == 25.0
+    assert "libcuda" in ratio["note"] and "host" in ratio["note"]
+
+
+def test_connect_to_no_engine_says_how_to_start_one(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no Docker engine answers") as e:
+        dockerapi.connect(f"unix://{tmp_path}/no.sock", timeout_s=5)
+    assert "dockerd" in (e.value.fix or "") and "--executor local" in (e.value.fix or "")
+
+
+def test_device_requests() -> None:
+    assert dockerapi.device_requests(None) is None
+    (everything,) = dockerapi.device_requests("all") or []
+    assert everything["Count"] == -1 and everything["Capabilities"] == [["gpu"]]
+    (two,) = dockerapi.device_requests("0, GPU-1234") or []
+    assert two["DeviceIDs"] == ["0", "GPU-1234"]
+
+
+def _api_error(text: str) -> docker.errors.APIError:
+    response = requests.Response()
+    response.status_code = 500
+    return docker.errors.APIError("500 Server Error", response, explanation=text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "fix_names"),
+    [
+        (
+            'could not select device driver "" with capabilities: [[gpu]]',
+            "cannot give a container a GPU",
+            "NVIDIA Container Toolkit",
+        ),
+        (
+            "failed to create shim: OCI runtime create failed: nvidia-container-cli: "
+            "initialization error: nvml error: driver not loaded: unknown",
+            "no GPU visible",
+            "nvidia-smi",
+        ),
+        (
+            'invalid mount config for type "bind": bind source path does not exist: /x',
+            "cannot mount a folder",
+            "host",
+        ),
+    ],
+)
+def test_engine_errors_become_user_errors(text: str, expected: str, fix_names: str) -> None:
+    spec = RunSpec(label="run 1 mica-f32", argv=("p",), image="m:1", gpu="all")
+    error = dockerapi._run_error(spec, _api_error(text))
+    assert isinstance(error, UserError)
+    assert expected in error.message and fix_names in (error.fix or "")
+    if "GPU" in expected:
+        assert dockerapi.TOOLKIT_URL in (error.fix or "")
+
+
+def test_an_unknown_engine_error_stays_a_bug() -> None:
+    spec = RunSpec(label="r", argv=("p",), image="m:1")
+    error = _api_error("something new")
+    assert dockerapi._run_error(spec, error) is error
+
+
+def test_build_context_honours_dockerignore_and_adds_the_wheelhouse(tmp_path: Path) -> None:
+    ctx = tmp_path / "ctx"
+    (ctx / "kit").mkdir(parents=True)
+    (ctx / "kit" / "a.py").write_text("a")
+    (ctx / "results").mkdir()
+    (ctx / "results" / "r.json").write_text("{}")
+    (ctx / "wheelhouse").mkdir()
+    (ctx / "wheelhouse" / "stale.whl").write_text("old")
+    (ctx / ".dockerignore").write_text("# comment\nresults\n")
+    (ctx / "Dockerfile.x").write_text("FROM scratch\n")
+    wheels = tmp_path / "wh"
+    wheels.mkdir()
+    (wheels / "numpy-2-cp311.whl").write_text("w")
+    (wheels / ".requirements").write_text("numpy")
+    out = io.BytesIO()
+    dockerapi._write_context(out, ctx / "Dockerfile.x", ctx, wheels)
+    out.seek(0)
+    with tarfile.open(fileobj=out) as tar:
+        names = tar.getnames()
+    assert sorted(names) == [
+        ".dockerignore",
+        "Dockerfile.x",
+        "kit",
+        "kit/a.py",
+        "wheelhouse",
+        "wheelhouse/numpy-2-cp311.whl",
+    ]
+    out = io.BytesIO()
+    dockerapi._write_context(out, ctx / "Dockerfile.x", ctx, None)
+    out.seek(0)
+    with tarfile.open(fileobj=out) as tar:
+        assert [n for n in tar.getnames() if n.startswith("wheelhouse")] == ["wheelhouse"]
