@@ -92,6 +92,12 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         "contender": str(contender) if contender else None,
         "nanogpt": str(Path(options["nanogpt"]).resolve()) if options.get("nanogpt") else None,
         "data_dir": str(Path(options.get("data_dir") or cache_dir() / "data").resolve()),
+        "input": str(Path(options["input"]).resolve()) if options.get("input") else None,
+        "tiktoken_files": (
+            str(Path(options["tiktoken_files"]).resolve())
+            if options.get("tiktoken_files")
+            else None
+        ),
         "executor": options.get("executor"),
     }
 

@@ -14,6 +14,7 @@ from kit.errors import UserError
 from kit.executor import Executor, Mount, RunSpec
 from kit.protocol import Grammar, Protocol
 from kit.scheduler import CONTENDER, PYTORCH, Config
+from kit.workspace import PATCHED, SHIPPED
 
 SEED = 1337  # nanoGPT's own seed; timing runs use it on both sides
 
@@ -105,13 +106,11 @@ class ContenderSide(Side):
 class PyTorchSide(Side):
     """nanoGPT's train.py in one of PyTorch's four modes (§3 rule 2, D3).
 
-    `workspace` holds nanoGPT's files at the pinned commit (train.py as shipped, the patched
-    train file beside it, model.py, configurator.py, its configs) and `data/<dataset>/`:
-    nanoGPT reads its configurator and its data relative to its working folder.
+    `workspace` holds nanoGPT's two trees (kit.workspace): `shipped/`, train.py exactly as
+    nanoGPT ships it, and `patched/`, with §4's patch; each runs as its own working folder.
     """
 
     name = PYTORCH
-    PATCHED_TRAIN = "train_patched.py"
 
     def __init__(self, workspace: Path, python: str, image: str | None = None) -> None:
         self.workspace = workspace
@@ -125,9 +124,10 @@ class PyTorchSide(Side):
         modes = protocol.smoke.modes if smoke else protocol.pytorch.modes
         return [(m, True) for m in modes]
 
-    def train_file(self, protocol: Protocol, mode: str) -> str:
+    @staticmethod
+    def tree(protocol: Protocol, mode: str) -> str:
         # §3 rule 2: the timing runs of the modes that need no patch use train.py as shipped
-        return self.PATCHED_TRAIN if mode in protocol.pytorch.patched_modes else "train.py"
+        return PATCHED if mode in protocol.pytorch.patched_modes else SHIPPED
 
     def spec(self, config: Config, label: str, ctx: RunContext) -> RunSpec:
         p = ctx.protocol
@@ -136,8 +136,10 @@ class PyTorchSide(Side):
         nanogpt = Mount("nanogpt", self.workspace)
         work = Mount("work", ctx.work, read_only=False)
         mode = config.variant
-        train = self.train_file(p, mode)
-        argv = [self.python, "-u", train, model.config, *model.args]
+        tree = self.tree(p, mode)
+        argv = [self.python, "-u", "train.py", model.config, *model.args]
+        if ctx.smoke:
+            argv += p.smoke.args
         argv += [
             f"--device={ctx.device}",
             f"--dtype={config.precision}",
@@ -150,15 +152,13 @@ class PyTorchSide(Side):
             "--always_save_checkpoint=False",
             f"--out_dir={ex.where(work)}/out/{config.slug}",
         ]
-        if train == self.PATCHED_TRAIN:
+        if tree == PATCHED:
             argv.append(f"--compile_mode={mode}")
-        if ctx.smoke:
-            argv += p.smoke.args
         return RunSpec(
             label=label,
             argv=tuple(argv),
             mounts=(nanogpt, work),
-            workdir=ex.where(nanogpt),
+            workdir=f"{ex.where(nanogpt)}/{tree}",
             image=self.image,
             gpu=ctx.gpu,
             env={"PYTHONUNBUFFERED": "1"},

@@ -60,6 +60,7 @@ def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def set_fake(**cfg) -> dict:
         cfg.setdefault("state", str(tmp_path / "fake-state"))
         monkeypatch.setenv("MICAKIT_FAKE", json.dumps(cfg))
+        monkeypatch.setenv("MICAKIT_FAKES", str(FAKES))
         return cfg
 
     return set_fake
@@ -96,3 +97,31 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     # never touch the user's cache from a test
     monkeypatch.setenv("MICAKIT_CACHE", str(tmp_path_factory.mktemp("cache")))
     os.environ.pop("MICAKIT_FAKE", None)
+
+
+def fake_nanogpt_protocol(path: Path, runs: int = 5, tolerance: float = 0.10) -> Path:
+    """A protocol whose pinned nanoGPT is the fake under tests/fakes/nanogpt, hashes and patch.
+
+    The kit checks and patches the fake exactly as it checks and patches the real nanoGPT.
+    """
+    import hashlib
+
+    files = ["train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py"]
+    lines = "\n".join(
+        f'"{f}" = "{hashlib.sha256((FAKE_NANOGPT / f).read_bytes()).hexdigest()}"' for f in files
+    )
+    write_protocol(path, runs=runs, tolerance=tolerance)
+    text = path.read_text()
+    text = re.sub(r"\[nanogpt\.files\].*?(?=\n\n)", "[nanogpt.files]\n" + lines, text, flags=re.S)
+    text = text.replace('patch = "train.patch"', f'patch = "{FAKE_NANOGPT / "train.patch"}"')
+    path.write_text(text)
+    return path
+
+
+def pytorch_args(out: Path, protocol: Path, *extra: str) -> list:
+    """A series of both sides: the fake nanoGPT through the real PyTorch side, and the contender."""
+    return [
+        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--executor", "local",
+        "--nanogpt", FAKE_NANOGPT, "--input", SHARED_INPUT, "--model", "shakespeare-char",
+        "--precision", "float32", *extra,
+    ]  # fmt: skip

@@ -1,0 +1,60 @@
+"""Both sides through the real PyTorch side (fake nanoGPT) and the contender: D1's verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args, records
+
+
+def run(tmp_path, cli, fake_env, step_ms: dict, *extra: str) -> pd.DataFrame:
+    protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
+    fake_env(step_ms=step_ms)
+    out = tmp_path / "r"
+    res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER, *extra))
+    assert res.exit_code == 0, res.output
+    return pd.read_csv(out / "tables" / "comparison.csv", keep_default_na=False)
+
+
+def test_pytorch_modes_use_the_right_tree_and_the_fastest_mode_is_compared(tmp_path, cli, fake_env):
+    table = run(
+        tmp_path, cli, fake_env,
+        {"eager": 4.0, "default": 3.0, "reduce-overhead": 2.5, "max-autotune": 2.8, "mica": 2.0},
+    )  # fmt: skip
+    row = table.iloc[0]
+    assert row["pytorch_fastest_mode"] == "reduce-overhead"
+    assert row["ratio"] == pytest.approx(2.5 / 2.0, rel=0.05)
+    assert row["times_alone_say"] == "faster"
+    # rule 6: no verdict until the correctness check passed
+    assert row["verdict"] == "no verdict: correctness not checked"
+    out = tmp_path / "r"
+    for r in records(out):
+        log = (out / r["log_dir"] / "stdout.log").read_text()
+        mode = r["config"].split("/")[-1]
+        if r["config"].split("/")[2] == "pytorch":
+            want = "shipped" if mode in ("eager", "default") else "patched"
+            assert f"tree: {want}" in log, (mode, log[:200])
+            argv = json.loads((out / r["log_dir"] / "command.json").read_text())["argv"]
+            assert ("--compile_mode=" in " ".join(argv)) == (want == "patched")
+    report = (out / "report.md").read_text()
+    assert "PyTorch" in report and "reduce-overhead mode, float32" in report
+    assert "Hypothesis, not a protocol result" in report
+
+
+@pytest.mark.parametrize(
+    ("mica_ms", "torch_ms", "expected"),
+    [
+        (2.0, 3.0, "faster"),
+        (3.09, 3.0, "level"),  # within the 5% margin
+        (3.4, 3.0, "slower"),
+    ],
+)
+def test_times_alone_say(tmp_path, cli, fake_env, mica_ms, torch_ms, expected):
+    step = {"eager": torch_ms * 2, "default": torch_ms, "reduce-overhead": torch_ms * 1.5,
+            "max-autotune": torch_ms * 1.5, "mica": mica_ms}  # fmt: skip
+    table = run(tmp_path, cli, fake_env, step)
+    assert table.iloc[0]["times_alone_say"] == expected
+    assert table.iloc[0]["verdict"].startswith("no verdict")

@@ -1,0 +1,1 @@
+"""Stand-in for nanoGPT's config/train_shakespeare_char.py."""

@@ -1,0 +1,1 @@
+"""Stand-in for nanoGPT's model.py: the fake train.py builds no model."""
