@@ -90,7 +90,7 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         "precisions": precisions,
         "sides": sides,
         "contender": str(contender) if contender else None,
-        "nanogpt": str(Path(options["nanogpt"]).resolve()) if options.get("nanogpt") else None,
+        "nanogpt": _absolute(options.get("nanogpt")),
         "data_dir": str(Path(options.get("data_dir") or cache_dir() / "data").resolve()),
         "input": str(Path(options["input"]).resolve()) if options.get("input") else None,
         "tiktoken_files": (
@@ -100,6 +100,10 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         ),
         "executor": options.get("executor"),
     }
+
+
+def _absolute(path: Path | str | None) -> str | None:
+    return str(Path(path).resolve()) if path else None
 
 
 def build_sides(p: protocol_mod.Protocol, o: dict[str, Any], work: Path) -> list[Side]:

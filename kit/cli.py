@@ -60,7 +60,7 @@ def main() -> None:
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Prepared datasets (cache).")
 @click.option("--input", type=click.Path(path_type=Path), help="Your copy of tiny Shakespeare.")
 @click.option("--tiktoken-files", type=click.Path(path_type=Path),
-              help="A folder with GPT-2's vocab.bpe and encoder.json, for offline machines.")  # fmt: skip
+              help="GPT-2's vocab.bpe and encoder.json, for offline machines.")  # fmt: skip
 @click.pass_context
 def series(ctx: click.Context, **options) -> None:
     """Run a series: one discarded run per configuration, then five rotating rounds."""
