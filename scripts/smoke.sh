@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The README's main job on a machine without a GPU: install the kit, then run the CPU smoke
+# series (scaled-down M1, PyTorch's four modes, the same engine, rounds and rotation) into
+# results/smoke-<time>. Extra arguments go to `micakit series`, e.g.
+#   --nanogpt PATH      a nanoGPT checkout at the pinned commit (when it cannot be downloaded)
+#   --input PATH        your copy of tiny Shakespeare's input.txt (when it cannot be downloaded)
+#   --contender PATH    a contender program to run beside nanoGPT
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$ROOT/scripts/install.sh"
+out=${MICAKIT_OUT:-$ROOT/results/smoke-$(date -u +%Y%m%dT%H%M%SZ)}
+"$ROOT/.venv/bin/micakit" series --smoke --device cpu --executor local --out "$out" "$@"
+"$ROOT/.venv/bin/micakit" verify "$out" >&2
+echo "results: $out (report: $out/report.md)" >&2
