@@ -57,6 +57,9 @@ _SETUP_FIX = (
 )
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the builder colours a step's stderr
+
+
 def connect(host: str | None = None, timeout_s: int = 120) -> docker.DockerClient:
     """A client of the engine at `host` (None: DOCKER_HOST, else the local socket), checked."""
     where = host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
@@ -165,33 +168,39 @@ def build_image(
         _write_context(context, dockerfile, context_dir, wheelhouse)
         context.seek(0)
         # the legacy builder (POST /build) is what the API offers: BuildKit needs a session
-        stream = client.api.build(
-            fileobj=context,
-            custom_context=True,
-            dockerfile=dockerfile.name,
-            tag=tag,
-            buildargs=buildargs,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            timeout=None,
-            use_config_proxy=False,
-        )
+        error = None
         try:
-            for item in stream:
-                if "stream" in item:
-                    for line in item["stream"].splitlines():
-                        if not line.strip():
-                            continue  # the builder sends each line's newline on its own
-                        tail = (tail + [line])[-40:]
-                        if on_line is not None:
-                            on_line(line)
-                elif "aux" in item and "ID" in item["aux"]:
-                    image_id = item["aux"]["ID"]
-                elif "error" in item:
-                    raise _build_failed(client, dockerfile, tag, buildargs, item["error"], tail)
+            stream = client.api.build(
+                fileobj=context,
+                custom_context=True,
+                dockerfile=dockerfile.name,
+                tag=tag,
+                buildargs=buildargs,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                timeout=None,
+                use_config_proxy=False,
+            )
         except docker.errors.APIError as e:
+            if e.response is not None:
+                e.response.close()
             raise _build_failed(client, dockerfile, tag, buildargs, _explain(e), tail) from None
+        # read to the end whatever comes, so the response closes with its stream
+        for item in stream:
+            if "stream" in item:
+                for line in _ANSI.sub("", item["stream"]).splitlines():
+                    if not line.strip():
+                        continue  # the builder sends each line's newline on its own
+                    tail = (tail + [line])[-40:]
+                    if on_line is not None:
+                        on_line(line)
+            elif "aux" in item and "ID" in item["aux"]:
+                image_id = item["aux"]["ID"]
+            elif "error" in item and error is None:
+                error = str(item["error"])
+        if error is not None:
+            raise _build_failed(client, dockerfile, tag, buildargs, error, tail)
     return image_id or client.api.inspect_image(tag)["Id"]
 
 
@@ -472,7 +481,7 @@ class DockerExecutor(Executor):
             reader = clock.start_reader([(fd, "mux")], stdout_log, stderr_log)
         finally:
             os.close(fd)  # the reader holds its own copy; the engine closes the stream
-            sock.close()
+            _close_socket(sock)
         start_ns = time.monotonic_ns()
         try:
             api.start(container)
@@ -529,6 +538,14 @@ class DockerExecutor(Executor):
         except docker.errors.APIError as e:
             if "already in progress" not in _explain(e):
                 raise
+
+
+def _close_socket(sock: object) -> None:
+    # attach_socket gives the SocketIO under the HTTP response; closing it leaves the socket
+    raw = getattr(sock, "_sock", None)
+    sock.close()  # type: ignore[attr-defined]
+    if raw is not None:
+        raw.close()
 
 
 def _run_error(spec: RunSpec, e: docker.errors.APIError) -> Exception:

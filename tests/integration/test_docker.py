@@ -1,0 +1,320 @@
+"""The Docker capability against a real engine: images, footprints, runs in containers.
+
+Skipped, with the reason, where no engine answers. The images build on MICAKIT_BASE_IMAGE
+(default micakit-base:bookworm, which `bash scripts/ci-setup.sh` builds from Debian's archive)
+and install from the wheelhouse that script fills, so no registry or package index is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import zipapp
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kit import clock, dockerapi
+from kit.containers import LABEL_SERIES
+from kit.errors import UserError
+from kit.executor import Mount, RunOutcome, RunSpec
+from kit.footprint import read_files
+from kit.libraries import read_library_dir
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKES = ROOT / "tests" / "fakes"
+WHEELHOUSE = Path(os.environ.get("MICAKIT_WHEELHOUSE", ROOT / "wheelhouse"))
+TAG = "ci"
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator:
+    try:
+        c = dockerapi.connect(timeout_s=600)
+    except UserError as e:
+        pytest.skip(f"no Docker engine answers: {e.message}")
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def base_image(client) -> str:
+    ref = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
+    if not dockerapi._image_exists(client, ref):
+        pytest.skip(f"no base image {ref}: `bash scripts/ci-setup.sh` builds it")
+    return ref
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    if not list(WHEELHOUSE.glob("torch-*.whl")):
+        pytest.skip(f"no torch wheel in {WHEELHOUSE}: `bash scripts/ci-setup.sh` fills it")
+    return WHEELHOUSE
+
+
+@pytest.fixture(scope="session")
+def executor(client) -> Iterator[dockerapi.DockerExecutor]:
+    ex = dockerapi.DockerExecutor(client, f"pytest-{os.getpid()}", stop_grace_s=2)
+    yield ex
+    ex.drop_cache()
+
+
+def _leftovers(client, series_id: str) -> list:
+    return client.api.containers(all=True, filters={"label": f"{LABEL_SERIES}={series_id}"})
+
+
+def _lines(outcome: RunOutcome) -> list[clock.StampedLine]:
+    return list(clock.read_stamped(outcome.stdout_log))
+
+
+def _fake_spec(base_image: str, label: str, *args: str, **fake: object) -> RunSpec:
+    fakes = Mount("fakes", FAKES)
+    argv = ("python3", "/micakit/fakes/contender.py", "+mica", "stdout=line", "-mica", *args)
+    return RunSpec(
+        label=label, argv=argv, env={"MICAKIT_FAKE": json.dumps(fake)}, mounts=(fakes,),
+        image=base_image,
+    )  # fmt: skip
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+def test_a_run_in_a_container_is_stamped_and_removed(client, base_image, executor, tmp_path):
+    spec = _fake_spec(base_image, "run 1 mica-f32", "--steps", "100", step_ms={"*": 5})
+    outcome = executor.run(spec, tmp_path / "run")
+    assert outcome.exit_code == 0
+    lines = _lines(outcome)
+    assert [line.text.split()[1] for line in lines] == [str(s) for s in range(0, 101, 10)]
+    stamps = [line.stamp_ns for line in lines]
+    assert stamps == sorted(stamps)
+    assert outcome.start_ns < stamps[0] and stamps[-1] <= outcome.end_ns
+    # 10 steps of 5 ms between lines: the outside clock sees the program's pace
+    gaps_ms = [(b - a) / 1e6 for a, b in zip(stamps[1:], stamps[2:], strict=False)]
+    assert 40 < sorted(gaps_ms)[len(gaps_ms) // 2] < 80
+    record = json.loads((tmp_path / "run" / "container.json").read_text())
+    assert record["state"]["ExitCode"] == 0 and record["labels"]["micakit.run"] == spec.label
+    assert {m["Destination"] for m in record["mounts"]} >= {"/micakit/fakes", "/micakit/cache"}
+    assert not _leftovers(client, executor.series_id)
+
+
+def test_out_of_memory_run_keeps_its_exit_code_and_logs(client, base_image, executor, tmp_path):
+    spec = _fake_spec(base_image, "run 2 mica-f32", "--steps", "100", events={"mica#*": "oom"})
+    outcome = executor.run(spec, tmp_path / "oom")
+    assert outcome.exit_code == 1
+    err = [line.text for line in clock.read_stamped(outcome.stderr_log)]
+    assert err == ["mica: cuMemAlloc failed: out of memory"]
+    assert _lines(outcome)  # the lines before it were kept
+    assert not _leftovers(client, executor.series_id)
+
+
+def test_ctrl_c_while_waiting_leaves_no_container(client, base_image, executor, tmp_path):
+    spec = _fake_spec(base_image, "run 3 mica-f32", events={"mica#*": "sleep-forever"})
+    main = threading.main_thread().ident
+    assert main is not None
+    log_dir = tmp_path / "interrupted"
+
+    def interrupt() -> None:  # as Ctrl-C does: a SIGINT in the thread that waits
+        for _ in range(200):
+            if (log_dir / "stdout.log").exists() and (log_dir / "stdout.log").read_text():
+                break
+            threading.Event().wait(0.05)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    timer = threading.Thread(target=interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            executor.run(spec, log_dir)
+    finally:
+        timer.join()
+    assert [line.text for line in clock.read_stamped(log_dir / "stdout.log")] == ["started"]
+    assert not _leftovers(client, executor.series_id)
+
+
+def test_sweep_removes_what_a_crashed_series_left(client, base_image, executor):
+    left = client.api.create_container(
+        base_image, command=["true"], labels={LABEL_SERIES: "crashed-series"}
+    )["Id"]
+    executor.sweep()
+    assert not _leftovers(client, "crashed-series")
+    assert left not in {c["Id"] for c in client.api.containers(all=True)}
+
+
+def test_library_table_of_a_program_that_opens_libz(base_image, executor, tmp_path):
+    code = "import ctypes; ctypes.CDLL('libz.so.1'); print('opened', flush=True)"
+    spec = RunSpec(
+        label="libs", argv=("python3", "-c", code), image=base_image, trace_libraries=True
+    )
+    outcome = executor.run(spec, tmp_path / "libs")
+    assert outcome.exit_code == 0 and outcome.libraries_dir == tmp_path / "libs" / "ld_debug"
+    table = read_library_dir(outcome.libraries_dir)
+    assert table.processes >= 1
+    libz = [lib for lib in table.opened if lib.name == "libz.so.1"]
+    assert libz and libz[0].path.endswith("/libz.so.1")
+    assert not table.nvidia and not table.nvrtc_opened
+
+
+def test_missing_image_says_how_to_build_it(executor, tmp_path):
+    spec = RunSpec(label="r", argv=("true",), image="micakit-test-missing:none")
+    with pytest.raises(UserError, match="not built") as e:
+        executor.run(spec, tmp_path / "r")
+    assert "micakit images build" in (e.value.fix or "")
+
+
+def test_a_gpu_without_nvidia_runtime_names_the_toolkit(client, base_image, executor, tmp_path):
+    if "nvidia" in (client.info().get("Runtimes") or {}):
+        pytest.skip("this engine has NVIDIA's runtime")
+    spec = RunSpec(label="gpu", argv=("true",), image=base_image, gpu="all")
+    with pytest.raises(UserError, match="GPU") as e:
+        executor.run(spec, tmp_path / "gpu")
+    assert "NVIDIA Container Toolkit" in (e.value.fix or "")
+    assert dockerapi.TOOLKIT_URL in (e.value.fix or "")
+    assert not _leftovers(client, executor.series_id)
+
+
+def test_versions_name_the_engine(executor):
+    v = executor.versions()
+    assert v["docker_engine"] and v["docker_api"] and v["docker_sdk"]
+
+
+# --- images and footprints ---------------------------------------------------------------------
+
+
+def test_a_failed_build_shows_its_own_lines(client, base_image, tmp_path):
+    dockerfile = tmp_path / "Dockerfile.bad"
+    dockerfile.write_text("ARG BASE\nFROM ${BASE}\nRUN echo about-to-fail && false\n")
+    with pytest.raises(UserError, match="about-to-fail") as e:
+        dockerapi.build_image(
+            client, dockerfile, tmp_path, f"micakit-test-bad:{TAG}", {"BASE": base_image}
+        )
+    assert "returned a non-zero code" in e.value.message
+
+
+def test_a_missing_base_image_names_the_local_one(client, tmp_path):
+    dockerfile = tmp_path / "Dockerfile.nobase"
+    dockerfile.write_text("ARG BASE\nFROM ${BASE}\n")
+    with pytest.raises(UserError, match="micakit-test-nobase:none") as e:
+        dockerapi.build_image(
+            client,
+            dockerfile,
+            tmp_path,
+            f"micakit-test-x:{TAG}",
+            {"BASE": "micakit-test-nobase:none"},
+        )
+    assert "scripts/ci-setup.sh" in (e.value.fix or "")
+
+
+@pytest.fixture(scope="session")
+def mica_image(client, base_image, tmp_path_factory) -> tuple[str, Path]:
+    """The contender's image, with the fake contender as a one-file program and one library."""
+    ctx = tmp_path_factory.mktemp("mica-context")
+    src = tmp_path_factory.mktemp("mica-src")
+    shutil.copy(FAKES / "contender.py", src / "contender.py")
+    shutil.copy(FAKES / "fakelib.py", src / "fakelib.py")
+    (src / "__main__.py").write_text(
+        "import sys\n\nimport contender\n\nsys.exit(contender.main(sys.argv[1:]))\n"
+    )
+    zipapp.create_archive(src, ctx / "contender", interpreter="/usr/bin/env python3")
+    (ctx / "libs").mkdir()
+    shutil.copy(Path("/lib/x86_64-linux-gnu/libz.so.1").resolve(), ctx / "libs" / "libfake.so.1")
+    ref = f"micakit-test-mica:{TAG}"
+    args = {"BASE": base_image, "PROGRAM": "contender", "LIBS": "libfake.so.1"}
+    dockerapi.build_image(client, ROOT / "Dockerfile.mica", ctx, ref, args)
+    return ref, ctx
+
+
+def test_mica_image_footprint_and_a_run_in_it(client, mica_image, executor, tmp_path):
+    ref, ctx = mica_image
+    fp = dockerapi.footprint(client, ref, tmp_path / "fp")
+    assert fp["size_bytes"] == client.api.inspect_image(ref)["Size"]
+    assert fp["id"] == client.api.inspect_image(ref)["Id"]
+    assert fp["labels"]["org.micakit.libs"] == "libfake.so.1"
+    rows = {r["path"]: r for r in read_files(tmp_path / "fp" / "files.tsv")}
+    program = rows["/opt/mica/bin/contender"]
+    assert program["size_bytes"] == (ctx / "contender").stat().st_size
+    assert program["type"] == "file"
+    assert program["mode"] == f"{(ctx / 'contender').stat().st_mode & 0o7777:04o}"
+    assert (
+        rows["/opt/mica/lib/libfake.so.1"]["size_bytes"]
+        == (ctx / "libs/libfake.so.1").stat().st_size
+    )
+    assert (
+        json.loads((tmp_path / "fp" / "footprint.json").read_text())["size_bytes"]
+        == fp["size_bytes"]
+    )
+    assert any("COPY" in (h["created_by"] or "") for h in fp["history"])
+
+    spec = RunSpec(label="mica", argv=("contender", "--steps", "40"), image=ref)
+    outcome = executor.run(spec, tmp_path / "run")
+    assert outcome.exit_code == 0
+    assert [line.text.split()[1] for line in _lines(outcome)] == ["0", "10", "20", "30", "40"]
+
+
+@pytest.fixture(scope="session")
+def pytorch_image(client, base_image, wheelhouse, tmp_path_factory) -> str:
+    """PyTorch's image from the wheelhouse (torch 2.13.0, CPU), with a small nanoGPT stand-in."""
+    ctx = tmp_path_factory.mktemp("pytorch-context")
+    shutil.copytree(ROOT / "tests" / "fixtures" / "nanogpt_image", ctx / "nanogpt")
+    ref = f"micakit-test-pytorch:{TAG}"
+    args = {"BASE": base_image, "NANOGPT_COMMIT": "fixture"}
+    dockerapi.build_image(client, ROOT / "Dockerfile.pytorch", ctx, ref, args, wheelhouse)
+    return ref
+
+
+@pytest.mark.slow
+def test_pytorch_image_compiles_and_trains(client, pytorch_image, mica_image, executor, tmp_path):
+    fp = dockerapi.footprint(client, pytorch_image, tmp_path / "fp")
+    rows = {r["path"]: r for r in read_files(tmp_path / "fp" / "files.tsv")}
+    assert "/opt/nanogpt/train.py" in rows and "/usr/bin/g++" in rows
+    version_py = "/opt/venv/lib/python3.11/site-packages/torch/version.py"
+    code = f"import os; print(os.path.getsize({version_py!r}))"
+    spec = RunSpec(label="size", argv=("python", "-c", code), image=pytorch_image)
+    seen = executor.run(spec, tmp_path / "size")
+    assert rows[version_py]["size_bytes"] == int(_lines(seen)[0].text)
+
+    spec = RunSpec(
+        label="train", argv=("python", "-u", "/opt/nanogpt/train.py", "20"), image=pytorch_image
+    )
+    outcome = executor.run(spec, tmp_path / "train")
+    assert outcome.exit_code == 0, (tmp_path / "train" / "stderr.log").read_text()[-2000:]
+    texts = [line.text for line in _lines(outcome)]
+    assert texts[0].startswith("iter 0: loss") and texts[-1] == "torch 2.13.0+cpu"
+    # Inductor's cache went to the series' volume, where the next run of the series finds it
+    spec = RunSpec(
+        label="cache",
+        argv=("sh", "-c", "ls -A $TORCHINDUCTOR_CACHE_DIR | wc -l"),
+        image=pytorch_image,
+    )
+    listed = executor.run(spec, tmp_path / "cache")
+    assert int(_lines(listed)[0].text) > 0
+
+    mica = dockerapi.footprint(client, mica_image[0], tmp_path / "fp-mica")
+    ratio = dockerapi.footprint_ratio(mica, fp)
+    assert ratio["pytorch_over_mica"] == fp["size_bytes"] / mica["size_bytes"] > 1
+
+
+def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_path):
+    ref = f"micakit-test-runner:{TAG}"
+    dockerapi.build_image(
+        client, ROOT / "Dockerfile.runner", ROOT, ref, {"BASE": base_image}, wheelhouse
+    )
+    sock = {"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}}
+    out = client.containers.run(ref, ["--help"], volumes=sock, remove=True).decode()
+    assert "Usage: micakit" in out and "series" in out
+    # inside the runner, the kit finds its own container and maps /results to the host's folder
+    code = (
+        "from pathlib import Path; from kit import dockerapi; "
+        "p = dockerapi.detect_host_paths(dockerapi.connect()); "
+        "print(p.to_host(Path('/results/s1')))"
+    )
+    volumes = {**sock, str(tmp_path): {"bind": "/results", "mode": "rw"}}
+    out = client.containers.run(
+        ref, ["-c", code], entrypoint=["python"], volumes=volumes, remove=True
+    ).decode()
+    assert out.strip() == f"{tmp_path}/s1"
