@@ -158,8 +158,5 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     if resume:
         s.check_resume()
     else:
-        s.write_start(argv)
-        manifest = rd.manifest()
-        manifest["options"] = o
-        rd.write_json(store.MANIFEST, manifest)
+        s.write_start(argv, o)
     return s, hooks

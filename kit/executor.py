@@ -63,6 +63,15 @@ class Executor(abc.ABC):
     def sweep(self) -> None:  # noqa: B027 - optional hook
         """Remove what a crashed series left behind (containers); nothing for local runs."""
 
+    def which(self, program: str, image: str | None, scratch: Path) -> bool:
+        """Whether `program` can be started where the runs of `image` run."""
+        spec = RunSpec(
+            label=f"which {program}",
+            argv=("/bin/sh", "-c", f"command -v {program}"),
+            image=image,
+        )
+        return self.run(spec, scratch).exit_code == 0
+
     def versions(self) -> dict[str, str]:
         """Versions this executor contributes to the series record (e.g. the Docker engine)."""
         return {}

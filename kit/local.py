@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -30,6 +31,9 @@ class LocalExecutor(Executor):
 
     def where(self, mount: Mount) -> str:
         return str(mount.host)
+
+    def which(self, program: str, image: str | None, scratch: Path) -> bool:
+        return shutil.which(program) is not None
 
     def run(self, spec: RunSpec, log_dir: Path) -> RunOutcome:
         log_dir.mkdir(parents=True, exist_ok=True)

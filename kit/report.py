@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kit import extras, store, timing, verdict
 from kit import protocol as protocol_mod
-from kit import store, timing, verdict
 from kit.errors import UserError
+from kit.executor import RunOutcome
 from kit.protocol import Protocol
 from kit.scheduler import CONTENDER, PYTORCH
 from kit.store import ResultsDir
@@ -62,14 +63,7 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
             continue
         c = configs[planned["config"]]
         grammar = protocol.pytorch if c["side"] == PYTORCH else protocol.contender
-        log_dir = rd.root / record["log_dir"]
-        outcome = timing.judge(
-            log_dir / "stdout.log",
-            log_dir / "stderr.log",
-            record["exit_code"],
-            grammar,
-            protocol.timing,
-        )
+        outcome = rejudge(rd.root / record["log_dir"], record, grammar, protocol)
         rows.append(
             {
                 "run_id": planned["run_id"],
@@ -80,6 +74,7 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
                 "side": c["side"],
                 "variant": c["variant"],
                 "round": planned["round"],
+                "kind": planned.get("kind", "timed"),
                 "discarded": planned["discarded"],
                 "status": outcome.status,
                 "step_s": outcome.step_s,
@@ -90,10 +85,18 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
             }
         )
     columns = [
-        "run_id", "config", "card", "model", "precision", "side", "variant", "round",
+        "run_id", "config", "card", "model", "precision", "side", "variant", "round", "kind",
         "discarded", "status", "step_s", "own_step_s", "final_loss", "reason", "log_dir",
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+def rejudge(log_dir: Path, record: dict, grammar, protocol: Protocol) -> timing.Outcome:
+    """A run judged again from its raw logs and exit code; a skipped record keeps its reason."""
+    if record["status"] == extras.NOT_PROFILED:
+        return timing.Outcome(extras.NOT_PROFILED, None, None, record["reason"])
+    outcome = RunOutcome(record["exit_code"], 0, 0, log_dir / "stdout.log", log_dir / "stderr.log")
+    return extras.judge(record.get("kind", "timed"), outcome, grammar, protocol.timing)
 
 
 def configurations_table(runs: pd.DataFrame, plan: dict) -> pd.DataFrame:
@@ -101,7 +104,7 @@ def configurations_table(runs: pd.DataFrame, plan: dict) -> pd.DataFrame:
     rows = []
     for c in plan["configurations"]:
         mine = runs[runs["config"] == c["id"]]
-        timed = mine[~mine["discarded"]]
+        timed = mine[mine["kind"] == "timed"]
         ok = timed[timed["status"] == timing.OK]["step_s"].astype(float)
         oom = mine[mine["status"] == timing.OOM]
         void = timed[timed["status"] == timing.VOID]
@@ -142,7 +145,7 @@ def comparison_table(
     check the verdict is "no verdict", and what the times alone say stands beside it, labelled.
     """
     checks = checks or {}
-    timed_ok = runs[(~runs["discarded"]) & (runs["status"] == timing.OK)]
+    timed_ok = runs[(runs["kind"] == "timed") & (runs["status"] == timing.OK)]
     rows = []
     for (card, model, precision), group in configs.groupby(
         ["card", "model", "precision"], sort=False

@@ -34,19 +34,30 @@ class Config:
         return cls(d["card"], d["model"], d["precision"], d["side"], d["variant"])
 
 
+DISCARDED, TIMED, PROFILE, GRAPH_BREAKS = "discarded", "timed", "profile", "graph-breaks"
+
+
 @dataclass(frozen=True)
 class PlannedRun:
     run_id: int  # the run's place in the series, fixed before the first run
     config: str  # Config.id
-    round: int  # 0 for discarded runs; 1..runs for the timed rounds
-    discarded: bool
+    round: int  # 0 for discarded runs; 1..runs for the timed rounds; runs + 1 after them
+    kind: str = TIMED  # discarded, timed, or one of the separate records of §6
+
+    @property
+    def discarded(self) -> bool:
+        return self.kind == DISCARDED
+
+    @property
+    def timed(self) -> bool:
+        return self.kind == TIMED
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"discarded": self.discarded}
 
     @classmethod
     def from_json(cls, d: dict) -> PlannedRun:
-        return cls(d["run_id"], d["config"], d["round"], d["discarded"])
+        return cls(d["run_id"], d["config"], d["round"], d.get("kind", TIMED))
 
 
 def rotated(items: list, r: int) -> list:
@@ -57,19 +68,28 @@ def rotated(items: list, r: int) -> list:
     return items[k:] + items[:k]
 
 
-def plan(configs: list[Config], runs: int, discarded_runs: int) -> list[PlannedRun]:
+def plan(
+    configs: list[Config],
+    runs: int,
+    discarded_runs: int,
+    separate: list[tuple[str, list[str]]] = (),
+) -> list[PlannedRun]:
     """Every run of the series, in the order it runs.
 
     §5: one discarded run of each configuration first (it fills NVRTC's and Inductor's caches),
     then `runs` rounds; each round runs every configuration once, in an order that rotates from
-    round to round, so heat and drift touch every configuration alike.
+    round to round, so heat and drift touch every configuration alike. The separate records of
+    §6 (`separate`: a kind and the configurations it covers) come after the timed rounds, so a
+    profiler never runs between two timed runs.
     """
     ids = [c.id for c in configs]
     if len(set(ids)) != len(ids):
         raise ValueError("configurations must be distinct")
     order: list[PlannedRun] = []
     for _ in range(discarded_runs):
-        order += [PlannedRun(len(order) + i, c, 0, True) for i, c in enumerate(ids)]
+        order += [PlannedRun(len(order) + i, c, 0, DISCARDED) for i, c in enumerate(ids)]
     for r in range(1, runs + 1):
-        order += [PlannedRun(len(order) + i, c, r, False) for i, c in enumerate(rotated(ids, r))]
+        order += [PlannedRun(len(order) + i, c, r, TIMED) for i, c in enumerate(rotated(ids, r))]
+    for kind, covered in separate:
+        order += [PlannedRun(len(order) + i, c, runs + 1, kind) for i, c in enumerate(covered)]
     return order

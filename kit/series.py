@@ -20,16 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import __version__, store, timing
+from kit import __version__, extras, store, timing
+from kit.conditions import CardConditions
 from kit.errors import SeriesFailed, UserError
 from kit.executor import Executor
 from kit.protocol import Protocol
-from kit.scheduler import Config, PlannedRun, plan
+from kit.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun, plan
 from kit.sides import RunContext, Side
 from kit.store import ResultsDir
 
 RECORD_SCHEMA = 1
-DONE = (timing.OK, timing.OOM, timing.VOID)  # a run with one of these is never run again
+# a run with one of these is never run again
+DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 
 
 class Interrupted(Exception):
@@ -47,14 +49,12 @@ class SeriesSpec:
     compute_capability: float | None = None
     smoke: bool = False
     sides: tuple[str, ...] = ("pytorch", "contender")
+    separate_records: bool = True  # §6: profiled runs and graph-break runs after the rounds
     extra: dict[str, Any] = field(default_factory=dict)  # side inputs: paths, hashes, images
 
 
 class Hooks:
-    """What a series reports as it goes, and what it asks around each run (telemetry).
-
-    The default does nothing; the CLI passes a progress display, tests a recorder.
-    """
+    """What a series reports as it goes. The default says nothing; the CLI shows progress."""
 
     def planned(self, configs: list[Config], order: list[PlannedRun], done: set[int]) -> None:
         pass
@@ -67,11 +67,6 @@ class Hooks:
 
     def message(self, text: str) -> None:
         pass
-
-    @contextmanager
-    def around_run(self, run: PlannedRun, log_dir: Path) -> Iterator[None]:
-        """Telemetry's place: check the card before the run, sample it during."""
-        yield
 
 
 def configurations(
@@ -138,6 +133,7 @@ class Series:
         executor: Executor,
         ctx: RunContext,
         hooks: Hooks | None = None,
+        conditions: CardConditions | None = None,
     ) -> None:
         self.rd = rd
         self.protocol = protocol
@@ -146,16 +142,25 @@ class Series:
         self.executor = executor
         self.ctx = ctx
         self.hooks = hooks or Hooks()
+        self.conditions = conditions
         self.configs, self.not_measured = configurations(protocol, spec, sides)
         self.by_id = {c.id: c for c in self.configs}
         runs = protocol.smoke.runs if spec.smoke else protocol.timing.runs
         discarded = protocol.smoke.discarded_runs if spec.smoke else protocol.timing.discarded_runs
-        self.order = plan(self.configs, runs, discarded)
+        separate = []
+        if spec.separate_records:
+            ids = [c.id for c in self.configs]
+            compiled = [c.id for c in self.configs if c.side == PYTORCH and c.variant != "eager"]
+            separate = [(PROFILE, ids), (GRAPH_BREAKS, compiled)]
+        self.order = plan(self.configs, runs, discarded, separate)
 
     # -- starting and resuming --------------------------------------------------------------
 
-    def write_start(self, argv: list[str]) -> None:
-        """The manifest, the protocol file and the plan, all before the first run (§3 rule 1)."""
+    def write_start(self, argv: list[str], options: dict[str, Any] | None = None) -> None:
+        """The protocol file, the plan, then the manifest, all before the first run (§3 rule 1).
+
+        The manifest comes last: a directory without one never started, and is started again.
+        """
         manifest = {
             "schema": store.SCHEMA,
             "kit_version": __version__,
@@ -171,6 +176,7 @@ class Series:
             "executor": self.executor.name,
             "executor_versions": self.executor.versions(),
             "series": dataclasses.asdict(self.spec),
+            "options": options or {},
         }
         self.rd.write_text(store.PROTOCOL, self.protocol.path.read_text("utf-8"))
         self.rd.write_json(store.PLAN, self.plan_json())
@@ -230,7 +236,7 @@ class Series:
                 if planned.config in stopped:
                     continue  # amendment 8.1: out of memory runs no further
                 record = self._run_one(planned, position)
-                if record["status"] == timing.OOM:
+                if record["status"] == timing.OOM and planned.kind not in (PROFILE, GRAPH_BREAKS):
                     stopped[planned.config] = planned.run_id
                     self.hooks.message(
                         f"{planned.config}: out of memory in run {planned.run_id}; "
@@ -247,37 +253,60 @@ class Series:
         # amendment 2: which libraries the loader opened, during the discarded run
         spec = dataclasses.replace(spec, trace_libraries=planned.discarded)
         log_dir = self.rd.new_attempt_dir(planned.run_id, config.slug)
-        store.write_json(log_dir / "command.json", {"argv": list(spec.argv), "env": spec.env})
         self.hooks.run_started(planned, config, position, len(self.order))
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        separate = extras.prepare(planned.kind, spec, self.executor, log_dir)
+        if separate.skip_reason:
+            return self._record(planned, log_dir, started, None, separate.skip_reason)
+        spec = separate.spec
+        store.write_json(log_dir / "command.json", {"argv": list(spec.argv), "env": spec.env})
         try:
-            with self.hooks.around_run(planned, log_dir):
+            with self.conditions.around(log_dir) if self.conditions else _nothing():
                 outcome = self.executor.run(spec, log_dir)
+            extra = extras.finish(planned.kind, spec, self.executor, log_dir, outcome)
         except KeyboardInterrupt:
             raise Interrupted(label) from None
-        judged = timing.judge(
-            outcome.stdout_log,
-            outcome.stderr_log,
-            outcome.exit_code,
-            side.grammar(self.protocol),
-            self.protocol.timing,
-        )
+        return self._record(planned, log_dir, started, outcome, None, extra)
+
+    def _record(
+        self,
+        planned: PlannedRun,
+        log_dir: Path,
+        started: str,
+        outcome,
+        skip_reason: str | None,
+        extra: dict | None = None,
+    ) -> dict:
+        """Judge a run from its raw logs and append its record (the only write of a run)."""
+        config = self.by_id[planned.config]
+        side = self.sides[config.side]
+        if outcome is None:
+            judged = timing.Outcome(extras.NOT_PROFILED, None, None, skip_reason or "")
+        else:
+            judged = extras.judge(
+                planned.kind,
+                outcome,
+                side.grammar(self.protocol),
+                self.protocol.timing,
+            )
         record = {
             "schema": RECORD_SCHEMA,
             "run_id": planned.run_id,
             "config": planned.config,
             "round": planned.round,
+            "kind": planned.kind,
             "discarded": planned.discarded,
             "log_dir": self.rd.rel(log_dir),
             "started_utc": started,
-            "start_ns": outcome.start_ns,
-            "end_ns": outcome.end_ns,
-            "exit_code": outcome.exit_code,
+            "start_ns": outcome.start_ns if outcome else None,
+            "end_ns": outcome.end_ns if outcome else None,
+            "exit_code": outcome.exit_code if outcome else None,
             "status": judged.status,
             "reason": judged.reason,
             "step_s": judged.step_s,
             "own_step_s": judged.own_step_s,
             "final_loss": judged.final_loss,
+            **(extra or {}),
             "executor": self.executor.name,
             "files": {
                 self.rd.rel(p): store.sha256_file(p)
@@ -308,6 +337,11 @@ class Series:
             (r.run_id in latest and latest[r.run_id]["status"] in DONE) or r.config in stopped
             for r in self.order
         )
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
 @contextmanager

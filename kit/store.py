@@ -26,6 +26,7 @@ from kit.errors import UserError
 
 SCHEMA = 1
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
+STARTING = ".micakit-series"  # written first: this directory is a series' own
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
@@ -77,18 +78,27 @@ class ResultsDir:
     @classmethod
     def create(cls, root: Path) -> ResultsDir:
         root = Path(root)
-        if root.exists() and any(root.iterdir()):
+        # a series' own directory that never got as far as its manifest measured nothing:
+        # the same command starts it again; any other non-empty directory is left alone
+        unstarted = (root / STARTING).exists() and not (root / MANIFEST).exists()
+        if root.exists() and any(root.iterdir()) and not unstarted:
             raise UserError(
                 f"the results directory {root} already exists; a series never overwrites one",
                 f"resume it with `micakit series --resume {root}`, or name a new one with --out",
             )
         root.mkdir(parents=True, exist_ok=True)
+        (root / STARTING).touch()
         return cls(root)
 
     @classmethod
     def open(cls, root: Path) -> ResultsDir:
         root = Path(root)
         if not (root / MANIFEST).is_file():
+            if (root / STARTING).exists():
+                raise UserError(
+                    f"the series in {root} stopped before its first run (it has no {MANIFEST})",
+                    f"start it again with the same command and --out {root}: nothing was lost",
+                )
             raise UserError(
                 f"{root} is not a results directory (it has no {MANIFEST})",
                 "name a directory that a `micakit series` wrote",

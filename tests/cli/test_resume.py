@@ -32,7 +32,7 @@ def start(args: list, env: dict, log) -> subprocess.Popen:
 
 def check_invariants(out, plan_len: int) -> None:
     recs = records(out)
-    done = [r["run_id"] for r in recs if r["status"] == "ok"]
+    done = [r["run_id"] for r in recs if r["status"] in ("ok", "not profiled")]
     assert len(done) == len(set(done)), "a finished run ran twice"
     assert set(done) <= set(range(plan_len))
 
@@ -59,6 +59,10 @@ def test_resume_after_kill_9_at_random_points(tmp_path, fast_protocol):
             os.killpg(proc.pid, signal.SIGKILL)  # the series, its reader and its program
             proc.wait()
             kills += 1
+            if not (out / "manifest.json").exists():
+                # stopped before its first run: the same command starts it again
+                proc = start(args, env, log)
+                continue
             plan = json.loads((out / "plan.json").read_text())
             check_invariants(out, len(plan["order"]))
             proc = start(["series", "--resume", out], env, log)
@@ -96,4 +100,5 @@ def test_ctrl_c_and_sigterm_stop_cleanly_and_resume(tmp_path, fast_protocol, sig
     proc.wait(timeout=300)
     assert proc.returncode == 0, log.read_text()
     recs = records(out)
-    assert sorted(r["run_id"] for r in recs) == list(range(6))
+    plan = json.loads((out / "plan.json").read_text())
+    assert sorted(r["run_id"] for r in recs) == list(range(len(plan["order"])))
