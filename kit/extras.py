@@ -78,5 +78,6 @@ def judge(kind: str, outcome: RunOutcome, grammar: Grammar, t: Timing) -> timing
     judged = timing.judge(outcome.stdout_log, outcome.stderr_log, outcome.exit_code, grammar, t)
     if kind in (PROFILE, GRAPH_BREAKS) and judged.status in (timing.OK, timing.VOID):
         # a separate record never yields a step time (§5 "Profiled runs are separate")
-        return timing.Outcome(timing.OK, None, None, "", judged.final_loss, judged.last_step)
+        return timing.Outcome(timing.OK, None, None, "", judged.final_loss, judged.last_step,
+                              judged.window_start_ns, judged.window_end_ns)  # fmt: skip
     return judged

@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from kit import store
+from kit import kernels, sidetables, store
 from kit.store import ResultsDir
 
 PREPARATION = "preparation (a development build, rule 9)"
@@ -20,6 +20,12 @@ PREPARATION = "preparation (a development build, rule 9)"
 
 def ms(x: float) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1e3:.3f}"
+
+
+def mib(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x / 2**20:.0f}"
 
 
 def range_ms(lo: float, hi: float) -> str:
@@ -107,6 +113,7 @@ def configurations_lines(configs: pd.DataFrame, models: dict) -> list[str]:
                 "runs": c["runs"],
                 "median ms": ms(c["median_step_s"]),
                 "range ms": range_ms(c["min_step_s"], c["max_step_s"]),
+                "peak memory MiB": mib(c.get("peak_memory_bytes")),
                 "notes": c["notes"],
             }
         )
@@ -150,7 +157,21 @@ def markdown_report(rd: ResultsDir, t) -> str:
         lines += ["## Not measured", ""]
         lines += [f"- {n['model']} {n['precision']}: {n['why']}" for n in plan["not_measured"]]
         lines.append("")
-    odd = t.runs[t.runs["status"] != "ok"]
+    lines += ["## What each side opened (amendment 2, discarded runs)", ""]
+    lines += sidetables.library_lines(t.libraries)
+    lines.append("")
+    lines += ["## Profiled runs and graph breaks (§6)", ""]
+    if not t.kernel_families.empty:
+        lines.append(f"Kernel families, labelled as the {kernels.KERNEL_TIME_LABEL}:")
+        lines.append("")
+        shown = t.kernel_families.assign(ms=t.kernel_families["total_time_ns"] / 1e6)
+        shown = shown[["config", "family", "ms", "instances", "share"]]
+        lines += [shown.to_markdown(index=False, floatfmt=".3f"), ""]
+    if not t.graph_breaks.empty:
+        lines += [t.graph_breaks.to_markdown(index=False), ""]
+    lines += [f"- {m}" for m in t.missing] or ["- every separate record is present"]
+    lines.append("")
+    odd = t.runs[~t.runs["status"].isin(["ok", "not profiled"])]
     if len(odd):
         lines += ["## Runs that gave no time", ""]
         for _, r in odd.iterrows():

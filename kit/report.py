@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kit import extras, store, timing, verdict
+from kit import extras, sidetables, store, timing, verdict
 from kit import protocol as protocol_mod
 from kit.errors import UserError
 from kit.executor import RunOutcome
@@ -22,7 +22,10 @@ from kit.protocol import Protocol
 from kit.scheduler import CONTENDER, PYTORCH
 from kit.store import ResultsDir
 
-TABLES = ("runs", "configurations", "comparison")
+TABLES = (
+    "runs", "configurations", "comparison", "libraries", "kernels", "kernel_families",
+    "graph_breaks",
+)  # fmt: skip
 NOT_CHECKED = "correctness not checked"
 
 
@@ -31,6 +34,11 @@ class Tables:
     runs: pd.DataFrame
     configurations: pd.DataFrame
     comparison: pd.DataFrame
+    libraries: pd.DataFrame
+    kernels: pd.DataFrame
+    kernel_families: pd.DataFrame
+    graph_breaks: pd.DataFrame
+    missing: tuple[str, ...] = ()  # amendment 8.3: configurations lacking a separate record
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
         return [(name, getattr(self, name)) for name in TABLES]
@@ -82,13 +90,23 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
                 "final_loss": outcome.final_loss,
                 "reason": outcome.reason,
                 "log_dir": record["log_dir"],
+                "window_start_ns": outcome.window_start_ns,
+                "window_end_ns": outcome.window_end_ns,
             }
         )
     columns = [
         "run_id", "config", "card", "model", "precision", "side", "variant", "round", "kind",
         "discarded", "status", "step_s", "own_step_s", "final_loss", "reason", "log_dir",
+        "window_start_ns", "window_end_ns",
     ]  # fmt: skip
-    return pd.DataFrame(rows, columns=columns)
+    runs = pd.DataFrame(rows, columns=columns).astype(
+        {"window_start_ns": "Int64", "window_end_ns": "Int64"}
+    )
+    runs = runs.merge(sidetables.conditions_columns(rd, runs), on="run_id", how="left")
+    runs = runs.merge(sidetables.flags(runs), on="run_id", how="left")
+    runs["flagged"] = runs["flagged"].fillna(False).astype(bool)
+    runs["flag_reasons"] = runs["flag_reasons"].fillna("")
+    return runs
 
 
 def rejudge(log_dir: Path, record: dict, grammar, protocol: Protocol) -> timing.Outcome:
@@ -113,6 +131,10 @@ def configurations_table(runs: pd.DataFrame, plan: dict) -> pd.DataFrame:
             notes.append(f"out of memory in run {int(oom['run_id'].iloc[0])}")
         if len(void):
             notes.append(f"{len(void)} void: " + "; ".join(void["reason"]))
+        flagged = timed[timed["flagged"]]
+        for _, f in flagged.iterrows():
+            notes.append(f"run {f['run_id']} flagged: {f['flag_reasons']}")
+        peak = pd.to_numeric(timed["peak_memory_bytes"], errors="coerce")
         rows.append(
             {
                 "config": c["id"],
@@ -126,6 +148,8 @@ def configurations_table(runs: pd.DataFrame, plan: dict) -> pd.DataFrame:
                 "median_step_s": float(ok.median()) if len(ok) else math.nan,
                 "min_step_s": float(ok.min()) if len(ok) else math.nan,
                 "max_step_s": float(ok.max()) if len(ok) else math.nan,
+                "peak_memory_bytes": float(peak.max()) if peak.notna().any() else math.nan,
+                "flagged_runs": len(flagged),
                 "out_of_memory": bool(len(oom)),
                 "notes": "; ".join(notes),
             }
@@ -138,6 +162,7 @@ def comparison_table(
     configs: pd.DataFrame,
     protocol: Protocol,
     checks: dict[str, str] | None = None,
+    attention: dict[str, str] | None = None,
 ) -> pd.DataFrame:
     """Per card, model and precision: each contender build against PyTorch's fastest mode.
 
@@ -145,6 +170,7 @@ def comparison_table(
     check the verdict is "no verdict", and what the times alone say stands beside it, labelled.
     """
     checks = checks or {}
+    attention = attention or {}
     timed_ok = runs[(runs["kind"] == "timed") & (runs["status"] == timing.OK)]
     rows = []
     for (card, model, precision), group in configs.groupby(
@@ -187,6 +213,9 @@ def comparison_table(
                     "contender_min_step_s": float(m.min()) if len(m) else math.nan,
                     "contender_max_step_s": float(m.max()) if len(m) else math.nan,
                     "pytorch_fastest_mode": fastest or "",
+                    "pytorch_attention": attention.get(
+                        f"{model}/{precision}/pytorch/{fastest}", "not profiled"
+                    ),
                     "pytorch_runs": len(p),
                     "pytorch_median_step_s": _median(p),
                     "pytorch_min_step_s": float(p.min()) if len(p) else math.nan,
@@ -212,7 +241,17 @@ def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
     plan = rd.read_json(store.PLAN)
     runs = runs_table(rd, protocol)
     configs = configurations_table(runs, plan)
-    return Tables(runs, configs, comparison_table(runs, configs, protocol, checks))
+    kernel, families, attention = sidetables.kernel_tables(rd, runs, protocol)
+    return Tables(
+        runs=runs,
+        configurations=configs,
+        comparison=comparison_table(runs, configs, protocol, checks, attention),
+        libraries=sidetables.libraries_table(rd, runs),
+        kernels=kernel,
+        kernel_families=families,
+        graph_breaks=sidetables.graph_breaks_table(rd, runs),
+        missing=tuple(sidetables.missing_records(runs)),
+    )
 
 
 def write(rd: ResultsDir, t: Tables) -> list[Path]:

@@ -41,6 +41,8 @@ class Outcome:
     reason: str  # why void, failed or out of memory; empty when ok
     final_loss: float | None = None
     last_step: int | None = None
+    window_start_ns: int | None = None  # the stamps of the window's two lines
+    window_end_ns: int | None = None
 
 
 def step_lines(lines: list[StampedLine], grammar: Grammar, where: str) -> list[StepLine]:
@@ -121,7 +123,12 @@ def judge(
     step_s = (b.stamp_ns - a.stamp_ns) / 1e9 / (hi - lo)  # §5: the outside clock
     own = _own_step_s(steps, lo, hi, grammar)
     final = steps[-1]
-    common = dict(final_loss=final.loss, last_step=final.step)
+    common = dict(
+        final_loss=final.loss,
+        last_step=final.step,
+        window_start_ns=a.stamp_ns,
+        window_end_ns=b.stamp_ns,
+    )
     if not math.isfinite(b.loss):
         return Outcome(FAILED, None, None, f"the loss at step {hi} is {b.loss}", **common)
     if grammar.own_clock == "cumulative":
