@@ -9,7 +9,8 @@
 #   3. install Docker and the NVIDIA Container Toolkit where absent; wait for the driver
 #   4. copy this checkout's files (gcloud compute scp --recurse) and build the images there with
 #      scripts/build-images.sh, in a python:3.11-slim container (the image's own Python is older)
-#   5. docker run ... micakit series --out /results/NAME [SERIES-ARGS]
+#   5. docker run ... micakit series --out /results/NAME [SERIES-ARGS]; the copied checkout is
+#      at /checkout in the runner, so a program in it is --contender /checkout/PATH
 #   6. copy results/NAME back (gcloud compute scp --recurse), also when the series failed
 #   7. gcloud compute instances delete
 #
@@ -60,7 +61,9 @@ results directory back, and delete the machine (also when a step fails, or on Ct
   --dry-run       print every command instead of running it
   -h, --help      this message
 
-Arguments after -- go to \`micakit series\`, e.g. -- --model shakespeare-char --contender PROGRAM
+Arguments after -- go to \`micakit series\`. The runner sees this checkout at /checkout: a
+contender program inside it is --contender /checkout/PATH, e.g.
+  scripts/rent-g2.sh --zone us-central1-a -- --model shakespeare-char --contender /checkout/PATH
 EOF
 }
 
@@ -316,7 +319,7 @@ say "running the series on $NAME"
 series=$(printf ' %q' "$IMAGE" series --out "/results/$NAME" ${SERIES_ARGS[@]+"${SERIES_ARGS[@]}"})
 series_rc=0
 # shellcheck disable=SC2016 # expanded on the machine, not here
-remote 'cd '"$REMOTE_DIR"' && mkdir -p results && sudo docker run --rm --gpus all -v /var/run/docker.sock:/var/run/docker.sock -v "$PWD/results:/results"'"$series"'; rc=$?; sudo chown -R "$(id -u):$(id -g)" results; exit $rc' ||
+remote 'cd '"$REMOTE_DIR"' && mkdir -p results && sudo docker run --rm --gpus all -v /var/run/docker.sock:/var/run/docker.sock -v "$PWD:/checkout:ro" -v "$PWD/results:/results"'"$series"'; rc=$?; sudo chown -R "$(id -u):$(id -g)" results; exit $rc' ||
     series_rc=$?
 
 # the results come back also when the series failed: every finished run is in them

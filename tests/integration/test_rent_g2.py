@@ -159,7 +159,7 @@ def test_the_normal_path_creates_runs_copies_back_and_deletes(tmp_path):
     series = next(c for c in calls(tmp_path) if " series --out " in " ".join(c))
     command = series[series.index("--command") + 1]
     assert "docker run --rm --gpus all -v /var/run/docker.sock:/var/run/docker.sock" in command
-    assert '-v "$PWD/results:/results"' in command
+    assert '-v "$PWD:/checkout:ro" -v "$PWD/results:/results"' in command
     assert (
         f"micakit:{TAG} series --out /results/t1 --model shakespeare-char --precision float32"
         in command
