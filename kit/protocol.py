@@ -78,6 +78,8 @@ class Build:
 class Contender(Grammar):
     command: list[str]
     init_args: list[str]
+    version_args: list[str]
+    development_pattern: str
     builds: list[Build]
 
 

@@ -34,12 +34,20 @@ def range_ms(lo: float, hi: float) -> str:
     return f"{ms(lo)}–{ms(hi)}"
 
 
-def pytorch_name(manifest: dict, mode: str, precision: str, attention: str) -> str:
+def pytorch_name(found: dict, mode: str, precision: str, attention: str) -> str:
     """§9: PyTorch is named with its version, mode, precision and attention kernels, always."""
-    version = manifest.get("versions", {}).get("torch") or manifest.get("series", {}).get(
-        "extra", {}
-    ).get("torch", "(version not recorded)")
+    version = found.get("pytorch", {}).get("torch", "(version not recorded)")
     return f"PyTorch {version} {mode} mode, {precision}, attention: {attention}"
+
+
+def recorded_versions(rd: ResultsDir) -> dict:
+    path = rd.root / "versions.json"
+    return rd.read_json("versions.json") if path.exists() else {}
+
+
+def is_preparation(found: dict) -> bool:
+    """Rule 9: a development build's numbers are preparation, wherever they appear."""
+    return found.get("contender", {}).get("build_kind") == "development"
 
 
 def model_words(protocol_models: dict, model: str) -> str:
@@ -51,7 +59,7 @@ def model_words(protocol_models: dict, model: str) -> str:
 
 
 def comparison_lines(rd: ResultsDir, comparison: pd.DataFrame, models: dict) -> list[str]:
-    manifest = rd.manifest()
+    found = recorded_versions(rd)
     lines = []
     if comparison.empty:
         return ["No contender configuration ran in this series, so there is no comparison."]
@@ -61,9 +69,9 @@ def comparison_lines(rd: ResultsDir, comparison: pd.DataFrame, models: dict) -> 
         lines += [f"### {card} · {model_words(models, model)} · {precision}", ""]
         rows = []
         for _, r in g.iterrows():
-            attention = r.get("pytorch_attention", "") or "not profiled in this series"
+            attention = r.get("pytorch_attention", "") or "not profiled"
             torch = (
-                pytorch_name(manifest, r["pytorch_fastest_mode"], precision, attention)
+                pytorch_name(found, r["pytorch_fastest_mode"], precision, attention)
                 if r["pytorch_fastest_mode"]
                 else "no PyTorch mode ran"
             )
@@ -121,6 +129,22 @@ def configurations_lines(configs: pd.DataFrame, models: dict) -> list[str]:
     return [pd.DataFrame(rows).to_markdown(index=False), "", *sizes]
 
 
+def versions_line(found: dict) -> str:
+    py = found.get("pytorch", {})
+    card = found.get("card", {})
+    parts = [f"card {card.get('name', '?')}"]
+    for key in ("driver_version", "cuda_driver_version", "uuid"):
+        if card.get(key):
+            parts.append(f"{key} {card[key]}")
+    for key in ("python", "torch", "triton", "cudnn", "numpy", "cuda_runtime", "nanogpt_commit"):
+        if key in py:
+            parts.append(f"{key} {py[key]}")
+    engine = found.get("executor", {})
+    if engine.get("docker_version") or engine.get("Version"):
+        parts.append(f"Docker {engine.get('docker_version') or engine.get('Version')}")
+    return ", ".join(parts) + " (all in versions.json)"
+
+
 def markdown_report(rd: ResultsDir, t) -> str:
     from kit.report import load_protocol
 
@@ -128,9 +152,8 @@ def markdown_report(rd: ResultsDir, t) -> str:
     manifest = rd.manifest()
     plan = rd.read_json(store.PLAN)
     series = manifest["series"]
-    label = ""
-    if series.get("extra", {}).get("contender_build_kind") == "development":
-        label = f" — {PREPARATION}"
+    found = recorded_versions(rd)
+    label = f" — {PREPARATION}" if is_preparation(found) else ""
     smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
     title = f"# {protocol.name} series on {series['card']}{smoke if series['smoke'] else ''}"
     lines = [
@@ -139,7 +162,9 @@ def markdown_report(rd: ResultsDir, t) -> str:
         f"- date {manifest['date_utc']}, host {manifest['host']}, executor {manifest['executor']}",
         f"- kit {manifest['kit_version']} ({manifest['kit_commit'][:12]}), protocol "
         f"{protocol.name} sha256 {manifest['protocol_sha256']}",
-        f"- contender: {series.get('extra', {}).get('contender', 'none given')}",
+        f"- contender: {series.get('extra', {}).get('contender', 'none given')}"
+        + (f", which says: {found['contender']['says']!r}" if "contender" in found else ""),
+        f"- versions: {versions_line(found)}",
         f"- step time: the outside clock, (stamp of step {protocol.timing.window[1]}'s line − "
         f"stamp of step {protocol.timing.window[0]}'s) / "
         f"{protocol.timing.window[1] - protocol.timing.window[0]} (§5); every number below "

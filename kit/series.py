@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import platform
+import shutil
 import signal
 import socket
 import sys
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import __version__, extras, store, timing
+from kit import __version__, extras, store, timing, versions
 from kit.conditions import CardConditions
 from kit.errors import SeriesFailed, UserError
 from kit.executor import Executor
@@ -134,6 +135,7 @@ class Series:
         ctx: RunContext,
         hooks: Hooks | None = None,
         conditions: CardConditions | None = None,
+        card_info: dict | None = None,
     ) -> None:
         self.rd = rd
         self.protocol = protocol
@@ -143,6 +145,7 @@ class Series:
         self.ctx = ctx
         self.hooks = hooks or Hooks()
         self.conditions = conditions
+        self.card_info = card_info or {"name": spec.card}
         self.configs, self.not_measured = configurations(protocol, spec, sides)
         self.by_id = {c.id: c for c in self.configs}
         runs = protocol.smoke.runs if spec.smoke else protocol.timing.runs
@@ -229,6 +232,7 @@ class Series:
         stopped = {r["config"]: r["run_id"] for r in latest.values() if r["status"] == timing.OOM}
         self.hooks.planned(self.configs, self.order, done)
         self.executor.sweep()
+        self._versions()
         with _sigterm_as_interrupt():
             for position, planned in enumerate(self.order):
                 if planned.run_id in done:
@@ -244,6 +248,22 @@ class Series:
                     )
                 elif record["status"] == timing.FAILED:
                     raise SeriesFailed(self._failure_message(planned, record))
+
+    def _versions(self) -> None:
+        """Rule 4: the versions, recorded before the first run and unchanged at every resume."""
+        scratch = self.rd.root / "work" / "versions"
+        found = versions.collect(
+            _git_commit(),
+            self.card_info,
+            self.executor,
+            {name: side.versions(self.ctx, scratch / name) for name, side in self.sides.items()},
+        )
+        shutil.rmtree(scratch, ignore_errors=True)
+        path = self.rd.root / versions.VERSIONS
+        if path.exists():
+            versions.check_unchanged(self.rd.read_json(versions.VERSIONS), found)
+        else:
+            self.rd.write_json(versions.VERSIONS, found)
 
     def _run_one(self, planned: PlannedRun, position: int) -> dict:
         config = self.by_id[planned.config]

@@ -44,6 +44,10 @@ class Side(abc.ABC):
         """The variants this side runs for a precision, each with whether it is primary."""
         raise NotImplementedError
 
+    @abc.abstractmethod
+    def versions(self, ctx: RunContext, scratch: Path) -> dict:
+        """What this side runs with (rule 4), read where its runs run."""
+
 
 def _fill(template: list[str], values: dict[str, str], where: str) -> list[str]:
     try:
@@ -70,6 +74,19 @@ class ContenderSide(Side):
 
     def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
         return [(b.name, b.primary) for b in protocol.builds_for(precision)]
+
+    def versions(self, ctx: RunContext, scratch: Path) -> dict:
+        from kit import store, versions
+
+        program = Mount("program", self.program.parent)
+        argv = (
+            f"{ctx.executor.where(program)}/{self.program.name}",
+            *ctx.protocol.contender.version_args,
+        )
+        spec = RunSpec("versions of the contender", argv, mounts=(program,), image=self.image)
+        said = versions.contender_versions(ctx.executor, spec, ctx.protocol, scratch)
+        said["program_sha256"] = store.sha256_file(self.program)
+        return said
 
     def spec(self, config: Config, label: str, ctx: RunContext) -> RunSpec:
         p = ctx.protocol
@@ -123,6 +140,15 @@ class PyTorchSide(Side):
     def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
         modes = protocol.smoke.modes if smoke else protocol.pytorch.modes
         return [(m, True) for m in modes]
+
+    def versions(self, ctx: RunContext, scratch: Path) -> dict:
+        from kit import versions
+
+        found = versions.pytorch_versions(
+            ctx.executor, self.python, Mount("nanogpt", self.workspace), self.image, scratch
+        )
+        found["nanogpt_commit"] = ctx.protocol.nanogpt.commit
+        return found
 
     @staticmethod
     def tree(protocol: Protocol, mode: str) -> str:

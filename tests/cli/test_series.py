@@ -153,3 +153,30 @@ def test_program_that_cannot_start(tmp_path, fast_protocol, cli):
               "--no-pytorch", "--contender", prog, "--executor", "local")  # fmt: skip
     assert res.exit_code == ExitCode.USER_ERROR
     assert "cannot start" in res.output
+
+
+def test_versions_are_recorded_and_checked_at_resume(tmp_path, fast_protocol, fake_env, cli):
+    fake_env(step_ms={"*": 1.0}, events={"mica#2": "crash"})
+    out = tmp_path / "r"
+    cli(*contender_args(out, fast_protocol, "--precision", "float32"))
+    found = json.loads((out / "versions.json").read_text())
+    assert found["contender"]["build_kind"] == "release"
+    assert found["kit"]["version"]
+    found["contender"]["says"] = "mica 7.6.0"
+    (out / "versions.json").write_text(json.dumps(found))
+    res = cli("series", "--resume", out)
+    assert res.exit_code == ExitCode.USER_ERROR
+    assert "contender.says: 'mica 7.6.0' then" in res.output
+
+
+def test_a_development_build_is_labelled_preparation(
+    tmp_path, fast_protocol, fake_env, cli, monkeypatch
+):
+    fake_env(step_ms={"*": 1.0})
+    monkeypatch.setenv("FAKE_BUILD", "development")
+    out = tmp_path / "r"
+    assert cli(*contender_args(out, fast_protocol, "--precision", "float32")).exit_code == 0
+    assert (
+        "preparation (a development build, rule 9)"
+        in (out / "report.md").read_text().splitlines()[0]
+    )

@@ -7,6 +7,7 @@ Command line as the protocol's template: PROGRAM +mica stdout=line products=FILE
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,10 @@ import fakelib  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
+    if argv[:3] == ["+mica", "info", "-mica"]:
+        # the protocol's version_args: what the program says of itself (rule 4)
+        print(f"fake contender 1.0.0, commit 0000000, {os.environ.get('FAKE_BUILD', 'release')}")
+        return 0
     opts = {a: b for a, b in zip(argv, argv[1:]) if a.startswith("--")}
     plus = [a for a in argv if a.startswith("products=")]
     steps = int(opts.get("--steps", "400"))
