@@ -14,6 +14,7 @@ from rich.console import Console
 
 from kit import progress, store
 from kit import protocol as protocol_mod
+from kit.conditions import CardConditions
 from kit.errors import UserError
 from kit.executor import Executor
 from kit.local import LocalExecutor
@@ -44,13 +45,17 @@ def executor(name: str | None) -> Executor:
         return LocalExecutor()
 
 
-def _card(device: str) -> tuple[str, float | None, str | None]:
-    if device == "cpu":
-        return "cpu", None, None
+def _card(o: dict[str, Any]) -> tuple[dict, CardConditions | None, str | None]:
+    """The card's record, its conditions around every run (§5), and the Docker device request."""
+    if o["device"] == "cpu":
+        return {"name": "cpu"}, None, None
     from kit import nvml
 
-    info = nvml.open_card(None).info()
-    return info.name, info.compute_capability, "all"
+    card = nvml.open_card(o.get("gpu") or 0)
+    info = card.info().to_dict()
+    conditions = CardConditions(card, o.get("idle_timeout_s", 60.0), bool(o.get("refuse_busy")))
+    # the container sees the same card the host's NVML reads
+    return info, conditions, str(info["uuid"])
 
 
 def resolve(options: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +104,9 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
             else None
         ),
         "executor": options.get("executor"),
+        "gpu": options.get("gpu"),
+        "refuse_busy": bool(options.get("refuse_busy")),
+        "idle_timeout_s": float(options.get("idle_timeout") or 60.0),
     }
 
 
@@ -138,15 +146,17 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     else:
         o = resolve(options)
         p = protocol_mod.load(Path(o["protocol"]))
-        rd = ResultsDir.create(Path(o["out"]))
     ex = executor(o["executor"])
-    card, cc, gpu = _card(o["device"])
+    card_info, conditions, gpu = _card(o)
+    if not resume:
+        rd = ResultsDir.create(Path(o["out"]))
+    cc = card_info.get("compute_capability")
     spec = SeriesSpec(
         models=tuple(o["models"]),
         precisions=tuple(o["precisions"]),
         device=o["device"],
-        card=card,
-        compute_capability=cc,
+        card=card_info["name"],
+        compute_capability=float(f"{cc[0]}.{cc[1]}") if cc else None,
         smoke=o["smoke"],
         sides=tuple(o["sides"]),
         extra={"contender": o["contender"] or "none given"},
@@ -154,7 +164,7 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     work = rd.root / "work"
     ctx = RunContext(p, ex, o["device"], gpu, work, smoke=o["smoke"])
     hooks = progress.make(console)
-    s = Series(rd, p, spec, build_sides(p, o, work), ex, ctx, hooks)
+    s = Series(rd, p, spec, build_sides(p, o, work), ex, ctx, hooks, conditions, card_info)
     if resume:
         s.check_resume()
     else:

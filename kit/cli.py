@@ -57,6 +57,9 @@ def main() -> None:
 @click.option("--no-pytorch", is_flag=True, help="Run the contender's configurations only.")
 @click.option("--executor", type=click.Choice(["local", "docker"]), default=None,
               help="Default: docker where an engine answers, else local.")  # fmt: skip
+@click.option("--gpu", help="The card by index or UUID (default 0), for NVML and Docker.")
+@click.option("--refuse-busy", is_flag=True, help="Refuse at once when the card is busy (§5).")
+@click.option("--idle-timeout", type=float, help="Seconds to wait for a busy card (default 60).")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Prepared datasets (cache).")
 @click.option("--input", type=click.Path(path_type=Path), help="Your copy of tiny Shakespeare.")
 @click.option("--tiktoken-files", type=click.Path(path_type=Path),
