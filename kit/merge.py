@@ -48,6 +48,7 @@ class Source:
     name: str  # the path as the user gave it: what the release names
     rd: ResultsDir
     manifest: dict
+    found: dict  # versions.json: every software version the series recorded (rule 4)
     tables: report.Tables
 
 
@@ -91,7 +92,7 @@ def open_sources(dirs: Sequence[Path]) -> list[Source]:
                 f"cannot recompute {name}: {e}", f"`micakit verify {name}` names what changed"
             ) from None
         _check_complete(name, rd, t)
-        sources.append(Source(name, rd, manifests[name], t))
+        sources.append(Source(name, rd, manifests[name], render.recorded_versions(rd), t))
     _check_one_series_each(sources)
     return sources
 
@@ -125,7 +126,7 @@ def release_table(sources: Sequence[Source], protocol: Protocol) -> pd.DataFrame
 
 def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.DataFrame) -> str:
     """The release table in Markdown, with the words §9 asks beside its numbers."""
-    manifests = {s.name: s.manifest for s in sources}
+    found = {s.name: s.found for s in sources}
     first = sources[0].manifest
     cards = ", ".join(dict.fromkeys(str(s.manifest["series"]["card"]) for s in sources))
     lines = [
@@ -138,7 +139,7 @@ def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.Da
         f"- step time: the outside clock, (stamp of step {protocol.timing.window[1]}'s line − "
         f"stamp of step {protocol.timing.window[0]}'s) / "
         f"{protocol.timing.window[1] - protocol.timing.window[0]} (§5)",
-        *[f"- {s.name}: {label}" for s in sources for label in _labels(s.manifest)],
+        *[f"- {s.name}: {label}" for s in sources for label in _labels(s)],
         "",
         "## Series",
         "",
@@ -150,7 +151,7 @@ def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.Da
     if table.empty:
         lines += ["No contender configuration ran in these series, so there is no comparison.", ""]
     else:
-        lines += [_comparison_table(table, manifests), ""]
+        lines += [_comparison_table(table, found), ""]
         lines += _notes(table)
     if not table.empty:
         models = dict.fromkeys(table["model"])
@@ -217,11 +218,11 @@ def _check_one_series_each(sources: Sequence[Source]) -> None:
 # -- formatting -------------------------------------------------------------------------------
 
 
-def _labels(manifest: dict) -> list[str]:
+def _labels(s: Source) -> list[str]:
     """What a series is when it is not a protocol measurement on a released compiler (rule 9)."""
-    series = manifest.get("series", {})
+    series = s.manifest.get("series", {})
     labels = []
-    if series.get("extra", {}).get("contender_build_kind") == "development":
+    if render.is_preparation(s.found):
         labels.append(render.PREPARATION)
     if series.get("smoke"):
         labels.append("CPU smoke series: scaled-down models, not a protocol measurement")
@@ -246,19 +247,20 @@ def _series_table(sources: Sequence[Source]) -> str:
                 "kit commit": str(m.get("kit_commit") or "")[:12],
                 "executor": m.get("executor", ""),
                 "contender": extra.get("contender", "none given"),
-                "notes": "; ".join(_labels(m)),
+                "versions": render.versions_line(s.found),
+                "notes": "; ".join(_labels(s)),
             }
         )
     return pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
 
 
-def _comparison_table(table: pd.DataFrame, manifests: dict) -> str:
+def _comparison_table(table: pd.DataFrame, found: dict) -> str:
     rows = []
     for _, r in table.iterrows():
         if r["pytorch_fastest_mode"]:
-            attention = r.get("pytorch_attention", "") or "not profiled in this series"
+            attention = r.get("pytorch_attention", "") or "not profiled"
             against = render.pytorch_name(
-                manifests[r[SOURCE]], r["pytorch_fastest_mode"], r["precision"], attention
+                found[r[SOURCE]], r["pytorch_fastest_mode"], r["precision"], attention
             )
         else:
             against = "no PyTorch mode ran"

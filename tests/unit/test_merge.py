@@ -85,6 +85,7 @@ def test_release_holds_every_rows_recomputed_in_order_with_its_source(made, tmp_
     assert str(made["f16"]) in md and str(made["f32"]) in md
     assert "a 10.7-million-parameter model" in md  # §9: M1's numbers travel with its size
     assert "mica-strict (secondary)" in md
+    assert "card cpu" in md and "(all in versions.json)" in md  # rule 4: every version
 
 
 def test_published_tables_are_never_trusted(made, tmp_path):
@@ -186,10 +187,7 @@ def test_the_release_never_overwrites_and_names_each_directory_once(made, tmp_pa
 
 def test_a_development_build_is_labelled_preparation_in_the_release(made, tmp_path):
     d = _copy(made["f32"], tmp_path / "dev")
-    _edit_json(
-        d / "manifest.json",
-        lambda m: m["series"]["extra"].update(contender_build_kind="development"),
-    )
+    _edit_json(d / "versions.json", lambda v: v["contender"].update(build_kind="development"))
     merge.merge([d], tmp_path / "release")
     md = (tmp_path / "release" / "release.md").read_text()
     assert f"- {d}: preparation (a development build, rule 9)" in md  # rule 9
