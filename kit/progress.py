@@ -12,17 +12,25 @@ from kit.scheduler import Config, PlannedRun
 from kit.series import Hooks
 
 
+def describe(run: PlannedRun) -> str:
+    if run.timed:
+        return f"round {run.round}"
+    return run.kind
+
+
 def plan_lines(configs: list[Config], order: list[PlannedRun], done: set[int]) -> list[str]:
     lines = [f"{len(configs)} configurations:"]
     lines += [f"  {i:2d}  {c.id}" for i, c in enumerate(configs)]
     lines.append(f"{len(order)} runs planned ({len(done)} already done):")
-    by_round: dict[int, list[str]] = {}
+    by_round: dict[tuple, list[str]] = {}
     index = {c.id: i for i, c in enumerate(configs)}
+    names: dict = {}
     for r in order:
-        by_round.setdefault(r.round, []).append(str(index[r.config]))
-    for rnd, items in by_round.items():
-        name = "discarded" if rnd == 0 else f"round {rnd}"
-        lines.append(f"  {name:>9}: " + " ".join(items))
+        key = (r.round, r.kind)
+        names[key] = describe(r)
+        by_round.setdefault(key, []).append(str(index[r.config]))
+    for key, items in by_round.items():
+        lines.append(f"  {names[key]:>12}: " + " ".join(items))
     return lines
 
 
@@ -45,14 +53,13 @@ class PlainProgress(Hooks):
             self._print(line)
 
     def run_started(self, run: PlannedRun, config: Config, position: int, total: int) -> None:
-        kind = "discarded" if run.discarded else f"round {run.round}"
-        self._print(f"[{position + 1}/{total}] {kind}: {config.id} (run {run.run_id})")
+        self._print(f"[{position + 1}/{total}] {describe(run)}: {config.id} (run {run.run_id})")
 
     def run_finished(self, run: PlannedRun, record: dict) -> None:
         self.finished += 1
         step = record.get("step_s")
         shown = f"{step * 1e3:.3f} ms/step" if step is not None else record["reason"]
-        self._print(f"    {record['status']}: {shown}")
+        self._print(f"    {record['status']}" + (f": {shown}" if shown else ""))
 
     def message(self, text: str) -> None:
         self._print(text)
@@ -86,8 +93,7 @@ class LiveProgress(PlainProgress):
         self.bar.start()
 
     def run_started(self, run: PlannedRun, config: Config, position: int, total: int) -> None:
-        kind = "discarded" if run.discarded else f"round {run.round}"
-        self.bar.update(self.task, description=f"{kind} · {config.id} · run {run.run_id}")
+        self.bar.update(self.task, description=f"{describe(run)} · {config.id} · run {run.run_id}")
 
     def run_finished(self, run: PlannedRun, record: dict) -> None:
         self.bar.advance(self.task)
