@@ -88,7 +88,20 @@ class ContenderSide(Side):
         said["program_sha256"] = store.sha256_file(self.program)
         return said
 
-    def spec(self, config: Config, label: str, ctx: RunContext) -> RunSpec:
+    def spec(
+        self,
+        config: Config,
+        label: str,
+        ctx: RunContext,
+        *,
+        seed: int = SEED,
+        steps: int | None = None,
+        init: str = "",
+        batches: str = "",
+        extra_args: tuple[str, ...] = (),
+        extra_mounts: tuple[Mount, ...] = (),
+    ) -> RunSpec:
+        """The contender's run; the correctness checks pass their seed, steps and inputs."""
         p = ctx.protocol
         build = next(b for b in p.contender.builds if b.name == config.variant)
         ex = ctx.executor
@@ -100,21 +113,24 @@ class ContenderSide(Side):
             "program": f"{ex.where(program)}/{self.program.name}",
             "model": config.model,
             "precision": config.precision,
-            "seed": str(SEED),
-            "steps": str(p.timing.steps),
+            "seed": str(seed),
+            "steps": str(steps or p.timing.steps),
             "data": f"{ex.where(data)}/{model.dataset}",
             # amendment 4.3: the discarded run writes the products record, timed runs read it
             "products": f"{ex.where(work)}/products/{config.slug}.products",
-            "init": "",
-            "batches": "",
+            "init": init,
+            "batches": batches,
             "device": ctx.device,
         }
         (ctx.work / "products").mkdir(parents=True, exist_ok=True)
         argv = _fill(p.contender.command, values, "contender.command") + build.args
+        if init or batches:
+            argv += _fill(p.contender.init_args, values, "contender.init_args")
+        argv += list(extra_args)
         return RunSpec(
             label=label,
             argv=tuple(argv),
-            mounts=(program, data, work),
+            mounts=(program, data, work, *extra_mounts),
             image=self.image,
             gpu=ctx.gpu,
         )
@@ -155,14 +171,28 @@ class PyTorchSide(Side):
         # §3 rule 2: the timing runs of the modes that need no patch use train.py as shipped
         return PATCHED if mode in protocol.pytorch.patched_modes else SHIPPED
 
-    def spec(self, config: Config, label: str, ctx: RunContext) -> RunSpec:
+    def spec(
+        self,
+        config: Config,
+        label: str,
+        ctx: RunContext,
+        *,
+        flags: dict[str, str] | None = None,
+        tree: str | None = None,
+        extra_mounts: tuple[Mount, ...] = (),
+    ) -> RunSpec:
+        """A timing run of nanoGPT; the correctness checks pass their own flags and tree.
+
+        `flags` replace or add nanoGPT's `--key=value` overrides (the last one given wins in
+        nanoGPT's configurator, and the kit keeps one of each).
+        """
         p = ctx.protocol
         model = p.model(config.model)
         ex = ctx.executor
         nanogpt = Mount("nanogpt", self.workspace)
         work = Mount("work", ctx.work, read_only=False)
         mode = config.variant
-        tree = self.tree(p, mode)
+        tree = tree or self.tree(p, mode)
         argv = [self.python, "-u", "train.py", model.config, *model.args]
         if ctx.smoke:
             argv += p.smoke.args
@@ -178,12 +208,16 @@ class PyTorchSide(Side):
             "--always_save_checkpoint=False",
             f"--out_dir={ex.where(work)}/out/{config.slug}",
         ]
-        if tree == PATCHED:
+        if tree == PATCHED and mode != "eager":
             argv.append(f"--compile_mode={mode}")
+        if flags:
+            keys = {f"--{k}" for k in flags}
+            argv = [a for a in argv if a.split("=", 1)[0] not in keys]
+            argv += [f"--{k}={v}" for k, v in flags.items()]
         return RunSpec(
             label=label,
             argv=tuple(argv),
-            mounts=(nanogpt, work),
+            mounts=(nanogpt, work, *extra_mounts),
             workdir=f"{ex.where(nanogpt)}/{tree}",
             image=self.image,
             gpu=ctx.gpu,
