@@ -204,8 +204,8 @@ cleanup() {
                 say "  what is there yourself, it is billed while it exists: $(delete_command)"
                 [ "$rc" != 0 ] || rc=1
             fi
+            held
         fi
-        held
     fi
     exit "$rc"
 }
@@ -224,7 +224,7 @@ on_signal() { # NAME STATUS
     exit "$2"
 }
 
-on_error() { # STATUS: what set -e does, said aloud and at once (inside functions too)
+on_error() { # STATUS: stop at the first failed step, inside functions too (set -E)
     exit "$1"
 }
 
