@@ -111,5 +111,18 @@ def verify(results: Path) -> None:
     click.echo(f"{results}: every published number matches its recomputation from the raw logs")
 
 
+@main.command("merge")
+@click.argument("dirs", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))  # fmt: skip
+@click.option("--out", required=True, type=click.Path(path_type=Path),
+              help="A new directory for release.csv and release.md.")  # fmt: skip
+def merge_cmd(dirs: tuple[Path, ...], out: Path) -> None:
+    """Merge several cards' results directories into one release table, from their raw logs."""
+    from kit import merge
+
+    for path in merge.merge(list(dirs), out):
+        click.echo(path)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
