@@ -5,6 +5,7 @@ one module that imports `docker`, so these rules are tested without an engine.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,7 @@ CACHE_DIR = f"{MOUNT_ROOT}/cache"
 LD_DEBUG_DIR = f"{MOUNT_ROOT}/ld_debug"
 LABEL_SERIES = "micakit.series"  # every run container carries it; sweep() finds them by it
 LABEL_RUN = "micakit.run"
+LABEL_OWNER = "micakit.owner"  # the process that runs the series: host/pid/start
 
 # §5: the discarded first run of a configuration fills the compilers' caches for its timed
 # runs, and every run is a fresh container, so the caches live in the series' volume.
@@ -98,3 +100,36 @@ def own_container_ids(
     if re.fullmatch(r"[0-9a-f]{12,64}", name) and not any(i.startswith(name) for i in ids):
         ids.append(name)
     return ids
+
+
+def owner_label(pid: int | None = None) -> str:
+    """Who owns a run container: this host (or runner container), process and its start time."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}/{pid}/{_start_ticks(pid)}"
+
+
+def _start_ticks(pid: int) -> str:
+    # field 22 of /proc/PID/stat: a reused pid has another start time
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def owner_alive(owner: str | None, running_containers: Iterable[str]) -> bool:
+    """Whether the series that owns a container still runs, so that sweep() leaves it alone.
+
+    On this host (or in this runner container) the owner's process must still exist with its
+    start time; an owner in another runner container of this engine lives while that
+    container runs. A container without an owner, or of a host this engine does not run, is
+    a crashed series'.
+    """
+    try:
+        host, pid, start = (owner or "").split("/")
+        pid_n = int(pid)
+    except ValueError:
+        return False
+    if host == socket.gethostname():
+        return start != "gone" and _start_ticks(pid_n) == start
+    return any(cid.startswith(host) for cid in running_containers)

@@ -30,6 +30,7 @@ from kit import __version__, clock
 from kit.containers import (
     CACHE_DIR,
     CACHE_ENV,
+    LABEL_OWNER,
     LABEL_RUN,
     LABEL_SERIES,
     LD_DEBUG_DIR,
@@ -38,6 +39,8 @@ from kit.containers import (
     cache_volume_name,
     host_paths_from_inspect,
     own_container_ids,
+    owner_alive,
+    owner_label,
 )
 from kit.errors import UserError
 from kit.executor import Executor, Mount, RunOutcome, RunSpec
@@ -400,9 +403,13 @@ class DockerExecutor(Executor):
         return versions(self.client)
 
     def sweep(self) -> None:
-        # §5: the card holds no other program, so any run container left is a crashed series'
-        for c in self.client.api.containers(all=True, filters={"label": LABEL_SERIES}):
-            self._remove(c["Id"])
+        """Remove the run containers of series whose process is gone (§5: the card must hold
+        no other program). A live series' containers are left to it."""
+        api = self.client.api
+        running = [c["Id"] for c in api.containers()]
+        for c in api.containers(all=True, filters={"label": LABEL_SERIES}):
+            if not owner_alive((c.get("Labels") or {}).get(LABEL_OWNER), running):
+                self._remove(c["Id"])
 
     def drop_cache(self) -> None:
         """Remove this series' cache volume, once nothing will run in the series again."""
@@ -439,7 +446,12 @@ class DockerExecutor(Executor):
             init=True,  # a real PID 1 reaps the compile workers and forwards signals
             shm_size=self.shm_size,
         )
-        labels = {LABEL_SERIES: self.series_id, LABEL_RUN: spec.label, "micakit.kit": __version__}
+        labels = {
+            LABEL_SERIES: self.series_id,
+            LABEL_RUN: spec.label,
+            LABEL_OWNER: owner_label(),
+            "micakit.kit": __version__,
+        }
         try:
             container = api.create_container(
                 spec.image,

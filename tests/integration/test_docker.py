@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import threading
 import zipapp
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kit import clock, dockerapi
-from kit.containers import LABEL_SERIES
+from kit.containers import LABEL_OWNER, LABEL_SERIES, owner_label
 from kit.errors import UserError
 from kit.executor import Mount, RunOutcome, RunSpec
 from kit.footprint import read_files
@@ -138,12 +139,20 @@ def test_ctrl_c_while_waiting_leaves_no_container(client, base_image, executor, 
 
 
 def test_sweep_removes_what_a_crashed_series_left(client, base_image, executor):
-    left = client.api.create_container(
-        base_image, command=["true"], labels={LABEL_SERIES: "crashed-series"}
-    )["Id"]
-    executor.sweep()
-    assert not _leftovers(client, "crashed-series")
-    assert left not in {c["Id"] for c in client.api.containers(all=True)}
+    def create(owner: str) -> str:
+        labels = {LABEL_SERIES: "sweep-test", LABEL_OWNER: owner}
+        return client.api.create_container(base_image, command=["true"], labels=labels)["Id"]
+
+    crashed = create(f"{socket.gethostname()}/999999999/1")  # no such process
+    other_host = create("0123456789ab/1/1")  # a runner container that no longer runs
+    live = create(owner_label())  # this process: a series that still runs
+    try:
+        executor.sweep()
+        left = {c["Id"] for c in _leftovers(client, "sweep-test")}
+        assert left == {live}
+        assert crashed not in left and other_host not in left
+    finally:
+        client.api.remove_container(live, force=True)
 
 
 def test_library_table_of_a_program_that_opens_libz(base_image, executor, tmp_path):
@@ -212,7 +221,9 @@ def test_a_missing_base_image_names_the_local_one(client, tmp_path):
 
 @pytest.fixture(scope="session")
 def mica_image(client, base_image, tmp_path_factory) -> tuple[str, Path]:
-    """The contender's image, with the fake contender as a one-file program and one library."""
+    """The contender's image, with the fake contender as a one-file program and one library.
+
+    Images are used by id: a test session running beside this one may retag the same name."""
     ctx = tmp_path_factory.mktemp("mica-context")
     src = tmp_path_factory.mktemp("mica-src")
     shutil.copy(FAKES / "contender.py", src / "contender.py")
@@ -223,10 +234,10 @@ def mica_image(client, base_image, tmp_path_factory) -> tuple[str, Path]:
     zipapp.create_archive(src, ctx / "contender", interpreter="/usr/bin/env python3")
     (ctx / "libs").mkdir()
     shutil.copy(Path("/lib/x86_64-linux-gnu/libz.so.1").resolve(), ctx / "libs" / "libfake.so.1")
-    ref = f"micakit-test-mica:{TAG}"
     args = {"BASE": base_image, "PROGRAM": "contender", "LIBS": "libfake.so.1"}
-    dockerapi.build_image(client, ROOT / "Dockerfile.mica", ctx, ref, args)
-    return ref, ctx
+    return dockerapi.build_image(
+        client, ROOT / "Dockerfile.mica", ctx, f"micakit-test-mica:{TAG}", args
+    ), ctx
 
 
 def test_mica_image_footprint_and_a_run_in_it(client, mica_image, executor, tmp_path):
@@ -261,10 +272,9 @@ def pytorch_image(client, base_image, wheelhouse, tmp_path_factory) -> str:
     """PyTorch's image from the wheelhouse (torch 2.13.0, CPU), with a small nanoGPT stand-in."""
     ctx = tmp_path_factory.mktemp("pytorch-context")
     shutil.copytree(ROOT / "tests" / "fixtures" / "nanogpt_image", ctx / "nanogpt")
-    ref = f"micakit-test-pytorch:{TAG}"
     args = {"BASE": base_image, "NANOGPT_COMMIT": "fixture"}
-    dockerapi.build_image(client, ROOT / "Dockerfile.pytorch", ctx, ref, args, wheelhouse)
-    return ref
+    tag = f"micakit-test-pytorch:{TAG}"
+    return dockerapi.build_image(client, ROOT / "Dockerfile.pytorch", ctx, tag, args, wheelhouse)
 
 
 @pytest.mark.slow

@@ -17,6 +17,8 @@ from kit.containers import (
     cache_volume_name,
     host_paths_from_inspect,
     own_container_ids,
+    owner_alive,
+    owner_label,
 )
 from kit.errors import UserError
 from kit.executor import RunSpec
@@ -214,3 +216,14 @@ def test_build_context_honours_dockerignore_and_adds_the_wheelhouse(tmp_path: Pa
     out.seek(0)
     with tarfile.open(fileobj=out) as tar:
         assert [n for n in tar.getnames() if n.startswith("wheelhouse")] == ["wheelhouse"]
+
+
+def test_owner_alive_tells_a_live_series_from_a_crashed_one() -> None:
+    me = owner_label()
+    host, pid, start = me.split("/")
+    assert owner_alive(me, [])
+    assert not owner_alive(f"{host}/{pid}/{int(start) + 1}", [])  # a reused pid
+    assert not owner_alive(f"{host}/999999999/1", [])
+    assert owner_alive("0123456789ab/7/42", [ID.replace("91afdbd3cf1d", "0123456789ab")])
+    assert not owner_alive("0123456789ab/7/42", [ID])
+    assert not owner_alive(None, []) and not owner_alive("garbage", [])
