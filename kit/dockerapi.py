@@ -137,7 +137,10 @@ def versions(client: docker.DockerClient) -> dict[str, str]:
     for component in v.get("Components") or []:
         name = str(component.get("Name", "")).lower()
         if name and name != "engine":
-            out[f"docker_{name.replace('-', '_')}"] = str(component.get("Version", ""))
+            key = name.replace("-", "_")  # containerd, runc, docker_init
+            out[key if key.startswith("docker_") else f"docker_{key}"] = str(
+                component.get("Version", "")
+            )
     return out
 
 
@@ -496,14 +499,16 @@ class DockerExecutor(Executor):
             _close_socket(sock)
         start_ns = time.monotonic_ns()
         try:
-            api.start(container)
-        except docker.errors.APIError as e:
-            self._remove(container)  # closes the stream, so the reader ends
-            reader.wait()
-            raise _run_error(spec, e) from None
-        try:
+            try:
+                api.start(container)
+            except docker.errors.APIError as e:
+                self._remove(container)  # closes the stream, so the reader ends
+                reader.wait()
+                raise _run_error(spec, e) from None
             status = api.wait(container, timeout=None)
             self._drain(container, reader)
+        except UserError:
+            raise
         except BaseException:
             # Ctrl-C or SIGTERM (the series turns it into KeyboardInterrupt): end the program,
             # keep what the reader already wrote; the caller removes the container
