@@ -112,6 +112,29 @@ class Smoke:
 
 
 @dataclass(frozen=True)
+class Correctness:
+    """§7's checks (D5, amendments 6 and 7): what `micakit correctness` runs and judges by."""
+
+    seeds: list[int]
+    five_seed_card: str
+    pytorch_mode: str
+    eval_interval: int
+    eval_iters: int
+    method_a_from_step: int
+    method_b_steps: int
+    step0_tolerance: float
+    step_tolerance: float
+    shared_start_seed: int
+    eval_args: list[str]
+    method_b_args: list[str]
+    smoke_full_steps: int
+    smoke_eval_interval: int
+    smoke_eval_iters: int
+    smoke_method_a_from_step: int
+    smoke_method_b_steps: int
+
+
+@dataclass(frozen=True)
 class Amendment:
     number: int
     date: str
@@ -133,6 +156,7 @@ class Protocol:
     precisions: Precisions
     models: dict[str, Model]
     smoke: Smoke
+    correctness: Correctness
     amendments: list[Amendment]
     # not in the file: where it was read and its hash
     path: Path = field(default=Path(), compare=False)
@@ -266,6 +290,18 @@ def _validate(p: Protocol) -> None:
     names = [b.name for b in p.contender.builds]
     if len(set(names)) != len(names):
         raise UserError("protocol file: contender build names must be distinct")
+    c = p.correctness
+    if not c.seeds or any(y <= x for x, y in zip(c.seeds, c.seeds[1:])):
+        raise UserError("protocol file: correctness.seeds must be distinct and rising")
+    if c.pytorch_mode not in p.pytorch.modes:
+        raise UserError(f"protocol file: correctness.pytorch_mode {c.pytorch_mode!r} is no mode")
+    for prefix in ("", "smoke_"):
+        interval = getattr(c, f"{prefix}eval_interval")
+        if interval < 1 or getattr(c, f"{prefix}method_a_from_step") % interval:
+            raise UserError(
+                f"protocol file: correctness.{prefix}method_a_from_step must fall on an "
+                f"evaluation (a multiple of {prefix}eval_interval)"
+            )
 
 
 def load(path: Path | None = None) -> Protocol:
