@@ -2,7 +2,9 @@
 """A stand-in contender that keeps the contract of D4, for tests (see fakelib for behaviours).
 
 Command line as the protocol's template: PROGRAM +mica stdout=line products=FILE -mica
---model M --precision P --seed S --steps N --data DIR [build args].
+--model M --precision P --seed S --steps N --data DIR [build args], and for §7's checks
+[--eval-interval N --eval-iters M] (evaluations in nanoGPT's grammar), [--init FILE --batches FILE]
+(method B's shared start: safetensors weights and a .npy batch order) and [--log-interval N].
 """
 
 from __future__ import annotations
@@ -38,12 +40,37 @@ def main(argv: list[str]) -> int:
         if not record.exists():
             record.parent.mkdir(parents=True, exist_ok=True)
             record.write_text("gemm 0 cublasLt-default\n")
+    extra_loss, full_digits = shared_start(opts)
     return fakelib.train(
         variant,
         steps,
-        lambda step, loss, own_ms, _: f"step {step} loss {loss:.4f} time_ms {own_ms:.3f}",
+        lambda step, loss, own_ms, _: f"step {step} loss {loss} time_ms {own_ms:.3f}",
         "mica: cuMemAlloc failed: out of memory",
+        log_every=int(opts.get("--log-interval", "10")),
+        loss_format=".10f" if full_digits else ".4f",
+        extra_loss=extra_loss,
+        eval_every=int(opts.get("--eval-interval", "0")),
+        eval_line=lambda step, t, v: f"step {step}: train loss {t:.4f}, val loss {v:.4f}",
+        seed=int(opts.get("--seed", "1337")),
+        seed_shift=1,  # the contender's jitter is its next seed's (see fakelib)
     )
+
+
+def shared_start(opts: dict[str, str]):
+    """§7 B's inputs read through files: the safetensors weights and the batch order."""
+    if not opts.get("--init") and not opts.get("--batches"):
+        return None, False
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    weights = load_file(opts["--init"])
+    extra = fakelib.init_term(weights["lm_head.weight"])
+    order = np.load(opts["--batches"])
+
+    def extra_loss(step: int) -> float:
+        return extra + fakelib.batch_term(order, step)
+
+    return extra_loss, True
 
 
 if __name__ == "__main__":

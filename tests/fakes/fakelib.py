@@ -6,6 +6,15 @@ Behaviour comes from the environment variable MICAKIT_FAKE, a JSON object:
             "variant#*" for every start. Events: oom, crash, malformed, drift, empty,
             nan-loss, bad-loss, out-of-order, missing-window-end, sleep-forever
   state     a folder where the fakes count their starts (needed for "#k" events)
+  offset    {variant: [from_step, amount]}: every loss of that variant from that step on is
+            moved by amount (a contender that trains another model, for §7's checks)
+
+Losses (§7's checks need curves that agree where the sides read the same inputs):
+  training  4.2 exp(-step/300) + 0.5, plus, from a shared start (method B), the mean |weight| of
+            lm_head.weight and a term of the step's batch offsets: both sides print the same
+            digits only when they read the same init weights and the same batch order
+  evaluated the training curve - 0.5, plus a seed's jitter of at most 0.02; the contender's
+            jitter is its next seed's, so five seeds in a row give both sides the same medians
 """
 
 from __future__ import annotations
@@ -38,8 +47,52 @@ def event_for(cfg: dict, variant: str, n: int) -> str | None:
     return events.get(f"{variant}#{n}") or events.get(f"{variant}#*")
 
 
-def train(variant: str, steps: int, line, oom_message: str) -> int:
-    """Run `steps` steps; `line(step, loss, own_ms, step_ms)` formats a log line."""
+def base_loss(step: int) -> float:
+    return 4.2 * math.exp(-step / 300) + 0.5
+
+
+def seed_jitter(seed: int, shift: int) -> float:
+    """Each seed its own evaluated curve; shift 1 (the contender) takes its next seed's."""
+    return 0.01 * ((seed + shift) % 5 - 2)
+
+
+def init_term(weights) -> float:
+    """What the shared start's weights add to every loss: their mean |value| (numpy array)."""
+    import numpy as np
+
+    return float(np.abs(np.asarray(weights, dtype=np.float64)).mean())
+
+
+def batch_term(order, step: int) -> float:
+    """What step's batch adds to its loss: its offsets' sum, folded small."""
+    return float(int(order[step].sum()) % 997) / 1e5
+
+
+def offset_at(cfg: dict, variant: str, step: int) -> float:
+    from_step, amount = cfg.get("offset", {}).get(variant, [0, 0.0])
+    return float(amount) if step >= int(from_step) else 0.0
+
+
+def train(
+    variant: str,
+    steps: int,
+    line,
+    oom_message: str,
+    *,
+    log_every: int = 10,
+    loss_format: str = ".4f",
+    extra_loss=None,
+    eval_every: int = 0,
+    eval_line=None,
+    seed: int = 1337,
+    seed_shift: int = 0,
+) -> int:
+    """Run `steps` steps; `line(step, loss_text, own_ms, step_ms)` formats a log line.
+
+    `extra_loss(step)` adds to the training loss (method B's shared start); every `eval_every`
+    steps `eval_line(step, train_loss, val_loss)` is printed before the step's line, as
+    nanoGPT's evaluations are.
+    """
     cfg = settings()
     n = start_number(cfg, variant)
     event = event_for(cfg, variant, n)
@@ -65,21 +118,26 @@ def train(variant: str, steps: int, line, oom_message: str) -> int:
         if event == "crash" and step == mid:
             print("Segmentation fault (core dumped)", file=sys.stderr, flush=True)
             return 139
-        if step % 10:
+        moved = offset_at(cfg, variant, step)
+        if eval_every and eval_line and step % eval_every == 0:
+            val = base_loss(step) - 0.5 + seed_jitter(seed, seed_shift) + moved
+            print(eval_line(step, val, val), flush=True)
+        if step % log_every:
             continue
         if event == "missing-window-end" and step == steps:
             continue
         now = time.monotonic()
         own_ms = (now - start) * 1e3 * drift
-        loss = 4.2 * math.exp(-step / 300) + 0.5
+        loss = base_loss(step) + moved + (extra_loss(step) if extra_loss else 0.0)
+        loss_text = format(loss, loss_format)
         shown_step = step
         if event == "out-of-order" and step == mid:
             shown_step = mid - 20
-        text = line(shown_step, loss, own_ms, (now - last) * 1e3 / 10)
+        text = line(shown_step, loss_text, own_ms, (now - last) * 1e3 / max(log_every, 1))
         if event == "nan-loss" and step == mid:
-            text = text.replace(f"{loss:.4f}", "nan", 1)
+            text = text.replace(loss_text, "nan", 1)
         if event == "bad-loss" and step == mid:
-            text = text.replace(f"{loss:.4f}", "l0ss", 1)
+            text = text.replace(loss_text, "l0ss", 1)
         if event == "malformed" and step == mid:
             text = text[: len(text) // 2]
         last = now
