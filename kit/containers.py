@@ -5,6 +5,7 @@ one module that imports `docker`, so these rules are tested without an engine.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -14,6 +15,9 @@ from pathlib import Path
 
 from kit.errors import UserError
 
+TOOLKIT_URL = (
+    "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
+)
 MOUNT_ROOT = "/micakit"  # where a run sees its mounts: /micakit/<mount name>
 CACHE_DIR = f"{MOUNT_ROOT}/cache"
 LD_DEBUG_DIR = f"{MOUNT_ROOT}/ld_debug"
@@ -133,3 +137,54 @@ def owner_alive(owner: str | None, running_containers: Iterable[str]) -> bool:
     if host == socket.gethostname():
         return start != "gone" and _start_ticks(pid_n) == start
     return any(cid.startswith(host) for cid in running_containers)
+
+
+def engine_error(label: str, text: str) -> UserError | None:
+    """What the user must fix when the engine refuses a run, from the engine's message."""
+    first = text.strip().splitlines()[0] if text.strip() else "no message"
+    if "could not select device driver" in text:
+        return UserError(
+            f"{label}: the Docker engine cannot give a container a GPU ({first})",
+            "install the NVIDIA Container Toolkit, run `sudo nvidia-ctk runtime configure "
+            f"--runtime=docker` and restart dockerd: {TOOLKIT_URL}",
+        )
+    gpu_hints = ("nvidia-container-cli", "no CUDA-capable device", "unknown device", "nvml error")
+    if any(hint in text for hint in gpu_hints):
+        return UserError(
+            f"{label}: no GPU visible to the container ({first})",
+            "check that `nvidia-smi` sees the card on the host and that --gpu names one it "
+            f"lists; the NVIDIA Container Toolkit's guide: {TOOLKIT_URL}",
+        )
+    if "bind source path does not exist" in text or "invalid mount config" in text:
+        return UserError(
+            f"{label}: the engine cannot mount a folder ({first})",
+            "a folder must exist on the engine's host; in the micakit container, keep it under "
+            "a folder mounted from the host",
+        )
+    return None
+
+
+def write_container_record(path: Path, info: Mapping) -> None:
+    """A run's container as the engine saw it (D6): its exit, whether the host's memory ran
+    out (OOMKilled; the card's running out shows in the program's own output), mounts, devices."""
+    state = info.get("State") or {}
+    host = info.get("HostConfig") or {}
+    record = {
+        "schema_version": 1,
+        "container_id": info.get("Id"),
+        "image": (info.get("Config") or {}).get("Image"),
+        "image_id": info.get("Image"),
+        "state": {
+            k: state.get(k) for k in ("ExitCode", "OOMKilled", "Error", "StartedAt", "FinishedAt")
+        },
+        "labels": (info.get("Config") or {}).get("Labels") or {},
+        "mounts": [
+            {k: m.get(k) for k in ("Type", "Source", "Destination", "RW")}
+            for m in info.get("Mounts") or []
+        ],
+        "device_requests": host.get("DeviceRequests"),
+        "shm_size_bytes": host.get("ShmSize"),
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+        f.write("\n")

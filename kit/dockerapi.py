@@ -7,7 +7,6 @@ and runs programs in containers (`DockerExecutor`) under the same outside clock 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -15,7 +14,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -37,18 +36,17 @@ from kit.containers import (
     MOUNT_ROOT,
     HostPaths,
     cache_volume_name,
+    engine_error,
     host_paths_from_inspect,
     own_container_ids,
     owner_alive,
     owner_label,
+    write_container_record,
 )
 from kit.errors import UserError
 from kit.executor import Executor, Mount, RunOutcome, RunSpec
-from kit.footprint import FootprintWriter, footprint_ratio
+from kit.footprint import ChunkReader, FootprintWriter, footprint_ratio  # noqa: F401
 
-TOOLKIT_URL = (
-    "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
-)
 _NO_ENGINE_FIX = (
     "start the engine (`sudo dockerd &`, or `sudo systemctl start docker`; on a fresh machine "
     "`bash scripts/ci-setup.sh` installs and starts it), or choose `--executor local`"
@@ -280,26 +278,6 @@ def _explain(e: docker.errors.APIError) -> str:
 # --- footprint (§8) --------------------------------------------------------------------------
 
 
-class _ChunkReader:
-    """A file object over the export's chunks, for tarfile's stream mode (`r|`)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._buf = b""
-
-    def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._buf) < size:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                break
-            self._buf += chunk
-        if size < 0:
-            out, self._buf = self._buf, b""
-        else:
-            out, self._buf = self._buf[:size], self._buf[size:]
-        return out
-
-
 def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dict:
     """Measure an image (§8): its size, id, digests, layers and full file list, into out_dir.
 
@@ -322,7 +300,7 @@ def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dic
     )["Id"]
     try:
         chunks = api.export(container, chunk_size=1 << 20)
-        with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as tar:
+        with tarfile.open(fileobj=ChunkReader(chunks), mode="r|") as tar:
             for member in tar:
                 writer.add(member)
     finally:
@@ -472,7 +450,7 @@ class DockerExecutor(Executor):
         try:
             start_ns, exit_code = self._attach_start_wait(container, spec, stdout_log, stderr_log)
             end_ns = time.monotonic_ns()
-            _write_container_record(log_dir / "container.json", api.inspect_container(container))
+            write_container_record(log_dir / "container.json", api.inspect_container(container))
         finally:
             self._remove(container)
         return RunOutcome(
@@ -566,64 +544,6 @@ def _close_socket(sock: object) -> None:
 
 
 def _run_error(spec: RunSpec, e: docker.errors.APIError) -> Exception:
-    text = _explain(e)
-    first = text.strip().splitlines()[0] if text.strip() else str(e)
     if isinstance(e, docker.errors.ImageNotFound):
         return UserError(f"{spec.label}: the image {spec.image} is not built", _BUILD_FIX)
-    if "could not select device driver" in text:
-        return UserError(
-            f"{spec.label}: the Docker engine cannot give a container a GPU ({first})",
-            "install the NVIDIA Container Toolkit, run `sudo nvidia-ctk runtime configure "
-            f"--runtime=docker` and restart dockerd: {TOOLKIT_URL}",
-        )
-    gpu_hints = ("nvidia-container-cli", "no CUDA-capable device", "unknown device", "nvml error")
-    if any(hint in text for hint in gpu_hints):
-        return UserError(
-            f"{spec.label}: no GPU visible to the container ({first})",
-            "check that `nvidia-smi` sees the card on the host and that --gpu names one it "
-            f"lists; the NVIDIA Container Toolkit's guide: {TOOLKIT_URL}",
-        )
-    if "bind source path does not exist" in text or "invalid mount config" in text:
-        return UserError(
-            f"{spec.label}: the engine cannot mount a folder ({first})",
-            "a folder must exist on the engine's host; in the micakit container, keep it under "
-            "a folder mounted from the host",
-        )
-    return e
-
-
-def _write_container_record(path: Path, info: Mapping) -> None:
-    state = info.get("State") or {}
-    host = info.get("HostConfig") or {}
-    record = {
-        "schema_version": 1,
-        "container_id": info.get("Id"),
-        "image": (info.get("Config") or {}).get("Image"),
-        "image_id": info.get("Image"),
-        "state": {
-            k: state.get(k) for k in ("ExitCode", "OOMKilled", "Error", "StartedAt", "FinishedAt")
-        },
-        "labels": (info.get("Config") or {}).get("Labels") or {},
-        "mounts": [
-            {k: m.get(k) for k in ("Type", "Source", "Destination", "RW")}
-            for m in info.get("Mounts") or []
-        ],
-        "device_requests": host.get("DeviceRequests"),
-        "shm_size_bytes": host.get("ShmSize"),
-    }
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-        f.write("\n")
-
-
-__all__ = [
-    "DockerExecutor",
-    "HostPaths",
-    "build_image",
-    "connect",
-    "detect_host_paths",
-    "device_requests",
-    "footprint",
-    "footprint_ratio",
-    "versions",
-]
+    return engine_error(spec.label, _explain(e)) or e  # an unknown refusal keeps its traceback

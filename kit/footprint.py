@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 SCHEMA_VERSION = 1
@@ -43,6 +43,26 @@ INIT_LAYER = (
     "/proc",
     "/sys",
 )
+
+
+class ChunkReader:
+    """A file object over the export's chunks, for tarfile's stream mode (`r|`)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buf = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buf) < size:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buf += chunk
+        if size < 0:
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:size], self._buf[size:]
+        return out
 
 
 class FootprintWriter:

@@ -13,6 +13,7 @@ import requests
 
 from kit import dockerapi
 from kit.containers import (
+    TOOLKIT_URL,
     HostPaths,
     cache_volume_name,
     host_paths_from_inspect,
@@ -175,7 +176,7 @@ def test_engine_errors_become_user_errors(text: str, expected: str, fix_names: s
     assert isinstance(error, UserError)
     assert expected in error.message and fix_names in (error.fix or "")
     if "GPU" in expected:
-        assert dockerapi.TOOLKIT_URL in (error.fix or "")
+        assert TOOLKIT_URL in (error.fix or "")
 
 
 def test_an_unknown_engine_error_stays_a_bug() -> None:
