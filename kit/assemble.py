@@ -29,19 +29,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("MICAKIT_CACHE") or Path.home() / ".cache" / "micakit")
 
 
-def executor(name: str | None) -> Executor:
+def executor(name: str | None, host: str | None = None) -> Executor:
+    """The executor asked for; by default Docker wherever an engine answers, else local."""
     if name == "local":
         return LocalExecutor()
-    if name == "docker":
-        from kit import dockerapi
+    from kit import dockerapi
 
-        return dockerapi.DockerExecutor(dockerapi.connect(None))
-    # the default: Docker wherever an engine answers (issue #3), else local processes
+    if name == "docker" or host:
+        return dockerapi.DockerExecutor(dockerapi.connect(host))
     try:
-        from kit import dockerapi
-
         return dockerapi.DockerExecutor(dockerapi.connect(None))
-    except (ImportError, UserError):
+    except UserError:
         return LocalExecutor()
 
 
@@ -104,27 +102,80 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
             else None
         ),
         "executor": options.get("executor"),
+        "env": _env_pairs(options.get("env") or ()),
+        "docker_host": options.get("docker_host"),
+        "pytorch_image": options.get("pytorch_image"),
+        "mica_image": options.get("mica_image"),
         "gpu": options.get("gpu"),
         "refuse_busy": bool(options.get("refuse_busy")),
         "idle_timeout_s": float(options.get("idle_timeout") or 60.0),
     }
 
 
+def _env_pairs(items: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(
+                f"--env {item!r} is not KEY=VALUE", "e.g. --env CUDA_MODULE_LOADING=LAZY"
+            )
+        env[key] = value
+    return env
+
+
+def _series_id(out: Path) -> str:
+    """A stable name for the series' cache volume: the same on every resume."""
+    import hashlib
+
+    digest = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:10]
+    return f"{out.name}-{digest}"
+
+
 def _absolute(path: Path | str | None) -> str | None:
     return str(Path(path).resolve()) if path else None
 
 
-def build_sides(p: protocol_mod.Protocol, o: dict[str, Any], work: Path) -> list[Side]:
-    sides: list[Side] = []
-    data = Path(o["data_dir"])
-    if PYTORCH in o["sides"]:
-        from kit import workspace
+def build_sides(
+    p: protocol_mod.Protocol, o: dict[str, Any], work: Path, ex: Executor
+) -> list[Side]:
+    """The sides of this series. In containers each side runs from its measured image (§8);
+    nanoGPT's trees and the data are the series' own copies, mounted, in either executor."""
+    from kit import images, workspace
 
+    sides: list[Side] = []
+    docker = ex.name == "docker"
+    if PYTORCH in o["sides"]:
         ws = workspace.prepare(p, o, work / "nanogpt")
-        sides.append(PyTorchSide(ws, python=o.get("python") or _python()))
+        if docker:
+            sides.append(PyTorchSide(ws, python="python", image=_image(ex, "pytorch", p, o)))
+        else:
+            sides.append(PyTorchSide(ws, python=o.get("python") or _python()))
     if CONTENDER in o["sides"]:
-        sides.append(ContenderSide(Path(o["contender"]), data))
+        data = workspace.datasets(p, o)
+        program = Path(o["contender"])
+        if docker:
+            image = _image(ex, "mica", p, o)
+            inside = f"{images.MICA_PROGRAM_DIR}/{program.name}"
+            sides.append(ContenderSide(program, data, image=image, image_program=inside))
+        else:
+            sides.append(ContenderSide(program, data))
     return sides
+
+
+def _image(ex: Executor, kind: str, p: protocol_mod.Protocol, o: dict[str, Any]) -> str:
+    """The measured image of a side, which must exist; its id is recorded with the versions."""
+    from kit import dockerapi, images
+
+    ref = o.get(f"{kind}_image") or images.ref(kind, p)
+    if dockerapi.image_id(ex.client, ref) is None:
+        build = "micakit images build" + (" --contender PATH" if kind == "mica" else "")
+        raise UserError(
+            f"the {kind} side's image {ref} is not on this Docker engine",
+            f"build it with `{build}` (add --base micakit-base:bookworm where no registry "
+            "answers), or name another with --{kind}-image, or use --executor local",
+        )
+    return ref
 
 
 def _python() -> str:
@@ -146,7 +197,9 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     else:
         o = resolve(options)
         p = protocol_mod.load(Path(o["protocol"]))
-    ex = executor(o["executor"])
+    ex = executor(o["executor"], o.get("docker_host"))
+    if ex.name == "docker":
+        ex.use_series(_series_id(Path(o["out"])))
     card_info, conditions, gpu = _card(o)
     if not resume:
         rd = ResultsDir.create(Path(o["out"]))
@@ -162,9 +215,9 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
         extra={"contender": o["contender"] or "none given"},
     )
     work = rd.root / "work"
-    ctx = RunContext(p, ex, o["device"], gpu, work, smoke=o["smoke"])
+    ctx = RunContext(p, ex, o["device"], gpu, work, smoke=o["smoke"], env=o.get("env") or {})
     hooks = progress.make(console)
-    s = Series(rd, p, spec, build_sides(p, o, work), ex, ctx, hooks, conditions, card_info)
+    s = Series(rd, p, spec, build_sides(p, o, work, ex), ex, ctx, hooks, conditions, card_info)
     if resume:
         s.check_resume()
     else:

@@ -6,6 +6,7 @@ failed and ended the series; 4 `verify` found a difference; 130 interrupted, res
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -57,6 +58,10 @@ def main() -> None:
 @click.option("--no-pytorch", is_flag=True, help="Run the contender's configurations only.")
 @click.option("--executor", type=click.Choice(["local", "docker"]), default=None,
               help="Default: docker where an engine answers, else local.")  # fmt: skip
+@click.option("--docker-host", help="Drive another machine's engine, e.g. ssh://user@host.")
+@click.option("--env", multiple=True, help="KEY=VALUE for every run of both sides (recorded).")
+@click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
+@click.option("--mica-image", help="The contender's measured image (default: this kit's tag).")
 @click.option("--gpu", help="The card by index or UUID (default 0), for NVML and Docker.")
 @click.option("--refuse-busy", is_flag=True, help="Refuse at once when the card is busy (§5).")
 @click.option("--idle-timeout", type=float, help="Seconds to wait for a busy card (default 60).")
@@ -73,6 +78,8 @@ def series(ctx: click.Context, **options) -> None:
     s, hooks = assemble.series(options, sys.argv, console)
     try:
         s.run()
+        if s.complete():
+            s.executor.finish()
     finally:
         hooks.close()
         if s.rd.records():
@@ -109,6 +116,86 @@ def verify(results: Path) -> None:
         click.echo(f"micakit: {len(problems)} differences in {results}", err=True)
         sys.exit(int(ExitCode.VERIFY_MISMATCH))
     click.echo(f"{results}: every published number matches its recomputation from the raw logs")
+
+
+@main.group()
+def images() -> None:
+    """The measured images (§8) and the runner image."""
+
+
+@images.command("build")
+@click.option(
+    "--only",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["pytorch", "mica", "runner"]),
+    help="Build only these (default: pytorch and runner, and mica with --contender).",
+)
+@click.option("--base", help="The base image (e.g. micakit-base:bookworm, made by ci-setup.sh).")
+@click.option(
+    "--wheelhouse",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Wheels to install from, for a build with no package index.",
+)
+@click.option("--contender", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--libs",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The libraries the contender opens, for the Mica image.",
+)
+@click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
+@click.option("--tag", "suffix", help="The tag (default: <kit version>-<protocol hash>).")
+@click.option("--protocol", "protocol_path", type=click.Path(path_type=Path))
+@click.option("--docker-host", help="Another engine, e.g. ssh://user@host.")
+def images_build(
+    kinds, base, wheelhouse, contender, libs, nanogpt, suffix, protocol_path, docker_host
+) -> None:
+    """Build the images through the Docker SDK, streaming the build's output."""
+    from kit import dockerapi
+    from kit import images as images_mod
+    from kit import protocol as protocol_mod
+
+    p = protocol_mod.load(protocol_path)
+    if not kinds:
+        kinds = ["pytorch", "runner"] + (["mica"] if contender else [])
+    client = dockerapi.connect(docker_host)
+    built = images_mod.build(
+        client,
+        p,
+        list(kinds),
+        base=base,
+        wheelhouse=wheelhouse,
+        contender=contender,
+        libs=libs,
+        nanogpt_checkout=str(nanogpt) if nanogpt else None,
+        suffix=suffix,
+        on_line=lambda line: click.echo(line, err=True),
+    )
+    for name, image_id in built.items():
+        click.echo(f"{name}\t{image_id}")
+
+
+@main.command()
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--pytorch", "pytorch_ref", help="PyTorch's measured image (default: this kit's).")
+@click.option("--mica", "mica_ref", help="The Mica program's image (default: this kit's).")
+@click.option("--protocol", "protocol_path", type=click.Path(path_type=Path))
+@click.option("--docker-host", help="Another engine, e.g. ssh://user@host.")
+def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> None:
+    """Record both measured images' sizes and file lists in OUT, and their ratio (§8)."""
+    from kit import dockerapi, store
+    from kit import images as images_mod
+    from kit import protocol as protocol_mod
+
+    p = protocol_mod.load(protocol_path)
+    client = dockerapi.connect(docker_host)
+    refs = {"pytorch": pytorch_ref or images_mod.ref("pytorch", p),
+            "mica": mica_ref or images_mod.ref("mica", p)}  # fmt: skip
+    found = {side: dockerapi.footprint(client, r, out / "footprint" / side)
+             for side, r in refs.items()}  # fmt: skip
+    ratio = dockerapi.footprint_ratio(found["mica"], found["pytorch"])
+    store.write_json(out / "footprint" / "ratio.json", ratio)
+    click.echo(json.dumps(ratio, indent=2))
 
 
 @main.command("merge")

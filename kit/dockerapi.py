@@ -392,6 +392,9 @@ class DockerExecutor(Executor):
             if not owner_alive((c.get("Labels") or {}).get(LABEL_OWNER), running):
                 self._remove(c["Id"])
 
+    def finish(self) -> None:
+        self.drop_cache()
+
     def drop_cache(self) -> None:
         """Remove this series' cache volume, once nothing will run in the series again."""
         try:
@@ -547,3 +550,16 @@ def _run_error(spec: RunSpec, e: docker.errors.APIError) -> Exception:
     if isinstance(e, docker.errors.ImageNotFound):
         return UserError(f"{spec.label}: the image {spec.image} is not built", _BUILD_FIX)
     return engine_error(spec.label, _explain(e)) or e  # an unknown refusal keeps its traceback
+
+
+def tag_image(client: docker.DockerClient, image_id: str, repository: str, tag: str) -> None:
+    """Give a built image a second name (e.g. `latest` beside the versioned tag)."""
+    client.api.tag(image_id, repository, tag)
+
+
+def image_id(client: docker.DockerClient, ref: str) -> str | None:
+    """The id of the image `ref` names, or None where the engine has no such image."""
+    try:
+        return client.api.inspect_image(ref)["Id"]
+    except docker.errors.ImageNotFound:
+        return None

@@ -63,6 +63,9 @@ class Executor(abc.ABC):
     def sweep(self) -> None:  # noqa: B027 - optional hook
         """Remove what a crashed series left behind (containers); nothing for local runs."""
 
+    def finish(self) -> None:  # noqa: B027 - optional hook
+        """A complete series' end: drop what only its runs needed (a cache volume)."""
+
     def which(self, program: str, image: str | None, scratch: Path) -> bool:
         """Whether `program` can be started where the runs of `image` run."""
         spec = RunSpec(

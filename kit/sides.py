@@ -7,6 +7,7 @@ read by the same outside clock (§3 rule 3).
 from __future__ import annotations
 
 import abc
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ class RunContext:
     gpu: str | None  # the card for the Docker device request
     work: Path  # the series' scratch folder (out_dir, products records)
     smoke: bool = False
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # --env, for both sides' runs
 
 
 class Side(abc.ABC):
@@ -64,10 +66,13 @@ class ContenderSide(Side):
 
     name = CONTENDER
 
-    def __init__(self, program: Path, data: Path, image: str | None = None) -> None:
+    def __init__(
+        self, program: Path, data: Path, image: str | None = None, image_program: str | None = None
+    ) -> None:
         self.program = program
         self.data = data
         self.image = image
+        self.image_program = image_program  # where its measured image holds the program
 
     def grammar(self, protocol: Protocol) -> Grammar:
         return protocol.contender
@@ -109,8 +114,9 @@ class ContenderSide(Side):
         data = Mount("data", self.data)
         work = Mount("work", ctx.work, read_only=False)
         model = p.model(config.model)
+        mounts = (data, work) if self.image_program else (program, data, work)
         values = {
-            "program": f"{ex.where(program)}/{self.program.name}",
+            "program": self.image_program or f"{ex.where(program)}/{self.program.name}",
             "model": config.model,
             "precision": config.precision,
             "seed": str(seed),
@@ -130,9 +136,10 @@ class ContenderSide(Side):
         return RunSpec(
             label=label,
             argv=tuple(argv),
-            mounts=(program, data, work, *extra_mounts),
+            mounts=(*mounts, *extra_mounts),
             image=self.image,
             gpu=ctx.gpu,
+            env=dict(ctx.env),
         )
 
 
@@ -221,5 +228,5 @@ class PyTorchSide(Side):
             workdir=f"{ex.where(nanogpt)}/{tree}",
             image=self.image,
             gpu=ctx.gpu,
-            env={"PYTHONUNBUFFERED": "1"},
+            env={**ctx.env, "PYTHONUNBUFFERED": "1"},
         )

@@ -79,7 +79,8 @@ def cli():
 def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
     return [
         "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--no-pytorch",
-        "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char", *extra,
+        "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
+        "--input", SHARED_INPUT, *extra,
     ]  # fmt: skip
 
 
