@@ -78,6 +78,7 @@ class Build:
 class Contender(Grammar):
     command: list[str]
     init_args: list[str]
+    batch_args: list[str]
     version_args: list[str]
     development_pattern: str
     builds: list[Build]
@@ -96,6 +97,7 @@ class Model:
     config: str
     args: list[str]
     full_steps: int
+    batch_size: int  # the batch the protocol trains; amendment 5.1 may halve it on a card
     parameters: str
     size_sentence: str
     halve_batch_when_no_mode_fits: bool = False

@@ -33,6 +33,8 @@ from kit.store import ResultsDir
 RECORD_SCHEMA = 1
 # a run with one of these is never run again
 DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
+SEPARATE = (PROFILE, GRAPH_BREAKS)
+ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
 
 
 class Interrupted(Exception):
@@ -227,27 +229,85 @@ class Series:
 
     def run(self) -> None:
         """Run every planned run that has no finished record yet, in the planned order."""
-        latest = self.latest_records()
-        done = {i for i, r in latest.items() if r["status"] in DONE}
-        stopped = {r["config"]: r["run_id"] for r in latest.values() if r["status"] == timing.OOM}
-        self.hooks.planned(self.configs, self.order, done)
+        self.hooks.planned(self.configs, self.order, self._done())
         self.executor.sweep()
         self._versions()
         with _sigterm_as_interrupt():
-            for position, planned in enumerate(self.order):
-                if planned.run_id in done:
-                    continue
-                if planned.config in stopped:
-                    continue  # amendment 8.1: out of memory runs no further
-                record = self._run_one(planned, position)
-                if record["status"] == timing.OOM and planned.kind not in (PROFILE, GRAPH_BREAKS):
-                    stopped[planned.config] = planned.run_id
-                    self.hooks.message(
-                        f"{planned.config}: out of memory in run {planned.run_id}; "
-                        "recorded, and the series goes on (amendment 8)"
-                    )
-                elif record["status"] == timing.FAILED:
-                    raise SeriesFailed(self._failure_message(planned, record))
+            while self._pass():
+                pass
+
+    def _current(self, record: dict) -> bool:
+        """A record counts only if it ran at its model's batch now in force (amendment 5.1)."""
+        model = self.by_id[record["config"]].model
+        return record.get("batch_size") == self.batches().get(model)
+
+    def _done(self) -> set[int]:
+        latest = self.latest_records()
+        return {i for i, r in latest.items() if r["status"] in DONE and self._current(r)}
+
+    def _pass(self) -> bool:
+        """One pass over the plan; True when a batch was halved and the plan must run again."""
+        latest = self.latest_records()
+        done = self._done()
+        stopped = {
+            r["config"]: r["run_id"]
+            for r in latest.values()
+            if r["status"] == timing.OOM and r.get("kind") not in SEPARATE and self._current(r)
+        }
+        for position, planned in enumerate(self.order):
+            if planned.run_id in done:
+                continue
+            if planned.config in stopped:
+                continue  # amendment 8.1: out of memory runs no further
+            record = self._run_one(planned, position)
+            if record["status"] == timing.OOM and planned.kind not in SEPARATE:
+                stopped[planned.config] = planned.run_id
+                self.hooks.message(
+                    f"{planned.config}: out of memory in run {planned.run_id}; "
+                    "recorded, and the series goes on (amendment 8)"
+                )
+                if planned.discarded and self._halve_if_no_mode_fits(planned):
+                    return True
+            elif record["status"] == timing.FAILED:
+                raise SeriesFailed(self._failure_message(planned, record))
+        return False
+
+    # -- amendment 5.1: a batch that no mode of a side can hold -------------------------------
+
+    def batches(self) -> dict[str, int]:
+        """The models whose batch this series halved, and the batch they train now."""
+        path = self.rd.root / ADJUSTMENTS
+        if not path.exists():
+            return {}
+        return {m: a["batch_size"] for m, a in self.rd.read_json(ADJUSTMENTS).items()}
+
+    def _halve_if_no_mode_fits(self, planned: PlannedRun) -> bool:
+        """Amendment 5.1: a side holds the batch when any of its modes trains it; when a side's
+        every mode ran out of memory in float32, the batch halves for both sides."""
+        config = self.by_id[planned.config]
+        model = self.protocol.model(config.model)
+        if not model.halve_batch_when_no_mode_fits or config.precision != "float32":
+            return False
+        latest = self.latest_records()
+        for side in self.sides:
+            ids = [c.id for c in self.configs if c.model == config.model
+                   and c.precision == "float32" and c.side == side]  # fmt: skip
+            first = {r.config: r.run_id for r in self.order if r.discarded and r.config in ids}
+            outcomes = [latest.get(first[c]) for c in ids]
+            if ids and all(o and o["status"] == timing.OOM and self._current(o) for o in outcomes):
+                batch = self.batches().get(config.model, model.batch_size)
+                adjustments = self.rd.read_json(ADJUSTMENTS) if (
+                    self.rd.root / ADJUSTMENTS).exists() else {}  # fmt: skip
+                adjustments[config.model] = {
+                    "batch_size": batch // 2,
+                    "because": f"no mode of the {side} side held a batch of {batch} in float32 "
+                    f"(its discarded runs {sorted(first.values())} ran out of memory); the "
+                    "batch halves for both sides (amendment 5.1)",
+                }
+                self.rd.write_json(ADJUSTMENTS, adjustments)
+                self.hooks.message(f"{config.model}: {adjustments[config.model]['because']}")
+                return True
+        return False
 
     def _versions(self) -> None:
         """Rule 4: the versions, recorded before the first run and unchanged at every resume."""
@@ -269,7 +329,8 @@ class Series:
         config = self.by_id[planned.config]
         side = self.sides[config.side]
         label = f"run {planned.run_id} {config.id}"
-        spec = side.spec(config, label, self.ctx)
+        batch = self.batches().get(config.model)
+        spec = side.spec(config, label, self.ctx, batch_size=batch)
         # amendment 2: which libraries the loader opened, during the discarded run
         spec = dataclasses.replace(spec, trace_libraries=planned.discarded)
         log_dir = self.rd.new_attempt_dir(planned.run_id, config.slug)
@@ -316,6 +377,7 @@ class Series:
             "round": planned.round,
             "kind": planned.kind,
             "discarded": planned.discarded,
+            "batch_size": self.batches().get(config.model),
             "log_dir": self.rd.rel(log_dir),
             "started_utc": started,
             "start_ns": outcome.start_ns if outcome else None,
@@ -352,11 +414,13 @@ class Series:
 
     def complete(self) -> bool:
         latest = self.latest_records()
-        stopped = {r["config"] for r in latest.values() if r["status"] == timing.OOM}
-        return all(
-            (r.run_id in latest and latest[r.run_id]["status"] in DONE) or r.config in stopped
-            for r in self.order
-        )
+        done = self._done()
+        stopped = {
+            r["config"]
+            for r in latest.values()
+            if r["status"] == timing.OOM and r.get("kind") not in SEPARATE and self._current(r)
+        }
+        return all(r.run_id in done or r.config in stopped for r in self.order)
 
 
 @contextmanager

@@ -40,7 +40,7 @@ class Side(abc.ABC):
     def grammar(self, protocol: Protocol) -> Grammar: ...
 
     @abc.abstractmethod
-    def spec(self, config: Config, label: str, ctx: RunContext) -> RunSpec: ...
+    def spec(self, config: Config, label: str, ctx: RunContext, **options) -> RunSpec: ...
 
     def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
         """The variants this side runs for a precision, each with whether it is primary."""
@@ -105,8 +105,10 @@ class ContenderSide(Side):
         batches: str = "",
         extra_args: tuple[str, ...] = (),
         extra_mounts: tuple[Mount, ...] = (),
+        batch_size: int | None = None,
     ) -> RunSpec:
-        """The contender's run; the correctness checks pass their seed, steps and inputs."""
+        """The contender's run; the correctness checks pass their seed, steps and inputs;
+        `batch_size` only where amendment 5.1 halved the model's batch."""
         p = ctx.protocol
         build = next(b for b in p.contender.builds if b.name == config.variant)
         ex = ctx.executor
@@ -127,11 +129,14 @@ class ContenderSide(Side):
             "init": init,
             "batches": batches,
             "device": ctx.device,
+            "batch": str(batch_size or p.model(config.model).batch_size),
         }
         (ctx.work / "products").mkdir(parents=True, exist_ok=True)
         argv = _fill(p.contender.command, values, "contender.command") + build.args
         if init or batches:
             argv += _fill(p.contender.init_args, values, "contender.init_args")
+        if batch_size:
+            argv += _fill(p.contender.batch_args, values, "contender.batch_args")
         argv += list(extra_args)
         return RunSpec(
             label=label,
@@ -187,6 +192,7 @@ class PyTorchSide(Side):
         flags: dict[str, str] | None = None,
         tree: str | None = None,
         extra_mounts: tuple[Mount, ...] = (),
+        batch_size: int | None = None,
     ) -> RunSpec:
         """A timing run of nanoGPT; the correctness checks pass their own flags and tree.
 
@@ -217,6 +223,8 @@ class PyTorchSide(Side):
         ]
         if tree == PATCHED and mode != "eager":
             argv.append(f"--compile_mode={mode}")
+        if batch_size:  # amendment 5.1: the batch halved for both sides
+            flags = {"batch_size": str(batch_size), **(flags or {})}
         if flags:
             keys = {f"--{k}" for k in flags}
             argv = [a for a in argv if a.split("=", 1)[0] not in keys]
