@@ -19,6 +19,23 @@ import fakelib  # noqa: E402
 
 PATCH_KEYS = ("compile_mode", "seed", "allow_tf32", "batch_order")
 
+# nanoGPT's defaults, laid out as its train.py lays them out: the kit reads the literal
+# assignments before `config_keys` for §7 B's shared start (kit.checkrun.nanogpt_config).
+# Unlike nanoGPT's, gradient accumulation is 1 here, as the fake config file sets nothing.
+n_layer = 12
+n_head = 12
+n_embd = 768
+dropout = 0.0
+bias = False
+block_size = 1024
+batch_size = 12
+gradient_accumulation_steps = 1
+learning_rate = 6e-4
+weight_decay = 1e-1
+beta1 = 0.9
+beta2 = 0.95
+config_keys = [k for k, v in globals().items() if isinstance(v, (int, float, bool, str))]
+
 
 def shared_start(opts: dict[str, str], steps: int):
     """Method B's inputs as the patched train.py reads them: what they add to each step's loss."""
