@@ -255,15 +255,23 @@ def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
 
 
 def write(rd: ResultsDir, t: Tables) -> list[Path]:
-    """The tables in CSV (every digit) and Markdown, written atomically."""
+    """The tables in CSV (every digit), report.md, rerun.sh, plots/ and report.html.
+
+    Each file is written whole (atomically). The HTML is the Markdown's own text with plots
+    added, so §9's wording holds in both; rerun.sh carries rule 7's "every ... script".
+    """
     written = []
     for name, df in t.items():
         rd.write_text(f"tables/{name}.csv", df.to_csv(index=False, float_format="%.17g"))
         written.append(rd.root / "tables" / f"{name}.csv")
+    from kit import html, rerun
     from kit.render import markdown_report  # the wording lives apart from the numbers
 
-    rd.write_text("report.md", markdown_report(rd, t))
+    text = markdown_report(rd, t)
+    rd.write_text("report.md", text)
     written.append(rd.root / "report.md")
+    written.append(rerun.write(rd))
+    written += html.write(rd, t, text, (rd.root / rerun.RERUN).read_text("utf-8"))
     return written
 
 
