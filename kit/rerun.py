@@ -60,18 +60,32 @@ def image_records(docs: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def runner_image(manifest: dict, records: list[tuple[str, str]]) -> tuple[str, str]:
-    """The runner image to run, and the image id to compare it with ("" where none recorded).
+# the images of a Docker series: (role, name, words that mark the role's records)
+IMAGES = (
+    ("runner", "micakit", ("runner",)),
+    ("pytorch", "micakit-pytorch", ("pytorch",)),
+    ("mica", "micakit-mica", ("mica", "contender")),
+)
 
-    A registry digest (name@sha256:…) pins the image exactly; without one the tag the images
-    are built under (scripts/build-images.sh: the kit's version and the protocol's hash).
+
+def pinned_images(
+    manifest: dict, o: dict, records: list[tuple[str, str]]
+) -> dict[str, tuple[str, str]]:
+    """Per image, the reference to run and the image id to compare it with ("" if none).
+
+    A registry digest (name@sha256:…) pins an image exactly; without one, the name the series
+    named (--pytorch-image, --mica-image) or the tag the images are built under
+    (scripts/build-images.sh, kit/images.py: the kit's version and the protocol's hash).
     """
-    mine = [v for where, v in records if "runner" in where.lower()]
-    digest = next((v for v in mine if "@sha256:" in v), "")
-    image_id = next((v for v in mine if v.startswith("sha256:")), "")
     version = manifest.get("kit_version", "unknown")
-    tag = f"micakit:{version}-{str(manifest.get('protocol_sha256', ''))[:12]}".rstrip("-")
-    return digest or tag, image_id
+    tag = f"{version}-{str(manifest.get('protocol_sha256', ''))[:12]}".rstrip("-")
+    out = {}
+    for role, name, words in IMAGES:
+        mine = [v for where, v in records if any(w in where.lower() for w in words)]
+        digest = next((v for v in mine if "@sha256:" in v), "")
+        image_id = next((v for v in mine if v.startswith("sha256:")), "")
+        out[role] = (digest or o.get(f"{role}_image") or f"{name}:{tag}", image_id)
+    return out
 
 
 def options(manifest: dict) -> dict[str, Any]:
@@ -107,6 +121,8 @@ def _series_args(o: dict, executor: str) -> list[str]:
         args.append("--refuse-busy")
     if o.get("idle_timeout_s") is not None:
         args += ["--idle-timeout", f"{float(o['idle_timeout_s']):g}"]
+    for key, value in (o.get("env") or {}).items():  # recorded: they reach every run
+        args += ["--env", f"{key}={value}"]
     return [shlex.quote(a) for a in args]
 
 
@@ -117,7 +133,8 @@ def script(rd: ResultsDir) -> str:
     o = options(manifest)
     executor = str(manifest.get("executor") or o.get("executor") or "")  # "": not recorded
     records = image_records({"manifest.json": manifest, "versions.json": found})
-    image, image_id = runner_image(manifest, records)
+    images = pinned_images(manifest, o, records)
+    sides = [r for r, k in (("pytorch", "pytorch"), ("mica", "contender")) if k in o["sides"]]
     q = shlex.quote
     kit_commit = str(manifest.get("kit_commit") or (found.get("kit") or {}).get("commit") or "")
     contender = o.get("contender") or ""
@@ -147,7 +164,8 @@ def script(rd: ResultsDir) -> str:
         "# Environment, each defaulting to what the series recorded:",
         "#   MODE=docker|local  docker: in the runner image (a GPU needs the NVIDIA Container",
         "#                      Toolkit); local: `micakit` on PATH, installed at the kit commit",
-        "#   IMAGE=REF          the runner image",
+        "#   IMAGE=REF          the runner image; PYTORCH_IMAGE, MICA_IMAGE: the sides' images",
+        "#   DOCKER_ENGINE=URL  the engine the series drove (--docker-host; empty: this one)",
         "#   KIT=PATH           a micakit checkout at the kit commit: builds the image if absent",
         "#   CONTENDER=PATH     the contender program (checked by its SHA-256 in versions.json)",
         *[f"#   {(env + '=PATH').ljust(18)} {what}" for _, env, what in INPUTS],
@@ -163,8 +181,11 @@ def script(rd: ResultsDir) -> str:
         'HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # the series to rerun',
         'OUT=$(realpath -m "${1:-$PWD/rerun-$(basename "$HERE")}")',
         f"MODE=${{MODE:-{'docker' if executor == 'docker' else 'local'}}}",
-        f"IMAGE=${{IMAGE:-{q(image)}}}",
-        f"IMAGE_ID={q(image_id)}",
+        f"IMAGE=${{IMAGE:-{q(images['runner'][0])}}}",
+        f"IMAGE_ID={q(images['runner'][1])}",
+        *[f"{r.upper()}_IMAGE=${{{r.upper()}_IMAGE:-{q(images[r][0])}}}" for r in sides],
+        *[f"{r.upper()}_IMAGE_ID={q(images[r][1])}" for r in sides],
+        f"DOCKER_ENGINE=${{DOCKER_ENGINE-{q(str(o.get('docker_host') or ''))}}}",
         f"KIT_VERSION={q(str(manifest.get('kit_version', '')))}",
         f"KIT_COMMIT={q(kit_commit)}",
         f"PROTOCOL_SHA256={q(str(manifest.get('protocol_sha256', '')))}",
@@ -179,15 +200,19 @@ def script(rd: ResultsDir) -> str:
         f'args+=(--{key.replace("_", "-")} "$SEEN"); fi'
         for key, env, _ in INPUTS
     ]
+    side_images = " ".join(f'"{r}" "${r.upper()}_IMAGE" "${r.upper()}_IMAGE_ID"' for r in sides)
+    if executor == "docker":  # the images each side ran in, named exactly
+        inputs += [f'args+=(--{r}-image "${r.upper()}_IMAGE")' for r in sides]
     body = (
         BODY.replace("@ARGS@", " ".join(_series_args(o, executor)))
+        .replace("@SIDE_IMAGES@", side_images)
         .replace("@INPUTS@", "\n".join(inputs))
         .replace("@GPUS@", " --gpus all" if o.get("device") != "cpu" else "")
     )
     return "\n".join([*head, *settings, body])
 
 
-# The constant part of the script; @ARGS@, @INPUTS@ and @GPUS@ are filled in by script().
+# The constant part of the script; script() fills in the @...@ places.
 BODY = r"""
 die() {
     echo "rerun: error: $1" >&2
@@ -228,23 +253,39 @@ fi
 if [ -n "$PROTOCOL" ]; then seen protocol "$PROTOCOL" PROTOCOL && args+=(--protocol "$SEEN"); fi
 if [ -n "$GPU" ]; then args+=(--gpu "$GPU"); fi
 
+if [ -n "$DOCKER_ENGINE" ]; then args+=(--docker-host "$DOCKER_ENGINE"); fi
+
+# An image the rerun needs, pulled by its digest or built from the kit's checkout (KIT).
+need_image() {
+    docker image inspect "$1" >/dev/null 2>&1 && return 0
+    case $1 in
+        *@sha256:*) docker pull "$1" && return 0 ;;
+    esac
+    [ -n "${KIT:-}" ] || die "no image $1 on this machine" \
+        "KIT=PATH/TO/micakit bash rerun.sh, with that checkout at $KIT_COMMIT"
+    [ "$(git -C "$KIT" rev-parse HEAD)" = "$KIT_COMMIT" ] ||
+        die "$KIT is not at the series' kit commit" "git -C $KIT checkout $KIT_COMMIT"
+    # the three images, tagged with the kit's version and the protocol's hash
+    (cd "$KIT" && bash scripts/build-images.sh -- ${CONTENDER:+--contender "$CONTENDER"})
+}
+# An image the series recorded by id: say so when this one differs (versions are checked).
+same_image() {
+    local got
+    got=$(docker image inspect --format '{{.Id}}' "$1")
+    if [ -n "$2" ] && [ "$got" != "$2" ]; then
+        echo "rerun: note: $1 is $got, not the series' $2 (versions are checked)" >&2
+    fi
+}
+
 if [ "$MODE" = docker ]; then
-    if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
-        case $IMAGE in
-            *@sha256:*) docker pull "$IMAGE" ;;
-            *)
-                [ -n "${KIT:-}" ] || die "no image $IMAGE on this machine" \
-                    "KIT=PATH/TO/micakit bash rerun.sh, with that checkout at $KIT_COMMIT"
-                [ "$(git -C "$KIT" rev-parse HEAD)" = "$KIT_COMMIT" ] ||
-                    die "$KIT is not at the series' kit commit" "git -C $KIT checkout $KIT_COMMIT"
-                (cd "$KIT" && bash scripts/build-images.sh)
-                ;;
-        esac
-    fi
-    got=$(docker image inspect --format '{{.Id}}' "$IMAGE")
-    if [ -n "$IMAGE_ID" ] && [ "$got" != "$IMAGE_ID" ]; then
-        echo "rerun: note: $IMAGE is $got, not the series' $IMAGE_ID (versions are checked)" >&2
-    fi
+    set -- runner "$IMAGE" "$IMAGE_ID" @SIDE_IMAGES@
+    while [ $# -gt 0 ]; do
+        # the sides' images live on the engine the series drives; the series checks those
+        if [ -n "$DOCKER_ENGINE" ] && [ "$1" != runner ]; then shift 3 && continue; fi
+        need_image "$2"
+        same_image "$2" "$3"
+        shift 3
+    done
     mkdir -p "$(dirname "$OUT")"
     # the kit inside the runner image: results under /results, the series to rerun at /original
     micakit() {

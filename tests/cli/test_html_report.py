@@ -203,7 +203,7 @@ def test_rerun_sh_in_the_runner_image_pins_what_was_recorded(tmp_path, fast_prot
         "series": {"card": "NVIDIA L4", "device": "cuda", "models": ["shakespeare-char"]},
         "options": {"device": "cuda", "models": ["shakespeare-char"], "precisions": ["float32"],
                     "sides": ["pytorch", "contender"], "contender": str(program),
-                    "gpu": "GPU-1234", "idle_timeout_s": 60.0,
+                    "gpu": "GPU-1234", "idle_timeout_s": 60.0, "env": {"CUDA_MODULE_LOADING": "LAZY"},
                     "protocol": "/opt/micakit/benchmarks/NanoGpt/protocol.toml"},
     }  # fmt: skip
     versions = {
@@ -226,7 +226,11 @@ def test_rerun_sh_in_the_runner_image_pins_what_was_recorded(tmp_path, fast_prot
     run = subprocess.run([str(script), str(new)], env=env, capture_output=True, text=True)
     # the fake runs nothing, so the last check finds no manifest: every command before it ran
     assert run.returncode == 2, run.stderr
-    runs = [c for c in calls.read_text().splitlines() if c.startswith("run ")]
+    called = calls.read_text().splitlines()
+    # every image is looked for; the one whose id differs from the record is named
+    assert f"image inspect micakit-pytorch:0.1.0-{'ab' * 6}" in called
+    assert "not the series' sha256:" + "3" * 64 in run.stderr
+    runs = [c for c in called if c.startswith("run ")]
     image = "micakit@sha256:" + "2" * 64
     mounts = (
         f"run --rm --gpus all -v /var/run/docker.sock:/var/run/docker.sock "
@@ -236,8 +240,9 @@ def test_rerun_sh_in_the_runner_image_pins_what_was_recorded(tmp_path, fast_prot
     assert runs == [
         f"{mounts} verify /original",
         f"{mounts} series --out /results/again --device cuda --model shakespeare-char "
-        f"--precision float32 --executor docker --idle-timeout 60 "
-        f"--contender /inputs/contender/mica",
+        f"--precision float32 --executor docker --idle-timeout 60 --env CUDA_MODULE_LOADING=LAZY "
+        f"--contender /inputs/contender/mica --pytorch-image micakit-pytorch:0.1.0-{'ab' * 6} "
+        f"--mica-image micakit-mica:0.1.0-{'ab' * 6}",
         f"{mounts} report /results/again",
         f"{mounts} verify /results/again",
     ]
