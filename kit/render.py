@@ -178,6 +178,14 @@ def markdown_report(rd: ResultsDir, t) -> str:
         *configurations_lines(t.configurations, protocol.models),
         "",
     ]
+    adjustments = rd.root / "adjustments.json"
+    if adjustments.exists():
+        lines += ["## Batch halved (amendment 5.1)", ""]
+        for model, a in rd.read_json("adjustments.json").items():
+            lines.append(
+                f"- {model}: both sides train a batch of {a['batch_size']}: {a['because']}"
+            )
+        lines.append("")
     if plan.get("not_measured"):
         lines += ["## Not measured", ""]
         lines += [f"- {n['model']} {n['precision']}: {n['why']}" for n in plan["not_measured"]]

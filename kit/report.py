@@ -84,6 +84,7 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
                 "round": planned["round"],
                 "kind": planned.get("kind", "timed"),
                 "discarded": planned["discarded"],
+                "batch_size": record.get("batch_size"),
                 "status": outcome.status,
                 "step_s": outcome.step_s,
                 "own_step_s": outcome.own_step_s,
@@ -96,11 +97,11 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
         )
     columns = [
         "run_id", "config", "card", "model", "precision", "side", "variant", "round", "kind",
-        "discarded", "status", "step_s", "own_step_s", "final_loss", "reason", "log_dir",
+        "discarded", "batch_size", "status", "step_s", "own_step_s", "final_loss", "reason", "log_dir",
         "window_start_ns", "window_end_ns",
     ]  # fmt: skip
     runs = pd.DataFrame(rows, columns=columns).astype(
-        {"window_start_ns": "Int64", "window_end_ns": "Int64"}
+        {"window_start_ns": "Int64", "window_end_ns": "Int64", "batch_size": "Int64"}
     )
     runs = runs.merge(sidetables.conditions_columns(rd, runs), on="run_id", how="left")
     runs = runs.merge(sidetables.flags(runs), on="run_id", how="left")

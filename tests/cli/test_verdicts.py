@@ -68,3 +68,31 @@ def test_times_alone_say(tmp_path, cli, fake_env, mica_ms, torch_ms, expected):
     table = run(tmp_path, cli, fake_env, step)
     assert table.iloc[0]["times_alone_say"] == expected
     assert table.iloc[0]["verdict"].startswith("no verdict")
+
+
+def test_batch_halves_for_both_sides_when_no_mode_holds_it(tmp_path, cli, fake_env):
+    """Amendment 5.1: every PyTorch mode out of memory at 64 in float32; both sides train 32."""
+    protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
+    text = protocol.read_text().replace(
+        'parameters = "10.7 million"',
+        'parameters = "10.7 million"\nhalve_batch_when_no_mode_fits = true',
+    )
+    protocol.write_text(text)
+    fake_env(step_ms={"*": 1.0}, max_batch=32)
+    out = tmp_path / "r"
+    res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))
+    assert res.exit_code == 0, res.output
+    adjustments = json.loads((out / "adjustments.json").read_text())
+    assert adjustments["shakespeare-char"]["batch_size"] == 32
+    assert "amendment 5.1" in adjustments["shakespeare-char"]["because"]
+    recs = records(out)
+    oom = [r for r in recs if r["status"] == "out of memory"]
+    assert oom and all(r["batch_size"] is None and r["discarded"] for r in oom)
+    timed = [r for r in recs if r["kind"] == "timed"]
+    assert len(timed) == 25 and all(r["status"] == "ok" and r["batch_size"] == 32 for r in timed)
+    for r in timed:
+        argv = json.loads((out / r["log_dir"] / "command.json").read_text())["argv"]
+        assert "--batch_size=32" in argv or argv[-2:] == ["--batch-size", "32"]
+    table = pd.read_csv(out / "tables" / "comparison.csv", keep_default_na=False)
+    assert table.iloc[0]["pytorch_runs"] == 5
+    assert "batch" in (out / "report.md").read_text()

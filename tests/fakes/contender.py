@@ -53,6 +53,7 @@ def main(argv: list[str]) -> int:
         eval_line=lambda step, t, v: f"step {step}: train loss {t:.4f}, val loss {v:.4f}",
         seed=int(opts.get("--seed", "1337")),
         seed_shift=1,  # the contender's jitter is its next seed's (see fakelib)
+        batch=int(opts.get("--batch-size", "64")),
     )
 
 

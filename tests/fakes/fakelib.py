@@ -86,6 +86,7 @@ def train(
     eval_line=None,
     seed: int = 1337,
     seed_shift: int = 0,
+    batch: int = 64,
 ) -> int:
     """Run `steps` steps; `line(step, loss_text, own_ms, step_ms)` formats a log line.
 
@@ -101,6 +102,10 @@ def train(
     drift = 1.05 if event == "drift" else 1.0
     if event == "empty":
         return 0
+    if batch > int(cfg.get("max_batch", batch)):
+        # amendment 5.1's case: this batch does not fit whatever the mode
+        print(oom_message, file=sys.stderr, flush=True)
+        return 1
     if event == "sleep-forever":
         print("started", flush=True)
         time.sleep(3600)

@@ -85,6 +85,7 @@ def main(argv: list[str]) -> int:
         eval_every=int(opts.get("eval_interval", "2000")),
         eval_line=lambda step, t, v: f"step {step}: train loss {t:.4f}, val loss {v:.4f}",
         seed=int(opts.get("seed", "1337")),
+        batch=int(opts.get("batch_size", "64")),
     )
 
 
