@@ -97,8 +97,8 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
         )
     columns = [
         "run_id", "config", "card", "model", "precision", "side", "variant", "round", "kind",
-        "discarded", "batch_size", "status", "step_s", "own_step_s", "final_loss", "reason", "log_dir",
-        "window_start_ns", "window_end_ns",
+        "discarded", "batch_size", "status", "step_s", "own_step_s", "final_loss", "reason",
+        "log_dir", "window_start_ns", "window_end_ns",
     ]  # fmt: skip
     runs = pd.DataFrame(rows, columns=columns).astype(
         {"window_start_ns": "Int64", "window_end_ns": "Int64", "batch_size": "Int64"}
