@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
 
 import markdown
 import pandas as pd
@@ -37,6 +38,10 @@ HTML = "report.html"
 PLOTS = "plots"  # the same PNGs as files, so they can be checked and reused (§3 rule 7)
 
 Piece = str | tuple[str, str]  # caption text, or (text, relative link)
+CPU_NOTE = (
+    "This is a CPU series: no card was sampled, so there are no clocks, temperature or power "
+    "to show (§5 Conditions apply to a card)."
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,10 @@ def _groups(ctx: _Context) -> list[tuple[str, pd.DataFrame]]:
     return out
 
 
+def _file(rel: str) -> Piece:
+    return (rel, rel)  # a link that names its file (the 003 style: a number names its file)
+
+
 def _slug(*parts: str) -> str:
     joined = ".".join(p.replace("/", ".") for p in parts)
     return re.sub(r"[^A-Za-z0-9._-]+", "-", joined).strip("-.")
@@ -126,7 +135,7 @@ def _conditions_words(ctx: _Context) -> list[Piece]:
     says = ctx.found.get("contender", {}).get("says")
     words: list[Piece] = [
         f" Card {ctx.found.get('card', {}).get('name', manifest['series']['card'])}; every "
-        "software version in ", ("versions.json", "versions.json"),
+        "software version in ", _file("versions.json"),
         f"; series of {manifest['date_utc']}, kit {manifest['kit_version']}",
     ]  # fmt: skip
     if says:
@@ -150,11 +159,11 @@ def step_time_section(ctx: _Context) -> Section:
             "clock (§5); the median is the black mark and the range the bar. A deficit is "
             "drawn as a lead is (§3 rule 5).", *_conditions_words(ctx),
             " From each timed run's stamped stdout.log: ", *sources,
-            ". Every value is in ", ("tables/runs.csv", "tables/runs.csv"), ".",
+            ". Every value is in ", _file("tables/runs.csv"), ".",
         ]  # fmt: skip
-        name = f"step-times.{_slug(g['card'].iloc[0], g['model'].iloc[0], g['precision'].iloc[0])}"
+        name = f"step-times.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         png = plots.step_times_png(rows, f"Step times: {title}")
-        out.append(Plot(f"{name}.png", png, f"Step times, {title}", tuple(caption)))
+        out.append(Plot(name, png, f"Step times, {title}", tuple(caption)))
     note = "" if out else "No configuration of this series has a timed run yet."
     return Section("Step times", tuple(out), note)
 
@@ -181,22 +190,15 @@ def conditions_section(ctx: _Context) -> Section:
                 "timed run, sampled every second (§5 Conditions); the timed window is drawn "
                 "bold. From each run's samples.jsonl: ",
                 *_links(pd.DataFrame(used), "samples.jsonl"),
-                ". Their summaries and §5's flags are in ", ("tables/runs.csv", "tables/runs.csv"),
+                ". Their summaries and §5's flags are in ", _file("tables/runs.csv"),
                 ".", *_conditions_words(ctx),
             ]  # fmt: skip
             png = plots.conditions_png(traces, f"The card through each timed run: {label}")
             name = f"conditions.{_slug(c['card'], c['config'])}.png"
             out.append(Plot(name, png, f"Card conditions, {label}", tuple(caption)))
-    if out:
-        return Section("The card through each run", tuple(out))
-    if ctx.rd.manifest()["series"].get("device") == "cpu":
-        why = (
-            "This is a CPU series: no card was sampled, so there are no clocks, temperature or "
-            "power to show (§5 Conditions apply to a card)."
-        )
-    else:
-        why = "No timed run of this series left card samples (samples.jsonl) to show."
-    return Section("The card through each run", (), why)
+    cpu = ctx.rd.manifest()["series"].get("device") == "cpu"
+    why = CPU_NOTE if cpu else "No timed run of this series left card samples (samples.jsonl)."
+    return Section("The card through each run", tuple(out), "" if out else why)
 
 
 def _trace(records: list[dict], r: pd.Series) -> plots.ConditionTrace | None:
@@ -236,8 +238,8 @@ def kernel_section(ctx: _Context) -> Section:
             "(§5, §6). From each profiled run's kernel table as nsys stats printed it "
             "(nsys-stats/stdout.log): ",
             *_links(profiled, "nsys-stats/stdout.log"), ". Every value is in ",
-            ("tables/kernel_families.csv", "tables/kernel_families.csv"),
-            ", each kernel in ", ("tables/kernels.csv", "tables/kernels.csv"), ".",
+            _file("tables/kernel_families.csv"),
+            ", each kernel in ", _file("tables/kernels.csv"), ".",
             *_conditions_words(ctx),
         ]  # fmt: skip
         png = plots.kernel_families_png(frame, f"Kernel families, the {KERNEL_TIME_LABEL}: {title}")
@@ -333,6 +335,8 @@ class _Enrich(Treeprocessor):
                     self._column(el, comparisons.pop(0))
                 elif {"side", "mode or build", "model", "precision"} <= set(heads):
                     self._column(el, [self._config_cell(heads, tr) for tr in _body(el)])
+                elif record := next((r for h, r in SEPARATE.items() if h in heads), None):
+                    self._column(el, [self._record_cell(heads, tr, *record) for tr in _body(el)])
                 at = list(root).index(el)  # wide tables scroll inside their own box
                 root.remove(el)
                 wrapper = ET.Element("div", {"class": "table"})
@@ -357,6 +361,11 @@ class _Enrich(Treeprocessor):
     def _config_runs(self, config: str) -> list[Piece]:
         runs = _runs(self.ctx, config, ["discarded", "timed"], ok_only=False)
         return _links(runs, "") or ["no run yet"]
+
+    def _record_cell(self, heads: list[str], tr: ET.Element, kind: str, file: str) -> list[Piece]:
+        cells = [_text(td) for td in tr.iter("td")]
+        config = cells[heads.index("configuration" if "configuration" in heads else "config")]
+        return _links(_runs(self.ctx, config, [kind], ok_only=False), file) or ["no record"]
 
     def _config_cell(self, heads: list[str], tr: ET.Element) -> list[Piece]:
         cells = dict(zip(heads, (_text(td) for td in tr.iter("td"))))
@@ -412,7 +421,7 @@ class _Enrich(Treeprocessor):
         h2 = ET.Element("h2", id="rerun")
         h2.text = "Rerun and recompute"
         p = ET.Element("p")
-        _add(p, [("rerun.sh", "rerun.sh"), " runs this series again on another machine and "
+        _add(p, [_file("rerun.sh"), " runs this series again on another machine and "
                  "recomputes it; these are its commands:"])  # fmt: skip
         pre = ET.Element("pre")
         ET.SubElement(pre, "code").text = self.rerun
@@ -425,6 +434,12 @@ class _Enrich(Treeprocessor):
         return [h2, p, pre, h2b, ul]
 
 
+# the tables of render's other sections, told by a column, and the raw file behind each row
+SEPARATE = {
+    "family": ("profile", "nsys-stats/stdout.log"),  # §6: the kernel table as nsys printed it
+    "graph_breaks": ("graph-breaks", "stderr.log"),  # §6: TORCH_LOGS' output
+    "libnvrtc opened": ("discarded", "ld_debug/"),  # amendment 2: the loader's own log
+}
 RAW_FILES = (
     ("runs/", "every run's stamped stdout and stderr, command, samples and library log"),
     ("runs.jsonl", "one record per finished run, with the SHA-256 of its raw files"),
@@ -477,7 +492,7 @@ def page(ctx: _Context, markdown_text: str, rerun: str, secs: list[Section]) -> 
         markdown_text, extensions=["tables", _Extension(ctx, secs, rerun)], output_format="html"
     )
     first = markdown_text.splitlines()[0].lstrip("# ").strip() if markdown_text else "report"
-    title = first.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    title = escape(first)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
