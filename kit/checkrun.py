@@ -85,6 +85,7 @@ class CheckSpec:
     eval_interval: int
     eval_iters: int
     from_step: int  # method A: judged from this step on
+    batch_size: int | None = None  # amendment 5.1: the batch its series halved, if it did
 
     def config(self, side: str) -> Config:
         variant = self.pytorch_mode if side == PYTORCH else self.contender_build
@@ -133,6 +134,7 @@ def make_spec(p: Protocol, o: dict[str, Any]) -> CheckSpec:
         eval_interval=c.smoke_eval_interval if smoke else c.eval_interval,
         eval_iters=c.smoke_eval_iters if smoke else c.eval_iters,
         from_step=c.smoke_method_a_from_step if smoke else c.method_a_from_step,
+        batch_size=o.get("batch_size"),
     )
 
 
@@ -369,60 +371,48 @@ class CheckRunner:
         label = f"check run {run.run_id} {run.slug}"
         if run.kind == SHARED_START:
             return self._shared_start_spec(label)
-        shared = f"{ex.where(self.shared)}"
-        if run.side == PYTORCH:
-            # §7: through the patched tree (its seed variable; for B its batch-order switch)
-            flags = {"max_iters": str(s.steps), "seed": str(run.seed)}
-            mounts: tuple[Mount, ...] = ()
+        shared = ex.where(self.shared)
+        if s.method == "B":
+            self._check_shared_start()
+        if run.side == CONTENDER:
+            kw: dict[str, Any] = {"seed": run.seed, "steps": s.steps, "batch_size": s.batch_size}
             if s.method == "A":
-                flags |= {"eval_interval": str(s.eval_interval), "eval_iters": str(s.eval_iters)}
-            else:
-                self._check_shared_start()
-                scratch.mkdir(parents=True)
-                shutil.copyfile(self.shared.host / CKPT, scratch / CKPT)  # a fresh out_dir
-                out_dir = f"{ex.where(Mount('work', self.work))}/{scratch.relative_to(self.work)}"
-                # §7 B: nanoGPT's resume path, dropout 0, plain float32 without TF32, every step
-                flags |= {
-                    "init_from": "resume",
-                    "out_dir": out_dir,
-                    "batch_order": f"{shared}/{BATCHES}",
-                    "allow_tf32": "False",
-                    "dropout": "0.0",
-                    "dtype": "float32",
-                    "log_interval": "1",
-                    "compile": "False",
-                    "eval_iters": "1",
-                    "eval_interval": str(10 * s.steps),
+                values = {"eval_interval": str(s.eval_interval), "eval_iters": str(s.eval_iters)}
+                kw["extra_args"] = tuple(_fill(c.eval_args, values, "correctness.eval_args"))
+            else:  # §7 B: the shared start through files, every step's loss
+                kw |= {
+                    "init": f"{shared}/{INIT}",
+                    "batches": f"{shared}/{BATCHES}",
+                    "extra_args": tuple(c.method_b_args),
+                    "extra_mounts": (self.shared,),
                 }
-                mounts = (self.shared,)
-            return self.pytorch.spec(
-                s.config(PYTORCH), label, self.ctx, flags=flags, tree=PATCHED, extra_mounts=mounts
-            )
+            return self.contender.spec(s.config(CONTENDER), label, self.ctx, **kw)
+        # §7: nanoGPT through the patched tree: its seed variable; for B its batch-order switch
+        flags = {"max_iters": str(s.steps), "seed": str(run.seed)}
+        mounts: tuple[Mount, ...] = ()
         if s.method == "A":
-            values = {"eval_interval": str(s.eval_interval), "eval_iters": str(s.eval_iters)}
-            extra = tuple(_fill(c.eval_args, values, "correctness.eval_args"))
-            return self.contender.spec(
-                s.config(CONTENDER), label, self.ctx, seed=run.seed, steps=s.steps, extra_args=extra
-            )
-        self._check_shared_start()
-        return self.contender.spec(
-            s.config(CONTENDER),
-            label,
-            self.ctx,
-            seed=run.seed,
-            steps=s.steps,
-            init=f"{shared}/{INIT}",
-            batches=f"{shared}/{BATCHES}",
-            extra_args=tuple(c.method_b_args),
-            extra_mounts=(self.shared,),
-        )
+            flags |= {"eval_interval": str(s.eval_interval), "eval_iters": str(s.eval_iters)}
+        else:
+            scratch.mkdir(parents=True)
+            shutil.copyfile(self.shared.host / CKPT, scratch / CKPT)  # a fresh out_dir a run
+            out_dir = f"{ex.where(Mount('work', self.work))}/{scratch.relative_to(self.work)}"
+            # §7 B: nanoGPT's resume path, dropout 0, plain float32 without TF32, every step
+            flags |= {
+                "init_from": "resume", "out_dir": out_dir, "batch_order": f"{shared}/{BATCHES}",
+                "allow_tf32": "False", "dropout": "0.0", "dtype": "float32", "log_interval": "1",
+                "compile": "False", "eval_iters": "1", "eval_interval": str(10 * s.steps),
+            }  # fmt: skip
+            mounts = (self.shared,)
+        return self.pytorch.spec(s.config(PYTORCH), label, self.ctx, flags=flags, tree=PATCHED,
+                                 extra_mounts=mounts, batch_size=s.batch_size)  # fmt: skip
 
     def _shared_start_spec(self, label: str) -> RunSpec:
         """§7 B: made once by nanoGPT's own initialization, where the PyTorch side runs."""
         ex, s, model = self.executor, self.spec, self.p.model(self.spec.model)
         tree = self.pytorch.workspace / PATCHED
         argv = [model.config, *model.args, *(self.p.smoke.args if s.smoke else [])]
-        cfg = nanogpt_config(tree, [*argv, "--dropout=0.0"])
+        halved = [f"--batch_size={s.batch_size}"] if s.batch_size else []  # amendment 5.1
+        cfg = nanogpt_config(tree, [*argv, *halved, "--dropout=0.0"])
         meta = tree / "data" / model.dataset / "meta.pkl"
         # train.py: the vocabulary of meta.pkl where the dataset has one, else GPT-2's padded
         vocab = _meta_vocab(meta) if meta.is_file() else 50304

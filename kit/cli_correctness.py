@@ -24,7 +24,7 @@ from kit import protocol as protocol_mod
 from kit.errors import ExitCode, UserError
 from kit.protocol import Protocol
 from kit.scheduler import CONTENDER, PYTORCH
-from kit.series import Interrupted
+from kit.series import ADJUSTMENTS, Interrupted
 from kit.store import ResultsDir
 
 # -- a new check's options, made absolute and complete, as its manifest keeps them ---------------
@@ -113,7 +113,17 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         "executor": options.get("executor"),
     }
     o["products"] = _products(p, o, options.get("products"))
+    o["batch_size"] = _halved_batch(o["products"], model)
     return o
+
+
+def _halved_batch(products: str | None, model: str) -> int | None:
+    """Amendment 5.1: where the card's series halved the model's batch, its check does too."""
+    path = Path(products or "") / ADJUSTMENTS
+    if not products or not path.is_file():
+        return None
+    adjusted = store.ResultsDir(Path(products)).read_json(ADJUSTMENTS).get(model)
+    return int(adjusted["batch_size"]) if adjusted else None
 
 
 def _card_info(device: str, card: str | None) -> dict[str, Any]:
@@ -122,7 +132,8 @@ def _card_info(device: str, card: str | None) -> dict[str, Any]:
         return {"name": card or "cpu"}
     from kit import nvml
 
-    info = nvml.open_card(0).info().to_dict()
+    with nvml.open_card(0) as opened:
+        info = opened.info().to_dict()
     if card and card != info["name"]:
         raise UserError(
             f"--card {card!r}, but the card NVML sees is {info['name']!r}",
@@ -164,6 +175,8 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
             )
         o = rd.manifest()["options"]
         p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
+        if o["device"] == "cuda":  # the card it started on, checked again (versions, rule 4)
+            o["card_info"] = _card_info("cuda", o["card"])
     else:
         o = resolve(options)
         p = protocol_mod.load(Path(o["protocol"]))

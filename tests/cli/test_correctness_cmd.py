@@ -265,6 +265,21 @@ def test_method_b_shared_start_passes(tmp_path: Path, fakes):
     assert (out / "method_b.png").is_file() and (out / "tables" / "method_b.csv").is_file()
 
 
+def test_a_batch_its_series_halved_is_the_checks_batch(tmp_path: Path, fakes):
+    fakes()
+    tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
+    products = series_dir(tmp_path, "cpu", protocol)
+    store.write_json(products / "adjustments.json", {"shakespeare-char": {"batch_size": 4}})
+    out = tmp_path / "b"
+    result = invoke(*check_args(out, protocol, tree, "B", "--products", products))
+    assert result.exit_code == 0, result.output
+    _, torch_run, contender_run = records(out)
+    assert "--batch_size=4" in argv_of(out, torch_run)  # amendment 5.1, for both sides
+    assert "--batch-size 4" in " ".join(argv_of(out, contender_run))
+    assert np.load(out / "shared_start" / "batch_order.npy").shape[1] == 4
+    assert correctness.load_checks(out)[0].passed is True
+
+
 def test_method_b_contender_apart_fails_at_its_step(tmp_path: Path, fakes):
     fakes(offset={"mica": [7, 0.2]})
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
