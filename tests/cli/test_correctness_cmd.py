@@ -8,8 +8,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -206,6 +208,49 @@ def test_a_run_killed_without_a_record_runs_again(tmp_path: Path, fakes):
     assert result.exit_code == 0, result.output
     assert "4 runs planned, 3 already done" in result.output
     assert [r["run_id"] for r in records(out)] == [0, 1, 2, 3]
+
+
+CHECK_MAIN = """
+import sys
+from kit.cli import KitGroup
+from kit.cli_correctness import correctness
+main = KitGroup("micakit")
+main.add_command(correctness)
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_of_the_whole_check(tmp_path: Path, fakes):
+    cfg = fakes()
+    cfg["step_ms"] = {"*": 3.0}  # a run of 200 steps lasts 0.6 s: the kill lands inside one
+    tree, protocol = nanogpt_tree(tmp_path)
+    out = tmp_path / "a"
+    env = {**os.environ, "MICAKIT_FAKE": json.dumps(cfg)}
+    args = [str(a) for a in check_args(out, protocol, tree, "A", "--seeds", "1337-1339")]
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHECK_MAIN, *args], cwd=ROOT, env=env, stdout=err,
+            stderr=err, start_new_session=True,  # a signal for the check alone
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            if (out / "runs.jsonl").exists() and len(records(out)) >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGKILL)  # the check, its reader and its program, mid-run
+        proc.wait()
+    before = records(out)
+    assert 2 <= len(before) < 6 and all(r["status"] == "ok" for r in before)
+    result = invoke("correctness", "--resume", out)
+    assert result.exit_code == 0, result.output
+    recs = records(out)
+    assert recs[: len(before)] == before  # finished runs kept, none ran again
+    assert [r["run_id"] for r in recs] == list(range(6))
+    assert correctness.load_checks(out)[-1].passed is True
 
 
 # -- method B ----------------------------------------------------------------------------------
