@@ -44,7 +44,7 @@ def invoke(*args: object):
     return CliRunner().invoke(kit_main, [str(a) for a in args], catch_exceptions=False)
 
 
-def nanogpt_tree(tmp: Path, model: Path | None = None) -> tuple[Path, Path]:
+def nanogpt_tree(tmp: Path, model: Path | None = None, **replace: str) -> tuple[Path, Path]:
     """The fake nanoGPT (with a stand-in model.py that builds weights, for method B) and a
     protocol pinning its files' hashes, as the kit checks and patches the real one."""
     tree = tmp / "nanogpt-src"
@@ -54,7 +54,7 @@ def nanogpt_tree(tmp: Path, model: Path | None = None) -> tuple[Path, Path]:
     lines = "\n".join(
         f'"{f}" = "{hashlib.sha256((tree / f).read_bytes()).hexdigest()}"' for f in NANOGPT_FILES
     )
-    protocol = write_protocol(tmp / "protocol.toml")
+    protocol = write_protocol(tmp / "protocol.toml", **replace)
     text = re.sub(
         r"\[nanogpt\.files\].*?(?=\n\n)",
         "[nanogpt.files]\n" + lines,
@@ -158,6 +158,18 @@ def test_method_a_contender_offset_fails_at_the_first_judged_step(tmp_path: Path
     md = (out / "correctness.md").read_text()
     assert "**failed**: method A failed at step 100" in md
     assert "| 100 | yes |" in md and "**no** |" in md
+
+
+def test_curves_with_different_evaluation_steps_are_refused(tmp_path: Path, fakes):
+    fakes()
+    # a contender that evaluates every 40 steps where nanoGPT evaluates every 50
+    wrong = '"--eval-interval", "40"'
+    tree, protocol = nanogpt_tree(tmp_path, **{'"--eval-interval", "{eval_interval}"': wrong})
+    out = tmp_path / "a"
+    result = invoke(*check_args(out, protocol, tree, "A", "--seeds", "1337,1338"))
+    assert result.exit_code == 2, result.output
+    assert "method A: contender seed 1337 has different evaluation steps" in result.output
+    assert not (out / "checks.jsonl").exists()
 
 
 def test_one_seed_a_side_is_read_not_judged(tmp_path: Path, fakes):
