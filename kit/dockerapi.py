@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -472,12 +473,15 @@ class DockerExecutor(Executor):
         # Attached before the start, as `docker run` does, so no line can come before the
         # reader waits, and nothing sits in the HTTP client's buffer when the reader takes over.
         sock = api.attach_socket(container, params={"stdout": 1, "stderr": 1, "stream": 1})
-        fd = os.dup(sock.fileno())
-        try:
-            reader = clock.start_reader([(fd, "mux")], stdout_log, stderr_log)
-        finally:
-            os.close(fd)  # the reader holds its own copy; the engine closes the stream
-            _close_socket(sock)
+        if _carries_data_on_fd(sock):
+            fd = os.dup(sock.fileno())
+            try:
+                reader = clock.start_reader([(fd, "mux")], stdout_log, stderr_log)
+            finally:
+                os.close(fd)  # the reader holds its own copy; the engine closes the stream
+                _close_socket(sock)
+        else:
+            reader = _relayed_reader(sock, stdout_log, stderr_log)
         start_ns = time.monotonic_ns()
         try:
             try:
@@ -536,6 +540,40 @@ class DockerExecutor(Executor):
         except docker.errors.APIError as e:
             if "already in progress" not in _explain(e):
                 raise
+
+
+def _carries_data_on_fd(sock: object) -> bool:
+    """A local engine's attach stream is a socket the reader process can read itself; over SSH
+    it is a channel of the SDK's SSH transport, whose descriptor carries no data."""
+    module = type(sock).__module__
+    return not (module.startswith("paramiko") or type(sock).__name__ == "SSHSocket")
+
+
+def _relayed_reader(sock, stdout_log: Path, stderr_log: Path) -> subprocess.Popen:
+    """The reader process fed through a pipe by a thread that reads the SSH channel.
+
+    `--docker-host ssh://...` only: the relay adds a thread's wake-up to each chunk's stamp,
+    where the network's own delay is larger still; runs on the engine's machine are read as
+    they are locally.
+    """
+    r, w = os.pipe()
+    try:
+        reader = clock.start_reader([(r, "mux")], stdout_log, stderr_log)
+    finally:
+        os.close(r)
+
+    def relay() -> None:
+        try:
+            while chunk := sock.recv(1 << 16):
+                os.write(w, chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(w)
+            _close_socket(sock)
+
+    threading.Thread(target=relay, name="micakit-attach-relay", daemon=True).start()
+    return reader
 
 
 def _close_socket(sock: object) -> None:

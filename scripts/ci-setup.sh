@@ -34,6 +34,8 @@ packages() {
     local need=()
     command -v dockerd >/dev/null || need+=(docker.io)
     command -v debootstrap >/dev/null || need+=(debootstrap)
+    # the SSH test of --docker-host drives this machine's engine through a loopback sshd
+    [ -x /usr/sbin/sshd ] || need+=(openssh-server)
     if [ ${#need[@]} -gt 0 ]; then
         $SUDO apt-get update -q
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
