@@ -91,9 +91,20 @@ def series(ctx: click.Context, **options) -> None:
 
 @main.command("report")
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def report_cmd(results: Path) -> None:
+@click.option("--checks", "check_dirs", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="`micakit correctness` results that gate the verdicts.")  # fmt: skip
+def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
     """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
     rd = ResultsDir.open(results)
+    if check_dirs:
+        from kit import checkrun
+
+        statuses = checkrun.checks_for_series(results, list(check_dirs))
+        rd.write_json(
+            report.GATING,
+            {"check_dirs": [str(Path(d).resolve()) for d in check_dirs], "statuses": statuses},
+        )
     try:
         t = report.tables(rd)
     except ValueError as e:
@@ -210,6 +221,10 @@ def merge_cmd(dirs: tuple[Path, ...], out: Path) -> None:
     for path in merge.merge(list(dirs), out):
         click.echo(path)
 
+
+from kit.cli_correctness import correctness  # noqa: E402 - a command of its own module
+
+main.add_command(correctness)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -236,8 +236,17 @@ def _median(a: np.ndarray) -> float:
     return float(np.median(a)) if len(a) else math.nan
 
 
+GATING = "gating.json"  # the correctness checks that gate this series' verdicts (§3 rule 6)
+
+
 def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
-    """Every table, judged again from the raw logs (a corrupt log raises ValueError)."""
+    """Every table, judged again from the raw logs (a corrupt log raises ValueError).
+
+    The verdicts are gated by `checks`, else by the statuses `micakit report --checks` saved
+    in gating.json, else every configuration reads "correctness not checked".
+    """
+    if checks is None and (rd.root / GATING).exists():
+        checks = rd.read_json(GATING)["statuses"]
     protocol = load_protocol(rd)
     plan = rd.read_json(store.PLAN)
     runs = runs_table(rd, protocol)
