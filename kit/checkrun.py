@@ -515,12 +515,13 @@ class CheckRunner:
         else:
             g = self.pytorch.grammar(self.p) if run.side == PYTORCH else self.p.contender
             df, what = corr.parse_train_lines(lines, g.line_regex, g.step_prefix, where), "loss"
-        last = int(df["step"].iloc[-1]) if len(df) else None
+        if not len(df):
+            grammar = corr.EVAL_LINE_REGEX if self.spec.method == "A" else g.line_regex
+            raise UserError(f"{where} printed no {what} line (the grammar {grammar!r})")
+        last = int(df["step"].iloc[-1])
         if last != self.spec.steps:
-            raise UserError(
-                f"{where} stopped early: its last {what} is at step {last}, and the "
-                f"check needs step {self.spec.steps}"
-            )
+            raise UserError(f"{where} stopped early: its last {what} is at step {last}, and "
+                            f"the check needs step {self.spec.steps}")  # fmt: skip
         return df
 
     def judge(self) -> Judged:
@@ -537,13 +538,8 @@ class CheckRunner:
         common = {"contender_build": s.contender_build, "logs": "runs", "date_utc": _now()}
         title = f"{self.p.model(s.model).label} ({s.model}), {s.precision}, {s.card}"
         if s.method == "A":
-            a = corr.method_a(
-                curves[PYTORCH],
-                curves[CONTENDER],
-                s.from_step,
-                eval_interval=s.eval_interval,
-                last_step=s.steps,
-            )
+            a = corr.method_a(curves[PYTORCH], curves[CONTENDER], s.from_step,
+                              eval_interval=s.eval_interval, last_step=s.steps)  # fmt: skip
             record = corr.record_method_a(a, s.card, s.model, s.precision, **common)
             plots.plot_method_a(a, root / "method_a.png", f"§7 A: {title}")
             tables = {"method_a": a.table, "method_a_final": a.final, "method_a_curves": a.curves}
@@ -553,15 +549,8 @@ class CheckRunner:
             pt, ct = curves[PYTORCH][s.seeds[0]], curves[CONTENDER][s.seeds[0]]
             b = corr.method_b(pt, ct, c.step0_tolerance, c.step_tolerance, window, beside)
             record = corr.record_method_b(b, s.card, s.model, **common)
-            plots.plot_method_b(
-                pt,
-                ct,
-                window,
-                root / "method_b.png",
-                f"§7 B: {title}",
-                also_window=beside,
-                step_tol=c.step_tolerance,
-            )
+            plots.plot_method_b(pt, ct, window, root / "method_b.png", f"§7 B: {title}",
+                                also_window=beside, step_tol=c.step_tolerance)  # fmt: skip
             tables, result = {"method_b": b.table}, b
         for name, df in tables.items():
             self.rd.write_text(f"tables/{name}.csv", df.to_csv(index=False, float_format="%.17g"))
