@@ -26,6 +26,7 @@ from kit.protocol import Protocol
 from kit.scheduler import CONTENDER, PYTORCH
 from kit.series import ADJUSTMENTS, Interrupted
 from kit.store import ResultsDir
+from kit.versions import VERSIONS
 
 # -- a new check's options, made absolute and complete, as its manifest keeps them ---------------
 
@@ -152,6 +153,14 @@ def _products(p: Protocol, o: dict[str, Any], products: Path | None) -> str | No
             "§7's check runs with the products record its series uses (amendments 4.3, 7.4)",
         )
     root = corr.check_products_dir(Path(products), o["card"])
+    measured = ResultsDir(root).read_json(VERSIONS) if (root / VERSIONS).is_file() else {}
+    want = (measured.get(CONTENDER) or {}).get("program_sha256")
+    if want and want != store.sha256_file(Path(o["contender"])):
+        raise UserError(
+            f"--contender {o['contender']} is not the program the series {root} measured "
+            f"(SHA-256 {want[:12]}…)",
+            "name the program that series ran: a check runs the build it compares (7.1)",
+        )
     config = checkrun.make_spec(p, o).config(CONTENDER)
     if not (root / "work" / "products" / f"{config.slug}.products").is_file():
         raise UserError(

@@ -440,6 +440,15 @@ def test_products_of_another_card_are_refused(tmp_path: Path):
     assert "holds no products record for shakespeare-char/float32/contender/mica" in result.output
 
 
+def test_a_contender_other_than_its_series_is_refused(tmp_path: Path):
+    tree, protocol = nanogpt_tree(tmp_path)
+    series = series_dir(tmp_path, "cpu", protocol)
+    store.write_json(series / "versions.json", {"contender": {"program_sha256": "ab" * 32}})
+    result = invoke(*check_args(tmp_path / "a", protocol, tree, "A", "--products", series))
+    assert result.exit_code == 2
+    assert "is not the program the series" in result.output and "abababababab" in result.output
+
+
 def test_other_bad_input(tmp_path: Path):
     tree, protocol = nanogpt_tree(tmp_path)
     a = check_args(tmp_path / "x", protocol, tree, "B", "--precision", "bfloat16")
