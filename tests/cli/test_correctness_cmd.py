@@ -514,6 +514,35 @@ def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_pa
         checkrun.checks_for_series(series, [series])
 
 
+@pytest.mark.slow
+def test_report_gives_a_verdict_only_where_the_checks_passed(tmp_path: Path, fakes, cli):
+    import pandas as pd
+
+    fakes()
+    tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
+    series = tmp_path / "series"
+    made = cli(
+        "series", "--out", series, "--protocol", protocol, "--smoke", "--device", "cpu",
+        "--executor", "local", "--nanogpt", tree, "--input", SHARED_INPUT, "--contender",
+        CONTENDER, "--model", "shakespeare-char", "--precision", "float32",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out, method in ((a, "A"), (b, "B")):
+        result = cli(*check_args(out, protocol, tree, method, "--products", series))
+        assert result.exit_code == 0, result.output
+
+    def verdicts(*checks: Path) -> set[str]:
+        args = [x for c in checks for x in ("--checks", c)]
+        assert cli("report", series, *args).exit_code == 0
+        return set(pd.read_csv(series / "tables" / "comparison.csv")["verdict"])
+
+    assert verdicts(a) == {"no verdict: method B not run on cpu"}
+    gated = verdicts(a, b)
+    assert len(gated) == 1 and not next(iter(gated)).startswith("no verdict")
+    assert cli("verify", series).exit_code == 0
+
+
 # -- the real nanoGPT ----------------------------------------------------------------------------
 
 NANOGPT = os.environ.get("MICAKIT_NANOGPT")
