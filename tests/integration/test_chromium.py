@@ -1,7 +1,8 @@
 """report.html in headless Chromium, Debian's `chromium` (issue 7): it renders offline, writes
 nothing to the console, and a screenshot shows the comparison table.
 
-Needs /usr/bin/chromium (`apt-get install -y chromium`); skipped with that reason elsewhere.
+Needs /usr/bin/chromium (`apt-get install -y chromium`) or MICAKIT_CHROMIUM=PATH; skipped with
+that reason elsewhere.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import pytest
 
 from tests.cli.test_html_report import both_sides
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's package; MICAKIT_CHROMIUM names another build (e.g. a runner's google-chrome)
+CHROMIUM = Path(os.environ.get("MICAKIT_CHROMIUM") or "/usr/bin/chromium")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         not CHROMIUM.exists(),
-        reason="needs Debian's chromium at /usr/bin/chromium: apt-get install -y chromium",
+        reason=f"needs Chromium at {CHROMIUM}: apt-get install -y --no-install-recommends "
+        "chromium (Debian), or MICAKIT_CHROMIUM=PATH",
     ),
 ]
 FLAGS = [
