@@ -396,6 +396,25 @@ class DockerExecutor(Executor):
     def finish(self) -> None:
         self.drop_cache()
 
+    def footprint(self, ref: str, out_dir: Path) -> dict:
+        return footprint(self.client, ref, out_dir)
+
+    def footprint_ratio(self, mica: Mapping, pytorch: Mapping, path: Path) -> dict:
+        from kit import store
+
+        ratio = footprint_ratio(mica, pytorch)
+        store.write_json(path, ratio)
+        return ratio
+
+    def image_info(self, ref: str) -> dict:
+        info = self.client.api.inspect_image(ref)
+        return {
+            "image": ref,
+            "image_id": info["Id"],
+            "repo_digests": info.get("RepoDigests") or [],
+            "size_bytes": info.get("Size"),
+        }
+
     def drop_cache(self) -> None:
         """Remove this series' cache volume, once nothing will run in the series again."""
         try:

@@ -63,6 +63,10 @@ class Executor(abc.ABC):
     def sweep(self) -> None:  # noqa: B027 - optional hook
         """Remove what a crashed series left behind (containers); nothing for local runs."""
 
+    def image_info(self, ref: str) -> dict:
+        """What identifies a side's image (its id and digests); nothing without images."""
+        return {"image": ref}
+
     def finish(self) -> None:  # noqa: B027 - optional hook
         """A complete series' end: drop what only its runs needed (a cache volume)."""
 

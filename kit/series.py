@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import __version__, extras, store, timing, versions
+from kit import __version__, extras, sidetables, store, timing, versions
 from kit.conditions import CardConditions
 from kit.errors import SeriesFailed, UserError
 from kit.executor import Executor
@@ -184,6 +184,10 @@ class Series:
             "options": options or {},
         }
         self.rd.write_text(store.PROTOCOL, self.protocol.path.read_text("utf-8"))
+        families = self.protocol.beside(sidetables.FAMILIES)
+        if families.exists():
+            # §6: the rules file fixed before the first series travels with the results
+            self.rd.write_text(sidetables.FAMILIES, families.read_text("utf-8"))
         self.rd.write_json(store.PLAN, self.plan_json())
         self.rd.write_json(store.MANIFEST, manifest)
 
@@ -232,6 +236,7 @@ class Series:
         self.hooks.planned(self.configs, self.order, self._done())
         self.executor.sweep()
         self._versions()
+        self._footprint()
         with _sigterm_as_interrupt():
             while self._pass():
                 pass
@@ -309,6 +314,20 @@ class Series:
                 return True
         return False
 
+    def _footprint(self) -> None:
+        """§8: each measured image's size and file list, and the ratio of the two sizes."""
+        images = {n: s.image for n, s in self.sides.items() if getattr(s, "image", None)}
+        found = {}
+        for name, ref in images.items():
+            folder = self.rd.root / "footprint" / name
+            if not (folder / "footprint.json").exists():
+                self.hooks.message(f"footprint of {ref} (§8)")
+                self.executor.footprint(ref, folder)
+            found[name] = self.rd.read_json(f"footprint/{name}/footprint.json")
+        if "pytorch" in found and "contender" in found:
+            self.executor.footprint_ratio(found["contender"], found["pytorch"],
+                                          self.rd.root / "footprint" / "ratio.json")  # fmt: skip
+
     def _versions(self) -> None:
         """Rule 4: the versions, recorded before the first run and unchanged at every resume."""
         scratch = self.rd.root / "work" / "versions"
@@ -318,6 +337,13 @@ class Series:
             self.executor,
             {name: side.versions(self.ctx, scratch / name) for name, side in self.sides.items()},
         )
+        images = {
+            name: self.executor.image_info(side.image)
+            for name, side in self.sides.items()
+            if getattr(side, "image", None)
+        }
+        if images:
+            found["images"] = images  # the measured images' ids and digests (rerun.sh)
         shutil.rmtree(scratch, ignore_errors=True)
         path = self.rd.root / versions.VERSIONS
         if path.exists():

@@ -93,6 +93,13 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert (out / ok[0]["log_dir"] / "container.json").exists()
     assert {c["Id"] for c in leftovers(client)} <= before
     assert "out of memory" in (out / "report.md").read_text()
+    # §8: the measured image's size and file list, read from the engine
+    fp = json.loads((out / "footprint" / "contender" / "footprint.json").read_text())
+    assert fp["size_bytes"] > 0
+    files = (out / "footprint" / "contender" / "files.tsv").read_text()
+    assert f"opt/mica/bin/{program.name}" in files
+    images = json.loads((out / "versions.json").read_text())["images"]
+    assert images["contender"]["image_id"].startswith("sha256:")
 
 
 def test_ctrl_c_mid_run_leaves_no_container(client, mica_image, fast_protocol, tmp_path):
