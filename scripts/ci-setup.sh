@@ -36,6 +36,8 @@ packages() {
     command -v debootstrap >/dev/null || need+=(debootstrap)
     # the SSH test of --docker-host drives this machine's engine through a loopback sshd
     [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+    # report.html is checked in headless Chromium (tests/integration/test_chromium.py)
+    [ -x /usr/bin/chromium ] || need+=(chromium)
     if [ ${#need[@]} -gt 0 ]; then
         $SUDO apt-get update -q
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
