@@ -23,6 +23,7 @@ import os
 import queue
 import selectors
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -191,9 +192,7 @@ def start_reader(
     ready_r, ready_w = os.pipe()
     argv = [sys.executable, "-m", "kit.clock", spec, str(stdout_path), str(stderr_path)]
     argv += ["--ready-fd", str(ready_w)]
-    env = dict(os.environ)
-    kit_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (kit_root, env.get("PYTHONPATH")) if p)
+    env = _reader_env()
     try:
         reader = subprocess.Popen(
             argv, pass_fds=[fd for fd, _ in sources] + [ready_w], env=env, stdin=subprocess.DEVNULL
@@ -225,25 +224,82 @@ def _never_starved() -> None:
         pass
 
 
+class PendingReader:
+    """A reader process started before its sources exist, handed them later (SCM_RIGHTS).
+
+    The Docker executor starts it first and creates the container meanwhile, so the reader's
+    own start-up (a Python process) overlaps the engine's work instead of adding to it.
+    """
+
+    def __init__(self, stdout_path: Path, stderr_path: Path) -> None:
+        self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [sys.executable, "-m", "kit.clock", "-", str(stdout_path), str(stderr_path)]
+        argv += ["--receive-fd", str(child.fileno())]
+        try:
+            self.proc = subprocess.Popen(
+                argv, pass_fds=[child.fileno()], env=_reader_env(), stdin=subprocess.DEVNULL
+            )
+        finally:
+            child.close()
+
+    def hand(self, sources: list[tuple[int, str]]) -> subprocess.Popen:
+        """Give the reader its sources and wait until it reads them; the caller closes its own
+        copies of the descriptors afterwards."""
+        kinds = ",".join(kind for _, kind in sources).encode()
+        socket.send_fds(self._sock, [kinds], [fd for fd, _ in sources])
+        ready = self._sock.recv(1)
+        self._sock.close()
+        if ready != b"1":
+            self.proc.wait()
+            raise RuntimeError(
+                f"the outside clock's reader failed to start ({self.proc.returncode})"
+            )
+        return self.proc
+
+    def cancel(self) -> None:
+        """No sources after all: the reader sees its control socket close and exits."""
+        self._sock.close()
+        self.proc.wait()
+
+
+def _reader_env() -> dict[str, str]:
+    env = dict(os.environ)
+    kit_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (kit_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kit.clock", description=__doc__)
     parser.add_argument("sources", help="FD:KIND[,FD:KIND...], KIND one of stdout, stderr, mux")
     parser.add_argument("stdout_log", type=Path)
     parser.add_argument("stderr_log", type=Path)
     parser.add_argument("--ready-fd", type=int, default=None)
+    parser.add_argument("--receive-fd", type=int, default=None)
     args = parser.parse_args(argv)
-    sources = []
-    for item in args.sources.split(","):
-        fd, _, kind = item.partition(":")
-        if kind not in (STDOUT, STDERR, "mux"):
-            parser.error(f"unknown source kind {kind!r}")
-        sources.append((int(fd), kind))
     # Ctrl-C reaches the whole process group; the reader keeps reading until the streams
     # close, so the program's last lines are kept whatever stopped it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sources = []
+    ready_fd = args.ready_fd
+    if args.receive_fd is not None:
+        # PendingReader: the sources arrive over the control socket; ready goes back on it
+        control = socket.socket(fileno=args.receive_fd)
+        message, fds, _, _ = socket.recv_fds(control, 1024, 16)
+        if not fds:
+            return 0  # cancelled
+        sources = list(zip(fds, message.decode().split(","), strict=True))
+        ready_fd = os.dup(control.fileno())
+        control.close()
+    else:
+        for item in args.sources.split(","):
+            fd, _, kind = item.partition(":")
+            if kind not in (STDOUT, STDERR, "mux"):
+                parser.error(f"unknown source kind {kind!r}")
+            sources.append((int(fd), kind))
     _never_starved()
-    stamp(sources, args.stdout_log, args.stderr_log, args.ready_fd)
+    stamp(sources, args.stdout_log, args.stderr_log, ready_fd)
     return 0
 
 

@@ -456,6 +456,8 @@ class DockerExecutor(Executor):
             LABEL_OWNER: owner_label(),
             "micakit.kit": __version__,
         }
+        # the reader's own start-up overlaps the container's creation; it gets the stream later
+        pending = None if self._over_ssh() else clock.PendingReader(stdout_log, stderr_log)
         try:
             container = api.create_container(
                 spec.image,
@@ -468,10 +470,16 @@ class DockerExecutor(Executor):
                 tty=False,  # two streams, multiplexed on the attach socket
                 stdin_open=False,
             )["Id"]
-        except docker.errors.APIError as e:
-            raise _run_error(spec, e) from None
+        except BaseException as e:
+            if pending is not None:
+                pending.cancel()
+            if isinstance(e, docker.errors.APIError):
+                raise _run_error(spec, e) from None
+            raise
         try:
-            start_ns, exit_code = self._attach_start_wait(container, spec, stdout_log, stderr_log)
+            start_ns, exit_code = self._attach_start_wait(
+                container, spec, stdout_log, stderr_log, pending
+            )
             end_ns = time.monotonic_ns()
             write_container_record(log_dir / "container.json", api.inspect_container(container))
         finally:
@@ -485,21 +493,39 @@ class DockerExecutor(Executor):
             libraries_dir=libraries_dir,
         )
 
+    def _over_ssh(self) -> bool:
+        return "ssh" in str(self.client.api.base_url)
+
     def _attach_start_wait(
-        self, container: str, spec: RunSpec, stdout_log: Path, stderr_log: Path
+        self,
+        container: str,
+        spec: RunSpec,
+        stdout_log: Path,
+        stderr_log: Path,
+        pending: clock.PendingReader | None = None,
     ) -> tuple[int, int]:
         api = self.client.api
         # Attached before the start, as `docker run` does, so no line can come before the
         # reader waits, and nothing sits in the HTTP client's buffer when the reader takes over.
-        sock = api.attach_socket(container, params={"stdout": 1, "stderr": 1, "stream": 1})
+        try:
+            sock = api.attach_socket(container, params={"stdout": 1, "stderr": 1, "stream": 1})
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
         if _carries_data_on_fd(sock):
             fd = os.dup(sock.fileno())
             try:
-                reader = clock.start_reader([(fd, "mux")], stdout_log, stderr_log)
+                if pending is not None:
+                    reader = pending.hand([(fd, "mux")])
+                else:
+                    reader = clock.start_reader([(fd, "mux")], stdout_log, stderr_log)
             finally:
                 os.close(fd)  # the reader holds its own copy; the engine closes the stream
                 _close_socket(sock)
         else:
+            if pending is not None:
+                pending.cancel()
             reader = _relayed_reader(sock, stdout_log, stderr_log)
         start_ns = time.monotonic_ns()
         try:
