@@ -6,7 +6,7 @@ so a check stopped at any point resumes with every finished run kept. Method B's
 (nanoGPT's own initialization as `ckpt.pt`, its safetensors export, one batch order) is made
 once, by run 0, in the PyTorch side's environment. When every run has finished, the curves are
 parsed from the stamped logs and judged by `kit.correctness`; the verdict is appended to
-`checks.jsonl`, beside its plot, its tables and `correctness.md`.
+`checks.jsonl` beside its plot and tables (the command renders `correctness.md`).
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ try:
         s.make_batch_order(n, a["block_size"], r["batch_size"], rows, r["seed"]))
 except UserError as e:
     print(f"micakit: error: {e}", file=sys.stderr, flush=True)
+    sys.exit(2)
+except ModuleNotFoundError as e:  # safetensors, where the PyTorch side's image lacks it
+    print(f"micakit: error: {e.name} is not installed where the PyTorch side runs",
+          file=sys.stderr, flush=True)
     sys.exit(2)
 print(f"shared start made: {len(a)} model arguments, {rows} batch rows", flush=True)
 """
