@@ -112,6 +112,9 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         "data_dir": _path(options.get("data_dir") or assemble_mod.cache_dir() / "data"),
         "tiktoken_files": _path(options.get("tiktoken_files")),
         "executor": options.get("executor"),
+        "docker_host": options.get("docker_host"),
+        "pytorch_image": options.get("pytorch_image"),
+        "mica_image": options.get("mica_image"),
     }
     o["products"] = _products(p, o, options.get("products"))
     o["batch_size"] = _halved_batch(o["products"], model)
@@ -197,7 +200,7 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
                 f"resume it with `micakit correctness --resume {root}`, or name a new --out",
             )
         rd = ResultsDir.create(root)
-    ex = assemble_mod.executor(o["executor"])
+    ex = assemble_mod.executor(o["executor"], o.get("docker_host"))
     if ex.name == "docker":  # the cache volume of Inductor and the driver, kept across resumes
         digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
         ex.use_series(f"{rd.root.name}-{digest}")  # type: ignore[attr-defined]
@@ -407,6 +410,9 @@ def markdown_b(runner: checkrun.CheckRunner, b: corr.MethodBResult) -> list[str]
     default=None,
     help="Default: docker where an engine answers, else local.",
 )
+@click.option("--docker-host", help="Drive another machine's engine, e.g. ssh://user@host.")
+@click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
+@click.option("--mica-image", help="The contender's measured image (default: this kit's tag).")
 @click.pass_context
 def correctness(ctx: click.Context, **options: Any) -> None:
     """Run §7's correctness check (method A or B) for one model and precision on this card."""
