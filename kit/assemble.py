@@ -173,7 +173,7 @@ def _image(ex: Executor, kind: str, p: protocol_mod.Protocol, o: dict[str, Any])
         raise UserError(
             f"the {kind} side's image {ref} is not on this Docker engine",
             f"build it with `{build}` (add --base micakit-base:bookworm where no registry "
-            "answers), or name another with --{kind}-image, or use --executor local",
+            f"answers), or name another with --{kind}-image, or use --executor local",
         )
     return ref
 

@@ -96,7 +96,7 @@ def series(ctx: click.Context, **options) -> None:
               help="`micakit correctness` results that gate the verdicts.")  # fmt: skip
 def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
     """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
-    rd = ResultsDir.open(results)
+    rd = _series_dir(results)
     if check_dirs:
         from kit import checkrun
 
@@ -115,11 +115,22 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
     click.echo((rd.root / "report.md").read_text("utf-8"))
 
 
+def _series_dir(results: Path) -> ResultsDir:
+    rd = ResultsDir.open(results)
+    if rd.manifest().get("kind") == "correctness":
+        raise UserError(
+            f"{results} holds a correctness check, not a series",
+            f"its verdict is in {results / 'correctness.md'}; gate a series with "
+            f"`micakit report SERIES --checks {results}`",
+        )
+    return rd
+
+
 @main.command()
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def verify(results: Path) -> None:
     """Recompute RESULTS and exit non-zero, naming each number or raw file that differs."""
-    rd = ResultsDir.open(results)
+    rd = _series_dir(results)
     problems = report.verify(rd)
     for p in problems:
         click.echo(p)

@@ -53,6 +53,8 @@ def _atomic(path: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        # readable by the contender's image, whatever user it runs as (mkstemp makes 0600)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
