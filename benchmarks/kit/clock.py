@@ -5,9 +5,12 @@ A probe program prints a line carrying its own `time.monotonic_ns()` every 5 ms,
 probe's own time; the window's step time (lines 100 to 400, 300 intervals) from the stamps is
 set against the probe's own reading of the same window.
 
-    python benchmarks/kit/clock.py [--repeats 5] [--interval-ms 5]
+    python benchmarks/kit/clock.py [--repeats 5] [--interval-ms 5] [--with-sampler]
 
 Goal on a 2-core machine: p99 stamp delay at most 1 ms; agreement within 0.05%.
+`--with-sampler` runs the card sampler (on the recorded fake card, as a series runs it: a
+thread of the kit's process, 1 s and 50 ms intervals) during every probe run, to show what it
+adds to the stamps (issue goal: no measurable change in p99).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
 from kit.clock import read_stamped  # noqa: E402
 from kit.executor import RunSpec  # noqa: E402
@@ -60,11 +64,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--interval-ms", type=float, default=5.0)
+    parser.add_argument("--with-sampler", action="store_true")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
-            rows.append(measure(LocalExecutor(), args.interval_ms, Path(tmp) / str(i)))
+            folder = Path(tmp) / str(i)
+            if args.with_sampler:
+                from kit.nvml import FakeCard
+                from kit.telemetry import Sampler
+
+                fixture = (
+                    Path(__file__).resolve().parents[2] / "tests/fixtures/nvml/steady_run.json"
+                )
+                card = FakeCard.from_file(fixture)
+                folder.mkdir(parents=True)
+                with Sampler(card, folder / "samples.jsonl"):
+                    rows.append(measure(LocalExecutor(), args.interval_ms, folder))
+            else:
+                rows.append(measure(LocalExecutor(), args.interval_ms, folder))
     df = pd.DataFrame(rows)
     print(df.to_string(float_format=lambda x: f"{x:.4f}"))
     print(
