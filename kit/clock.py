@@ -19,6 +19,7 @@ Sources are file descriptors handed down to the reader process:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import queue
 import selectors
@@ -227,13 +228,13 @@ def _never_starved() -> None:
 class PendingReader:
     """A reader process started before its sources exist, handed them later (SCM_RIGHTS).
 
-    The Docker executor starts it first and creates the container meanwhile, so the reader's
-    own start-up (a Python process) overlaps the engine's work instead of adding to it.
+    The Docker executor keeps one ready between runs, so a run waits neither for the reader's
+    own start-up (a Python process) nor for its readiness: the reader is already waiting.
     """
 
-    def __init__(self, stdout_path: Path, stderr_path: Path) -> None:
+    def __init__(self) -> None:
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", "kit.clock", "-", str(stdout_path), str(stderr_path)]
+        argv = [sys.executable, "-m", "kit.clock", "-", "-", "-"]
         argv += ["--receive-fd", str(child.fileno())]
         try:
             self.proc = subprocess.Popen(
@@ -242,18 +243,21 @@ class PendingReader:
         finally:
             child.close()
 
-    def hand(self, sources: list[tuple[int, str]]) -> subprocess.Popen:
-        """Give the reader its sources and wait until it reads them; the caller closes its own
-        copies of the descriptors afterwards."""
-        kinds = ",".join(kind for _, kind in sources).encode()
-        socket.send_fds(self._sock, [kinds], [fd for fd, _ in sources])
+    def hand(
+        self, sources: list[tuple[int, str]], stdout_path: Path, stderr_path: Path
+    ) -> subprocess.Popen:
+        """Give the reader its sources and logs, and wait until it reads them; the caller
+        closes its own copies of the descriptors afterwards."""
+        message = json.dumps(
+            {"kinds": [kind for _, kind in sources], "logs": [str(stdout_path), str(stderr_path)]}
+        ).encode()
+        socket.send_fds(self._sock, [message], [fd for fd, _ in sources])
         ready = self._sock.recv(1)
         self._sock.close()
         if ready != b"1":
             self.proc.wait()
-            raise RuntimeError(
-                f"the outside clock's reader failed to start ({self.proc.returncode})"
-            )
+            code = self.proc.returncode
+            raise RuntimeError(f"the outside clock's reader failed to start ({code})")
         return self.proc
 
     def cancel(self) -> None:
@@ -286,10 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.receive_fd is not None:
         # PendingReader: the sources arrive over the control socket; ready goes back on it
         control = socket.socket(fileno=args.receive_fd)
-        message, fds, _, _ = socket.recv_fds(control, 1024, 16)
+        message, fds, _, _ = socket.recv_fds(control, 1 << 16, 16)
         if not fds:
-            return 0  # cancelled
-        sources = list(zip(fds, message.decode().split(","), strict=True))
+            return 0  # cancelled, or the kit ended before a run needed this reader
+        request = json.loads(message)
+        sources = list(zip(fds, request["kinds"], strict=True))
+        args.stdout_log, args.stderr_log = (Path(p) for p in request["logs"])
         ready_fd = os.dup(control.fileno())
         control.close()
     else:

@@ -15,6 +15,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
@@ -356,6 +357,9 @@ class DockerExecutor(Executor):
         drain_s: float = 60.0,
     ) -> None:
         self.client = client
+        self._images_seen: set[str] = set()
+        self._spare: clock.PendingReader | None = None
+        self._finalizer: weakref.finalize | None = None
         self.series_id = series_id or f"pid{os.getpid()}"
         self.shm_size = shm_size  # Docker's 64 MiB /dev/shm is too small for compile workers
         self.stop_grace_s = stop_grace_s  # as the local executor: SIGTERM, then SIGKILL
@@ -417,6 +421,7 @@ class DockerExecutor(Executor):
 
     def drop_cache(self) -> None:
         """Remove this series' cache volume, once nothing will run in the series again."""
+        self.close_readers()
         try:
             self.client.api.remove_volume(self.cache_volume, force=True)
         except docker.errors.NotFound:
@@ -429,8 +434,11 @@ class DockerExecutor(Executor):
             raise UserError(
                 f"{spec.label}: no image to run in", "the Docker executor runs a side's image"
             )
-        if not _image_exists(self.client, spec.image):
-            raise UserError(f"{spec.label}: the image {spec.image} is not built", _BUILD_FIX)
+        if spec.image not in self._images_seen:
+            # once per image and series: a round trip to the engine less before every run
+            if not _image_exists(self.client, spec.image):
+                raise UserError(f"{spec.label}: the image {spec.image} is not built", _BUILD_FIX)
+            self._images_seen.add(spec.image)
         log_dir.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
         env = {**CACHE_ENV, **spec.env}
@@ -456,8 +464,8 @@ class DockerExecutor(Executor):
             LABEL_OWNER: owner_label(),
             "micakit.kit": __version__,
         }
-        # the reader's own start-up overlaps the container's creation; it gets the stream later
-        pending = None if self._over_ssh() else clock.PendingReader(stdout_log, stderr_log)
+        # a reader started before this run, already waiting: handed the stream after the attach
+        pending = None if self._over_ssh() else self._take_reader()
         try:
             container = api.create_container(
                 spec.image,
@@ -493,6 +501,20 @@ class DockerExecutor(Executor):
             libraries_dir=libraries_dir,
         )
 
+    def _take_reader(self) -> clock.PendingReader:
+        """The waiting reader, and a new one started for the next run."""
+        reader = self._spare or clock.PendingReader()
+        self._spare = clock.PendingReader()
+        if self._finalizer is None:
+            # a series that ends without finish() (Ctrl-C, a failure) leaves no reader behind
+            self._finalizer = weakref.finalize(self, _cancel_spare, self)
+        return reader
+
+    def close_readers(self) -> None:
+        if self._spare is not None:
+            self._spare.cancel()
+            self._spare = None
+
     def _over_ssh(self) -> bool:
         return "ssh" in str(self.client.api.base_url)
 
@@ -517,7 +539,7 @@ class DockerExecutor(Executor):
             fd = os.dup(sock.fileno())
             try:
                 if pending is not None:
-                    reader = pending.hand([(fd, "mux")])
+                    reader = pending.hand([(fd, "mux")], stdout_log, stderr_log)
                 else:
                     reader = clock.start_reader([(fd, "mux")], stdout_log, stderr_log)
             finally:
@@ -585,6 +607,10 @@ class DockerExecutor(Executor):
         except docker.errors.APIError as e:
             if "already in progress" not in _explain(e):
                 raise
+
+
+def _cancel_spare(executor: DockerExecutor) -> None:  # pragma: no cover - at exit
+    executor.close_readers()
 
 
 def _carries_data_on_fd(sock: object) -> bool:
