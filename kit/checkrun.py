@@ -32,7 +32,7 @@ from kit.executor import Executor, Mount, RunOutcome, RunSpec
 from kit.protocol import Protocol
 from kit.scheduler import CONTENDER, PYTORCH, Config
 from kit.series import Interrupted, _git_commit, _sigterm_as_interrupt
-from kit.sides import ContenderSide, PyTorchSide, RunContext
+from kit.sides import ContenderSide, PyTorchSide, RunContext, fill_template
 from kit.store import ResultsDir
 from kit.workspace import PATCHED
 
@@ -382,7 +382,8 @@ class CheckRunner:
             kw: dict[str, Any] = {"seed": run.seed, "steps": s.steps, "batch_size": s.batch_size}
             if s.method == "A":
                 values = {"eval_interval": str(s.eval_interval), "eval_iters": str(s.eval_iters)}
-                kw["extra_args"] = tuple(_fill(c.eval_args, values, "correctness.eval_args"))
+                args = fill_template(c.eval_args, values, "correctness.eval_args")
+                kw["extra_args"] = tuple(args)
             else:  # §7 B: the shared start through files, every step's loss
                 kw |= {
                     "init": f"{shared}/{INIT}",
@@ -497,9 +498,7 @@ class CheckRunner:
         return timing.OK, ""
 
     def _failure(self, run: CheckRun, record: dict) -> str:
-        log_dir = self.rd.root / record["log_dir"]
-        tail = timing.tail(log_dir / "stderr.log", 10) or timing.tail(log_dir / "stdout.log", 10)
-        shown = "\n".join(f"    {line}" for line in tail) or "    (no output)"
+        shown = timing.tail_block(self.rd.root / record["log_dir"])
         return (
             f"run {run.run_id} ({self._describe(run)}) failed: {record['reason']} (exit code "
             f"{record['exit_code']}); the check stops here.\n"
@@ -569,16 +568,6 @@ class CheckRunner:
 
 def _key(r: corr.CheckRecord) -> tuple[str, str, str, str]:
     return (r.method, r.card, r.model, r.precision)
-
-
-def _fill(template: list[str], values: dict[str, str], where: str) -> list[str]:
-    try:
-        return [item.format(**values) for item in template]
-    except (KeyError, IndexError, ValueError) as e:
-        raise UserError(
-            f"protocol file: {where} uses an unknown placeholder {e}",
-            f"the placeholders are {', '.join('{' + k + '}' for k in values)}",
-        ) from None
 
 
 def _meta_vocab(path: Path) -> int:

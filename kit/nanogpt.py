@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import shutil
 import tarfile
@@ -160,19 +159,9 @@ def _check_commit(commit: str) -> str:
 
 
 def _fetch(url: str, dest: Path, session: requests.Session | None) -> None:
-    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.part")
-    http = session or requests.Session()
-    try:
-        with http.get(url, stream=True, timeout=TIMEOUT_S) as r:
-            r.raise_for_status()
-            with open(tmp, "wb") as f:
-                for chunk in r.iter_content(_CHUNK):
-                    f.write(chunk)
-        os.replace(tmp, dest)  # the archive appears only whole
-    finally:
-        tmp.unlink(missing_ok=True)
-        if session is None:
-            http.close()
+    from kit.data import download_file  # one streamed download, whole or nothing
+
+    download_file(url, dest, session=session)
 
 
 def _unpack(archive: Path, dest: Path, commit: str, fix: str) -> None:

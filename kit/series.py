@@ -427,9 +427,7 @@ class Series:
         return record
 
     def _failure_message(self, planned: PlannedRun, record: dict) -> str:
-        log_dir = self.rd.root / record["log_dir"]
-        tail = timing.tail(log_dir / "stderr.log", 10) or timing.tail(log_dir / "stdout.log", 10)
-        shown = "\n".join(f"    {line}" for line in tail) or "    (no output)"
+        shown = timing.tail_block(self.rd.root / record["log_dir"])
         return (
             f"run {planned.run_id} of {planned.config} failed: {record['reason']} "
             f"(exit code {record['exit_code']}); the series stops here (amendment 8.4).\n"

@@ -51,7 +51,7 @@ class Side(abc.ABC):
         """What this side runs with (rule 4), read where its runs run."""
 
 
-def _fill(template: list[str], values: dict[str, str], where: str) -> list[str]:
+def fill_template(template: list[str], values: dict[str, str], where: str) -> list[str]:
     try:
         return [item.format(**values) for item in template]
     except (KeyError, IndexError, ValueError) as e:
@@ -132,11 +132,11 @@ class ContenderSide(Side):
             "batch": str(batch_size or p.model(config.model).batch_size),
         }
         (ctx.work / "products").mkdir(parents=True, exist_ok=True)
-        argv = _fill(p.contender.command, values, "contender.command") + build.args
+        argv = fill_template(p.contender.command, values, "contender.command") + build.args
         if init or batches:
-            argv += _fill(p.contender.init_args, values, "contender.init_args")
+            argv += fill_template(p.contender.init_args, values, "contender.init_args")
         if batch_size:
-            argv += _fill(p.contender.batch_args, values, "contender.batch_args")
+            argv += fill_template(p.contender.batch_args, values, "contender.batch_args")
         argv += list(extra_args)
         return RunSpec(
             label=label,
