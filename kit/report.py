@@ -229,7 +229,16 @@ def comparison_table(
                     "verdict": shown,
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+COMPARISON_COLUMNS = [
+    "card", "model", "precision", "contender_build", "build_role", "contender_runs",
+    "contender_median_step_s", "contender_min_step_s", "contender_max_step_s",
+    "pytorch_fastest_mode", "pytorch_attention", "pytorch_runs", "pytorch_median_step_s",
+    "pytorch_min_step_s", "pytorch_max_step_s", "pytorch_modes_out_of_memory", "ratio",
+    "correctness", "times_alone_say", "verdict",
+]  # fmt: skip
 
 
 def _median(a: np.ndarray) -> float:
@@ -308,6 +317,15 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
         recomputed = pd.read_csv(_as_csv_buffer(df), keep_default_na=False, na_values=[""])
         problems += _diff_frames(f"tables/{name}.csv", published, recomputed)
     return problems
+
+
+def _read_table(text: str) -> pd.DataFrame:
+    """A published or recomputed table; an empty one reads as a frame without rows."""
+    import io
+
+    if not text.strip():
+        return pd.DataFrame()
+    return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
 
 
 def _as_csv_buffer(df: pd.DataFrame):

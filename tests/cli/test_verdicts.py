@@ -96,3 +96,15 @@ def test_batch_halves_for_both_sides_when_no_mode_holds_it(tmp_path, cli, fake_e
     table = pd.read_csv(out / "tables" / "comparison.csv", keep_default_na=False)
     assert table.iloc[0]["pytorch_runs"] == 5
     assert "batch" in (out / "report.md").read_text()
+
+
+def test_a_pytorch_only_series_reports_and_verifies(tmp_path, cli, fake_env):
+    """The smoke series' shape: PyTorch's modes and no contender; no comparison, nothing lost."""
+    protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=2)
+    fake_env(step_ms={"*": 1.0})
+    out = tmp_path / "r"
+    res = cli(*pytorch_args(out, protocol))
+    assert res.exit_code == 0, res.output
+    assert (out / "tables" / "comparison.csv").read_text().startswith("card,model,precision")
+    assert "there is no comparison" in (out / "report.md").read_text()
+    assert cli("verify", out).exit_code == 0
