@@ -96,7 +96,10 @@ def _groups(ctx: _Context) -> list[tuple[str, pd.DataFrame]]:
     """Per card, model and precision (§10: a verdict belongs to one), its title and configs."""
     configs, out = ctx.t.configurations, []
     for (card, model, precision), g in configs.groupby(["card", "model", "precision"], sort=False):
-        words = render.model_words(ctx.protocol.models, model)  # §9: M1 with its size
+        # §9: M1 with its size; a smoke series' model is never given the real one's
+        words = render.model_words(
+            ctx.protocol.models, model, render.smoke_args(ctx.rd, ctx.protocol)
+        )
         out.append((f"{card} · {words} · {precision}{ctx.preparation}", g))
     return out
 

@@ -50,23 +50,39 @@ def is_preparation(found: dict) -> bool:
     return found.get("contender", {}).get("build_kind") == "development"
 
 
-def model_words(protocol_models: dict, model: str) -> str:
-    """§9: every number travels with its model's size (M1's sentence above all)."""
+def model_words(protocol_models: dict, model: str, smoke_args: list[str] | None = None) -> str:
+    """§9: every number travels with its model's size (M1's sentence above all).
+
+    A smoke series' model is the protocol's scaled down, and is never given the real one's size.
+    """
     m = protocol_models.get(model)
     if m is None:
         return model
+    if smoke_args is not None:
+        size = m.parameters.replace(" ", "-")
+        return (
+            f"{m.label} ({model}) scaled down for the CPU smoke series "
+            f"({' '.join(smoke_args)}), not the protocol's {size}-parameter model"
+        )
     return f"{m.label} ({model}): {m.size_sentence}"
 
 
-def comparison_lines(rd: ResultsDir, comparison: pd.DataFrame, models: dict) -> list[str]:
+def smoke_args(rd: ResultsDir, protocol) -> list[str] | None:
+    """The smoke series' scaling of the models, or None for a protocol series."""
+    return list(protocol.smoke.args) if rd.manifest()["series"].get("smoke") else None
+
+
+def comparison_lines(
+    rd: ResultsDir, comparison: pd.DataFrame, models: dict, smoke: list[str] | None = None
+) -> list[str]:
     found = recorded_versions(rd)
     lines = []
     if comparison.empty:
-        return ["No contender configuration ran in this series, so there is no comparison."]
+        return ["No contender configuration ran in this series, so there is no comparison.", ""]
     for (card, model, precision), g in comparison.groupby(
         ["card", "model", "precision"], sort=False
     ):
-        lines += [f"### {card} · {model_words(models, model)} · {precision}", ""]
+        lines += [f"### {card} · {model_words(models, model, smoke)} · {precision}", ""]
         rows = []
         for _, r in g.iterrows():
             attention = r.get("pytorch_attention", "") or "not profiled"
@@ -109,7 +125,9 @@ def comparison_lines(rd: ResultsDir, comparison: pd.DataFrame, models: dict) -> 
     return lines
 
 
-def configurations_lines(configs: pd.DataFrame, models: dict) -> list[str]:
+def configurations_lines(
+    configs: pd.DataFrame, models: dict, smoke: list[str] | None = None
+) -> list[str]:
     rows = []
     for _, c in configs.iterrows():
         rows.append(
@@ -125,7 +143,7 @@ def configurations_lines(configs: pd.DataFrame, models: dict) -> list[str]:
                 "notes": c["notes"],
             }
         )
-    sizes = [f"- {model_words(models, m)}" for m in dict.fromkeys(configs["model"])]
+    sizes = [f"- {model_words(models, m, smoke)}" for m in dict.fromkeys(configs["model"])]
     return [pd.DataFrame(rows).to_markdown(index=False), "", *sizes]
 
 
@@ -172,10 +190,10 @@ def markdown_report(rd: ResultsDir, t) -> str:
         "",
         "## Comparison (D1)",
         "",
-        *comparison_lines(rd, t.comparison, protocol.models),
+        *comparison_lines(rd, t.comparison, protocol.models, smoke_args(rd, protocol)),
         "## Configurations",
         "",
-        *configurations_lines(t.configurations, protocol.models),
+        *configurations_lines(t.configurations, protocol.models, smoke_args(rd, protocol)),
         "",
     ]
     adjustments = rd.root / "adjustments.json"

@@ -108,3 +108,16 @@ def test_a_pytorch_only_series_reports_and_verifies(tmp_path, cli, fake_env):
     assert (out / "tables" / "comparison.csv").read_text().startswith("card,model,precision")
     assert "there is no comparison" in (out / "report.md").read_text()
     assert cli("verify", out).exit_code == 0
+
+
+def test_a_smoke_series_never_gives_its_model_the_real_ones_size(tmp_path, cli, fake_env):
+    """§9: M1's size sentence belongs to M1; the smoke series trains M1 scaled down."""
+    protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
+    fake_env(step_ms={"*": 1.0})
+    out = tmp_path / "r"
+    assert cli(*pytorch_args(out, protocol, "--smoke")).exit_code == 0
+    report = (out / "report.md").read_text()
+    assert "scaled down for the CPU smoke series (--n_layer=2" in report
+    assert "not the protocol's 10.7-million-parameter model" in report
+    assert "a 10.7-million-parameter model with a 256-character context" not in report
+    assert "not a protocol measurement" in report.splitlines()[0]
