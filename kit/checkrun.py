@@ -56,7 +56,12 @@ try:
     ckpt = s.make_init_checkpoint(a, out, r["seed"], nanogpt_dir=Path(r["nanogpt"]),
         weight_decay=r["weight_decay"], learning_rate=r["learning_rate"],
         betas=tuple(r["betas"]), device_type=r["device_type"], config=r["config"])
-    s.export_safetensors(ckpt, out / "init.safetensors")
+    try:
+        s.export_safetensors(ckpt, out / "init.safetensors")
+    except ModuleNotFoundError as e:  # a measured image holds torch and numpy, nothing more
+        if e.name != "safetensors":
+            raise
+        print("safetensors export left to the kit's own environment", flush=True)
     n = len(np.memmap(r["train_bin"], dtype=np.uint16, mode="r"))
     rows = s.batch_rows_needed(r["steps"], r["gradient_accumulation_steps"])
     s.save_batch_order(out / "batch_order.npy",
@@ -64,7 +69,7 @@ try:
 except UserError as e:
     print(f"micakit: error: {e}", file=sys.stderr, flush=True)
     sys.exit(2)
-except ModuleNotFoundError as e:  # safetensors, where the PyTorch side's image lacks it
+except ModuleNotFoundError as e:
     print(f"micakit: error: {e.name} is not installed where the PyTorch side runs",
           file=sys.stderr, flush=True)
     sys.exit(2)
@@ -364,6 +369,7 @@ class CheckRunner:
             "files": {self.rd.rel(f): store.sha256_file(f) for f in _files(log_dir)},
         }
         if run.kind == SHARED_START and status == timing.OK:
+            self._export_here()
             record["outputs"] = {
                 self.rd.rel(f): store.sha256_file(f) for f in _files(self.shared.host)
             }
@@ -456,6 +462,22 @@ class CheckRunner:
             mounts=(nanogpt, dataclasses.replace(self.shared, read_only=False)),
             image=self.pytorch.image,
         )
+
+    def _export_here(self) -> None:
+        """§7 B: the contender's safetensors copy of the initial weights, made by the kit itself
+        where the PyTorch side's measured image has no safetensors (§8 keeps that image to what
+        `pip install torch numpy` brings)."""
+        if (self.shared.host / INIT).exists():
+            return
+        try:
+            from kit import shared_start
+
+            shared_start.export_safetensors(self.shared.host / CKPT, self.shared.host / INIT)
+        except ModuleNotFoundError as e:
+            raise UserError(
+                f"method B's safetensors export needs {e.name} where the kit runs",
+                "install the kit with its training extras: pip install 'micakit[train]'",
+            ) from None
 
     def shared_outputs(self) -> dict[str, str]:
         """The shared start's files and SHA-256, as run 0 recorded them."""
