@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,9 @@ print("{MARKER} " + json.dumps(out), flush=True)
 
 
 def _probe(executor: Executor, spec: RunSpec, scratch: Path) -> tuple[int | None, list[str]]:
+    # the stamped logs grow by appending: a probe stopped midway (kill -9) must not leave lines
+    # that the next reading would take for its own
+    shutil.rmtree(scratch, ignore_errors=True)
     outcome = executor.run(spec, scratch)
     lines = [x.text for x in read_stamped(outcome.stdout_log)]
     lines += [x.text for x in read_stamped(outcome.stderr_log)]

@@ -180,3 +180,17 @@ def test_a_development_build_is_labelled_preparation(
         "preparation (a development build, rule 9)"
         in (out / "report.md").read_text().splitlines()[0]
     )
+
+
+def test_a_versions_probe_stopped_midway_leaves_nothing_behind(
+    tmp_path, fast_protocol, fake_env, cli
+):
+    """kill -9 during the versions probe: its partial logs must not join the next reading."""
+    fake_env(step_ms={"*": 1.0}, events={"mica#2": "crash"})
+    out = tmp_path / "r"
+    cli(*contender_args(out, fast_protocol, "--precision", "float32"))
+    probe = out / "work" / "versions" / "contender"
+    probe.mkdir(parents=True)
+    (probe / "stdout.log").write_text("1 fake contender 1.0.0, commit 0000000, release\n")
+    res = cli("series", "--resume", out)
+    assert res.exit_code == 0, res.output
