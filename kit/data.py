@@ -30,6 +30,7 @@ import numpy as np
 import requests
 
 from kit.errors import UserError
+from kit.store import sha256_file
 
 if TYPE_CHECKING:
     import tiktoken
@@ -84,14 +85,6 @@ class Prepared:
         d = asdict(self)
         del d["path"]
         return {"schema_version": SCHEMA_VERSION, **d}
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------- the input text

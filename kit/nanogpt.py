@@ -13,7 +13,6 @@ train.py opens `configurator.py` and `data/<dataset>/` relative to it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path, PurePosixPath
 import requests
 
 from kit.errors import UserError
+from kit.store import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +63,6 @@ _CHUNK = 1 << 16
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def verify_files(root: Path, file_sha256: Mapping[str, str] = FILE_SHA256) -> list[str]:
     """What under `root` differs from `file_sha256`, one line a file; empty when all match."""
     problems = []
@@ -78,7 +70,7 @@ def verify_files(root: Path, file_sha256: Mapping[str, str] = FILE_SHA256) -> li
         f = Path(root) / name
         if not f.is_file():
             problems.append(f"{name}: missing")
-        elif (got := _sha256(f)) != want:
+        elif (got := sha256_file(f)) != want:
             problems.append(f"{name}: SHA-256 {got}, expected {want}")
     return problems
 
@@ -122,7 +114,7 @@ def download(
             _fetch(url, archive, session)
         except requests.RequestException as e:
             raise UserError(f"could not download nanoGPT from {url}: {e}", fix) from e
-    if archive_sha256 is not None and (got := _sha256(archive)) != archive_sha256:
+    if archive_sha256 is not None and (got := sha256_file(archive)) != archive_sha256:
         log.warning(
             "%s has SHA-256 %s, not %s; GitHub rebuilds archives, so the files are what is checked",
             archive,
