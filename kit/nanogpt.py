@@ -59,7 +59,6 @@ RUN_FILES: tuple[str, ...] = (
 
 PATCH_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "NanoGpt" / "train.patch"
 TIMEOUT_S = (10.0, 60.0)  # connect, read
-_CHUNK = 1 << 16
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 
 
