@@ -94,7 +94,9 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         "sides": sides,
         "contender": str(contender) if contender else None,
         "nanogpt": _absolute(options.get("nanogpt")),
-        "data_dir": str(Path(options.get("data_dir") or cache_dir() / "data").resolve()),
+        # the series' own folder by default: every executor can mount it, the runner image's
+        # included, and the data every run read stays with the results
+        "data_dir": str(Path(options.get("data_dir") or Path(out) / "work" / "data").resolve()),
         "input": str(Path(options["input"]).resolve()) if options.get("input") else None,
         "tiktoken_files": (
             str(Path(options["tiktoken_files"]).resolve())

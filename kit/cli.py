@@ -65,7 +65,11 @@ def main() -> None:
 @click.option("--gpu", help="The card by index or UUID (default 0), for NVML and Docker.")
 @click.option("--refuse-busy", is_flag=True, help="Refuse at once when the card is busy (§5).")
 @click.option("--idle-timeout", type=float, help="Seconds to wait for a busy card (default 60).")
-@click.option("--data-dir", type=click.Path(path_type=Path), help="Prepared datasets (cache).")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="Prepared datasets (default: in the results directory).",
+)
 @click.option("--input", type=click.Path(path_type=Path), help="Your copy of tiny Shakespeare.")
 @click.option("--tiktoken-files", type=click.Path(path_type=Path),
               help="GPT-2's vocab.bpe and encoder.json, for offline machines.")  # fmt: skip

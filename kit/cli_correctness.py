@@ -109,7 +109,7 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         "contender": _path(contender),
         "nanogpt": _path(options.get("nanogpt")),
         "input": _path(options.get("input")),
-        "data_dir": _path(options.get("data_dir") or assemble_mod.cache_dir() / "data"),
+        "data_dir": _path(options.get("data_dir") or Path(options["out"]) / "work" / "data"),
         "tiktoken_files": _path(options.get("tiktoken_files")),
         "executor": options.get("executor"),
         "docker_host": options.get("docker_host"),
@@ -395,7 +395,11 @@ def markdown_b(runner: checkrun.CheckRunner, b: corr.MethodBResult) -> list[str]
 @click.option("--contender", type=click.Path(path_type=Path), help="The contender program.")
 @click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
 @click.option("--input", type=click.Path(path_type=Path), help="Your copy of tiny Shakespeare.")
-@click.option("--data-dir", type=click.Path(path_type=Path), help="Prepared datasets (cache).")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="Prepared datasets (default: in the results directory).",
+)
 @click.option(
     "--tiktoken-files",
     type=click.Path(path_type=Path),

@@ -59,7 +59,10 @@ class PlainProgress(Hooks):
         self.finished += 1
         step = record.get("step_s")
         shown = f"{step * 1e3:.3f} ms/step" if step is not None else record["reason"]
-        self._print(f"    {record['status']}" + (f": {shown}" if shown else ""))
+        if shown.startswith(record["status"]):
+            self._print(f"    {shown}")
+        else:
+            self._print(f"    {record['status']}" + (f": {shown}" if shown else ""))
 
     def message(self, text: str) -> None:
         self._print(text)
