@@ -35,16 +35,6 @@ TAG = "ci"
 
 
 @pytest.fixture(scope="session")
-def client() -> Iterator:
-    try:
-        c = dockerapi.connect(timeout_s=600)
-    except UserError as e:
-        pytest.skip(f"no Docker engine answers: {e.message}")
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="session")
 def base_image(client) -> str:
     ref = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
     if not dockerapi._image_exists(client, ref):

@@ -21,20 +21,9 @@ import pytest
 
 from kit import dockerapi
 from kit.containers import LABEL_SERIES
-from kit.errors import UserError
 from tests.conftest import FAKES, ROOT, SHARED_INPUT, records
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def client():
-    try:
-        c = dockerapi.connect(timeout_s=600)
-    except UserError as e:
-        pytest.skip(f"no Docker engine answers: {e.message}")
-    yield c
-    c.close()
 
 
 @pytest.fixture(scope="module")

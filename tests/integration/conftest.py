@@ -1,0 +1,20 @@
+"""What the integration tests share: a client of this machine's Docker engine, or a skip."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kit import dockerapi
+from kit.errors import UserError
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator:
+    try:
+        c = dockerapi.connect(timeout_s=600)
+    except UserError as e:
+        pytest.skip(f"no Docker engine answers: {e.message}")
+    yield c
+    c.close()
