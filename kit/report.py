@@ -75,12 +75,7 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
         rows.append(
             {
                 "run_id": planned["run_id"],
-                "config": c["id"],
-                "card": c["card"],
-                "model": c["model"],
-                "precision": c["precision"],
-                "side": c["side"],
-                "variant": c["variant"],
+                **_identity(c),
                 "round": planned["round"],
                 "kind": planned.get("kind", "timed"),
                 "discarded": planned["discarded"],
@@ -108,6 +103,12 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
     runs["flagged"] = runs["flagged"].fillna(False).astype(bool)
     runs["flag_reasons"] = runs["flag_reasons"].fillna("")
     return runs
+
+
+def _identity(c: dict) -> dict:
+    """A configuration's columns, the same in every table: id, card, model, precision, side."""
+    keys = ("card", "model", "precision", "side", "variant")
+    return {"config": c["id"], **{k: c[k] for k in keys}}
 
 
 def rejudge(log_dir: Path, record: dict, grammar, protocol: Protocol) -> timing.Outcome:
@@ -138,12 +139,7 @@ def configurations_table(runs: pd.DataFrame, plan: dict) -> pd.DataFrame:
         peak = pd.to_numeric(timed["peak_memory_bytes"], errors="coerce")
         rows.append(
             {
-                "config": c["id"],
-                "card": c["card"],
-                "model": c["model"],
-                "precision": c["precision"],
-                "side": c["side"],
-                "variant": c["variant"],
+                **_identity(c),
                 "primary": plan["primary"].get(c["id"], True),
                 "runs": len(ok),
                 "median_step_s": float(ok.median()) if len(ok) else math.nan,
