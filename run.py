@@ -1,6 +1,6 @@
 """The kit's entry point: `python run.py ...` is `micakit ...`."""
 
-from kit.cli import main
+from kit.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kit import protocol as protocol_mod
-from kit.cli import main
+from kit.cli.main import main
+from kit.protocol import load as protocol_mod
+
+# Every program a test starts runs under the kit's own interpreter: the fakes' `#!/usr/bin/env
+# python3` finds this one first, never whichever python3 the machine happens to have.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "fakes"

@@ -4,15 +4,15 @@
 # Data: data/shakespeare/{train,val}.bin as nanoGPT's data/shakespeare/prepare.py writes them;
 # there is no meta.pkl there, so train.py builds GPT-2's vocabulary padded to 50,304.
 
-out_dir = 'out-gpt2-shakespeare'
-eval_interval = 250 # section 7 A: evaluation every 250 steps on 200 batches of each split
+out_dir = "out-gpt2-shakespeare"
+eval_interval = 250  # section 7 A: evaluation every 250 steps on 200 batches of each split
 eval_iters = 200
-log_interval = 10 # section 5: a line every 10 steps, right after a loss read
+log_interval = 10  # section 5: a line every 10 steps, right after a loss read
 always_save_checkpoint = False
-init_from = 'scratch'
+init_from = "scratch"
 wandb_log = False
 
-dataset = 'shakespeare'
+dataset = "shakespeare"
 gradient_accumulation_steps = 1
 batch_size = 8
 block_size = 1024

@@ -26,9 +26,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kit.clock import read_stamped  # noqa: E402
-from kit.executor import RunSpec  # noqa: E402
-from kit.local import LocalExecutor  # noqa: E402
+from kit.executors.base import RunSpec  # noqa: E402
+from kit.executors.local import LocalExecutor  # noqa: E402
+from kit.measure.clock import read_stamped  # noqa: E402
 
 PROBE = """
 import sys, time
@@ -71,8 +71,8 @@ def main() -> None:
         for i in range(args.repeats):
             folder = Path(tmp) / str(i)
             if args.with_sampler:
-                from kit.nvml import FakeCard
-                from kit.telemetry import Sampler
+                from kit.telemetry.nvml import FakeCard
+                from kit.telemetry.sampler import Sampler
 
                 fixture = (
                     Path(__file__).resolve().parents[2] / "tests/fixtures/nvml/steady_run.json"

@@ -27,9 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kit import clock, dockerapi  # noqa: E402
-from kit.executor import Executor, RunSpec  # noqa: E402
-from kit.local import LocalExecutor  # noqa: E402
+from kit.executors.base import Executor, RunSpec  # noqa: E402
+from kit.executors.docker import engine as dockerapi  # noqa: E402
+from kit.executors.local import LocalExecutor  # noqa: E402
+from kit.measure import clock  # noqa: E402
 
 PROBE = """
 import sys, time

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from kit import nvml
 from kit.errors import ExitCode
-from kit.nvml import CardInfo, GpuProcess, Sample
+from kit.telemetry import nvml
+from kit.telemetry.nvml import CardInfo, GpuProcess, Sample
 from tests.conftest import CONTENDER, SHARED_INPUT
 
 INFO = CardInfo("NVIDIA L4", "GPU-00000000-1111-2222-3333-444444444444", (8, 9), "550.54.15",

@@ -19,12 +19,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from kit import checkrun, correctness, store
-from kit import protocol as protocol_mod
-from kit.cli import KitGroup
-from kit.cli_correctness import correctness as correctness_cmd
-from kit.cli_correctness import parse_seeds
+from kit.cli.correctness import correctness as correctness_cmd
+from kit.cli.correctness import parse_seeds
+from kit.cli.main import KitGroup
+from kit.correctness import checks
+from kit.correctness import methods as correctness
+from kit.correctness import run as checkrun
+from kit.engine import store
 from kit.errors import UserError
+from kit.protocol import load as protocol_mod
 from tests.conftest import CONTENDER, FAKE_NANOGPT, ROOT, SHARED_INPUT, write_protocol
 
 STAND_IN_MODEL = ROOT / "tests" / "fixtures" / "correctness" / "nanogpt" / "model.py"
@@ -34,7 +37,7 @@ SEEDS = [1337, 1338, 1339, 1340, 1341]
 
 @click.group(cls=KitGroup)
 def kit_main() -> None:
-    """The command as `kit.cli.main` carries it: user errors mapped to exit codes."""
+    """The command as `kit.cli.main.main` carries it: user errors mapped to exit codes."""
 
 
 kit_main.add_command(correctness_cmd)
@@ -121,7 +124,7 @@ def test_method_a_smoke_five_seeds_a_side_passes(tmp_path: Path, fakes):
             joined = " ".join(argv)
             assert f"--seed {r['seed']} --steps 200" in joined
             assert "--eval-interval 50 --eval-iters 5" in joined
-    (check,) = correctness.load_checks(out)
+    (check,) = checks.load_checks(out)
     assert (check.method, check.card, check.model, check.precision) == (
         "A",
         "cpu",
@@ -143,7 +146,7 @@ def test_method_a_smoke_five_seeds_a_side_passes(tmp_path: Path, fakes):
     again = invoke("correctness", "--resume", out)
     assert again.exit_code == 0, again.output
     assert "10 runs planned, 10 already done" in again.output and len(records(out)) == 10
-    assert len(correctness.load_checks(out)) == 1
+    assert len(checks.load_checks(out)) == 1
 
 
 def test_method_a_contender_offset_fails_at_the_first_judged_step(tmp_path: Path, fakes):
@@ -153,7 +156,7 @@ def test_method_a_contender_offset_fails_at_the_first_judged_step(tmp_path: Path
     result = invoke(*check_args(out, protocol, tree, "A"))
     assert result.exit_code == 0, result.output  # the check ran; its verdict failed
     assert "failed (method A failed at step 100" in result.output
-    (check,) = correctness.load_checks(out)
+    (check,) = checks.load_checks(out)
     assert check.passed is False and check.first_failing_step == 100
     md = (out / "correctness.md").read_text()
     assert "**failed**: method A failed at step 100" in md
@@ -179,7 +182,7 @@ def test_one_seed_a_side_is_read_not_judged(tmp_path: Path, fakes):
     result = invoke(*check_args(out, protocol, tree, "A", "--seeds", "1337"))
     assert result.exit_code == 0, result.output
     assert "read, not judged" in result.output
-    (check,) = correctness.load_checks(out)
+    (check,) = checks.load_checks(out)
     assert check.passed is None and check.seeds_per_side == 1
     assert "amendment 7.1" in (out / "correctness.md").read_text()
 
@@ -204,7 +207,7 @@ def test_resume_after_a_crash_runs_only_the_unfinished_run(tmp_path: Path, fakes
         "attempt-1",
         "attempt-2",
     ]  # the failed attempt stays beside the one that finished
-    assert correctness.load_checks(out)[-1].passed is True
+    assert checks.load_checks(out)[-1].passed is True
 
 
 def test_a_run_killed_without_a_record_runs_again(tmp_path: Path, fakes):
@@ -224,8 +227,8 @@ def test_a_run_killed_without_a_record_runs_again(tmp_path: Path, fakes):
 
 CHECK_MAIN = """
 import sys
-from kit.cli import KitGroup
-from kit.cli_correctness import correctness
+from kit.cli.main import KitGroup
+from kit.cli.correctness import correctness
 main = KitGroup("micakit")
 main.add_command(correctness)
 main(sys.argv[1:])
@@ -262,7 +265,7 @@ def test_resume_after_kill_9_of_the_whole_check(tmp_path: Path, fakes):
     recs = records(out)
     assert recs[: len(before)] == before  # finished runs kept, none ran again
     assert [r["run_id"] for r in recs] == list(range(6))
-    assert correctness.load_checks(out)[-1].passed is True
+    assert checks.load_checks(out)[-1].passed is True
 
 
 # -- method B ----------------------------------------------------------------------------------
@@ -314,7 +317,7 @@ def test_method_b_shared_start_passes(tmp_path: Path, fakes):
     assert copy.read_text() == "gemm 0 chosen-on-card\n"
     # every digit: nanoGPT's .4f could not judge step 0 within 1e-5
     assert re.search(r"^iter 0: loss \d\.\d{10}, ", "\n".join(stdout_of(out, torch_run)), re.M)
-    (check,) = correctness.load_checks(out)
+    (check,) = checks.load_checks(out)
     assert check.method == "B" and check.passed is True and check.window == (1, 20)
     assert check.precision == "float32" and check.beside_window is None
     md = (out / "correctness.md").read_text()
@@ -334,7 +337,7 @@ def test_a_batch_its_series_halved_is_the_checks_batch(tmp_path: Path, fakes):
     assert "--batch_size=4" in argv_of(out, torch_run)  # amendment 5.1, for both sides
     assert "--batch-size 4" in " ".join(argv_of(out, contender_run))
     assert np.load(out / "shared_start" / "batch_order.npy").shape[1] == 4
-    assert correctness.load_checks(out)[0].passed is True
+    assert checks.load_checks(out)[0].passed is True
 
 
 def test_method_b_contender_apart_fails_at_its_step(tmp_path: Path, fakes):
@@ -343,7 +346,7 @@ def test_method_b_contender_apart_fails_at_its_step(tmp_path: Path, fakes):
     out = tmp_path / "b"
     result = invoke(*check_args(out, protocol, tree, "B"))
     assert result.exit_code == 0, result.output
-    (check,) = correctness.load_checks(out)
+    (check,) = checks.load_checks(out)
     assert check.passed is False and check.first_failing_step == 7
     assert "method B failed at step 7 (window 1 to 20)" in check.reason
 
@@ -600,7 +603,7 @@ def test_real_nanogpt_method_b_smoke(tmp_path: Path):
         "--contender", replay, "--nanogpt", NANOGPT, "--input", SHARED_INPUT, "--out", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    (check,) = correctness.load_checks(out)
+    (check,) = checks.load_checks(out)
     assert check.passed is True, check.reason
     rows = (out / "tables" / "method_b.csv").read_text().splitlines()
     step0 = rows[1].split(",")

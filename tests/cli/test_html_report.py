@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kit import rerun
-from kit.store import ResultsDir
+from kit.engine.store import ResultsDir
+from kit.report import rerun
 from tests.conftest import (
     CONTENDER,
     ROOT,
@@ -135,7 +135,7 @@ def micakit_on_path(tmp_path: Path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "micakit"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kit.cli "$@"\n')
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kit.cli.main "$@"\n')
     shim.chmod(0o755)
     path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     return {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
@@ -267,7 +267,7 @@ def test_rerun_sh_from_a_directory_that_recorded_little(tmp_path):
 @pytest.mark.slow
 def test_card_conditions_and_kernel_families_are_plotted(tmp_path, cli, fake_env, monkeypatch):
     """A scripted card and a stand-in Nsight Systems: every kind of plot, captions naming files."""
-    from kit import nvml
+    from kit.telemetry import nvml
     from tests.cli.test_conditions import ScriptedCard
 
     nsys = tmp_path / "bin" / "nsys"

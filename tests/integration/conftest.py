@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kit import dockerapi
 from kit.errors import UserError
+from kit.executors.docker import engine as dockerapi
 
 
 @pytest.fixture(scope="session")

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from kit import clock, dockerapi
-from kit.containers import LABEL_OWNER, LABEL_SERIES, TOOLKIT_URL, owner_label
 from kit.errors import UserError
-from kit.executor import Mount, RunOutcome, RunSpec
-from kit.footprint import read_files
-from kit.libraries import read_library_dir
+from kit.executors.base import Mount, RunOutcome, RunSpec
+from kit.executors.docker import engine as dockerapi
+from kit.executors.docker.containers import LABEL_OWNER, LABEL_SERIES, TOOLKIT_URL, owner_label
+from kit.executors.docker.footprint import read_files
+from kit.measure import clock
+from kit.telemetry.libraries import read_library_dir
 
 pytestmark = pytest.mark.docker
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from kit import dockerapi
-from kit.containers import LABEL_SERIES
+from kit.executors.docker import engine as dockerapi
+from kit.executors.docker.containers import LABEL_SERIES
 from tests.conftest import FAKES, ROOT, SHARED_INPUT, records
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kit import protocol as protocol_mod
-from kit import workspace
-from kit.clock import read_stamped
-from kit.local import LocalExecutor
-from kit.scheduler import Config
-from kit.sides import PyTorchSide, RunContext
+from kit.engine.scheduler import Config
+from kit.executors.local import LocalExecutor
+from kit.measure.clock import read_stamped
+from kit.protocol import load as protocol_mod
+from kit.sides import workspace
+from kit.sides.side import PyTorchSide, RunContext
 from tests.conftest import SHARED_INPUT
 
 NANOGPT = os.environ.get("MICAKIT_NANOGPT")

@@ -6,10 +6,10 @@ import struct
 import sys
 import time
 
-from kit import clock
-from kit.clock import read_stamped
-from kit.executor import RunSpec
-from kit.local import LocalExecutor
+from kit.executors.base import RunSpec
+from kit.executors.local import LocalExecutor
+from kit.measure import clock
+from kit.measure.clock import read_stamped
 
 
 def run(tmp_path, code: str):

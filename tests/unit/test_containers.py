@@ -11,8 +11,10 @@ import docker.errors
 import pytest
 import requests
 
-from kit import dockerapi
-from kit.containers import (
+from kit.errors import UserError
+from kit.executors.base import RunSpec
+from kit.executors.docker import engine as dockerapi
+from kit.executors.docker.containers import (
     TOOLKIT_URL,
     HostPaths,
     cache_volume_name,
@@ -21,9 +23,7 @@ from kit.containers import (
     owner_alive,
     owner_label,
 )
-from kit.errors import UserError
-from kit.executor import RunSpec
-from kit.footprint import FootprintWriter, footprint_ratio, read_files
+from kit.executors.docker.footprint import FootprintWriter, footprint_ratio, read_files
 
 ID = "91afdbd3cf1d" + "0" * 52
 

@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit import correctness as c
-from kit import protocol, store
+from kit.correctness import checks
+from kit.correctness import methods as c
+from kit.engine import store
 from kit.errors import UserError
+from kit.protocol import load as protocol
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "correctness"
 P = protocol.load()
@@ -459,7 +461,7 @@ R4090, R3090, L4 = "NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 3090 Ti", "NVI
 
 
 def a_rec(card=R4090, seeds=5, passed=True, step=None, model="gpt2-small", precision="bfloat16"):
-    return c.CheckRecord(
+    return checks.CheckRecord(
         "A",
         card,
         model,
@@ -472,13 +474,13 @@ def a_rec(card=R4090, seeds=5, passed=True, step=None, model="gpt2-small", preci
 
 
 def b_rec(card=R4090, passed=True, step=None, model="gpt2-small"):
-    return c.CheckRecord(
+    return checks.CheckRecord(
         "B", card, model, "float32", 1, passed, step, "passed" if passed else "..."
     )
 
 
 def status(records, card=R4090, model="gpt2-small", precision="bfloat16"):
-    return c.check_status(model, precision, card, records)
+    return checks.check_status(model, precision, card, records)
 
 
 def test_status_passed_on_the_card_of_five_seeds():
@@ -533,12 +535,12 @@ def test_the_latest_record_counts():
 
 
 def test_statuses_feed_the_comparison_table():
-    m = c.check_statuses(R4090, ["gpt2-small"], ["float32", "bfloat16"], [a_rec(), b_rec()])
+    m = checks.check_statuses(R4090, ["gpt2-small"], ["float32", "bfloat16"], [a_rec(), b_rec()])
     assert m == {"gpt2-small/float32": "method A not run", "gpt2-small/bfloat16": "passed"}
 
 
 def test_records_round_trip(tmp_path: Path):
-    ra = c.record_method_a(
+    ra = checks.record_method_a(
         c.method_a(family(), family()),
         R4090,
         "shakespeare-char",
@@ -547,48 +549,48 @@ def test_records_round_trip(tmp_path: Path):
         logs="a/",
     )
     p = with_loss(train_curve(), s150=3.0)
-    rb = c.record_method_b(
+    rb = checks.record_method_b(
         c.method_b_for("gpt2-medium", p, with_loss(p, s150=3.036)), R4090, "gpt2-medium", logs="b/"
     )
-    c.append_check(tmp_path, ra)
-    c.append_check(tmp_path, rb)
-    back = c.load_checks(tmp_path)
+    checks.append_check(tmp_path, ra)
+    checks.append_check(tmp_path, rb)
+    back = checks.load_checks(tmp_path)
     assert back == [ra, rb]
     assert rb.window == (1, 100) and rb.beside_window == (1, 200)
     assert rb.passed is True and rb.beside_passed is False and "step 150" in rb.beside_reason
-    first = json.loads((tmp_path / c.CHECKS_FILE).read_text().splitlines()[0])
+    first = json.loads((tmp_path / checks.CHECKS_FILE).read_text().splitlines()[0])
     assert (
-        first["schema"] == c.CHECKS_SCHEMA
+        first["schema"] == checks.CHECKS_SCHEMA
         and first["method"] == "A"
         and first["seeds_per_side"] == 5
     )
 
 
 def test_load_checks_without_a_file(tmp_path: Path):
-    assert c.load_checks(tmp_path) == []
+    assert checks.load_checks(tmp_path) == []
 
 
 def test_load_checks_refuses_a_newer_schema(tmp_path: Path):
     line = json.loads(b_rec().to_json())
-    line["schema"] = c.CHECKS_SCHEMA + 1
-    (tmp_path / c.CHECKS_FILE).write_text(json.dumps(line) + "\n")
+    line["schema"] = checks.CHECKS_SCHEMA + 1
+    (tmp_path / checks.CHECKS_FILE).write_text(json.dumps(line) + "\n")
     with pytest.raises(
         UserError, match=r"checks.jsonl:1 has check schema 2; this kit reads schema 1"
     ):
-        c.load_checks(tmp_path)
+        checks.load_checks(tmp_path)
 
 
 def test_load_checks_damaged(tmp_path: Path):
-    path = tmp_path / c.CHECKS_FILE
+    path = tmp_path / checks.CHECKS_FILE
     good = b_rec().to_json()
     path.write_text(good + "\n" + good[:20])  # a torn last line is not a record
-    assert c.load_checks(tmp_path) == [b_rec()]
+    assert checks.load_checks(tmp_path) == [b_rec()]
     path.write_text("{not json\n")
     with pytest.raises(UserError, match="checks.jsonl:1 is not a JSON record"):
-        c.load_checks(tmp_path)
+        checks.load_checks(tmp_path)
     path.write_text(json.dumps({**json.loads(good), "colour": "red"}) + "\n")
     with pytest.raises(UserError, match="unknown key colour"):
-        c.load_checks(tmp_path)
+        checks.load_checks(tmp_path)
 
 
 # -- the products directory (amendments 4.3, 7.4) --------------------------------------------
@@ -604,7 +606,7 @@ def series_dir(root: Path, card: str) -> Path:
 
 def test_products_dir_of_this_card(tmp_path: Path):
     d = series_dir(tmp_path / "l4-series", L4)
-    assert c.check_products_dir(d, L4) == d
+    assert checks.check_products_dir(d, L4) == d
 
 
 def test_products_dir_from_another_card(tmp_path: Path):
@@ -613,23 +615,23 @@ def test_products_dir_from_another_card(tmp_path: Path):
         UserError,
         match="is the results directory of a series on 'NVIDIA GeForce RTX 4090', not on this card, 'NVIDIA L4'",
     ) as e:
-        c.check_products_dir(d, L4)
+        checks.check_products_dir(d, L4)
     assert "this card's own series" in str(e.value.fix)
 
 
 def test_products_dir_that_is_no_results_dir(tmp_path: Path):
     with pytest.raises(UserError, match="is not a results directory"):
-        c.check_products_dir(tmp_path, L4)
+        checks.check_products_dir(tmp_path, L4)
     (tmp_path / store.MANIFEST).write_text(json.dumps({"schema": store.SCHEMA, "series": {}}))
     with pytest.raises(UserError, match="records no card"):
-        c.check_products_dir(tmp_path, L4)
+        checks.check_products_dir(tmp_path, L4)
 
 
 # -- plots ------------------------------------------------------------------------------------
 
 
 def test_plots_are_png_and_deterministic(tmp_path: Path):
-    from kit import plots
+    from kit.report import plots
 
     r = c.method_a(family(), family(shift=0.003))
     a1 = plots.plot_method_a(r, tmp_path / "a1.png", title="M1 float32")

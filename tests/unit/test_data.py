@@ -15,8 +15,8 @@ import pytest
 import requests
 import tiktoken
 
-from kit import data
 from kit.errors import UserError
+from kit.sides import data
 
 SHARED_INPUT = (
     Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare" / "input.txt"

@@ -1,4 +1,4 @@
-"""kit.graphbreaks: the counts of a log written under TORCH_LOGS=graph_breaks,recompiles."""
+"""kit.telemetry.graphbreaks: the counts of a log written under TORCH_LOGS=graph_breaks,recompiles."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.graphbreaks import GRAPH_BREAK_ENV, GraphBreakCounts, parse_graph_break_log
+from kit.telemetry.graphbreaks import GRAPH_BREAK_ENV, GraphBreakCounts, parse_graph_break_log
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "torchlogs"
 

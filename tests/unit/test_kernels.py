@@ -1,4 +1,4 @@
-"""kit.kernels: nsys kernel tables, the families file, PyTorch's attention and SDPA backends."""
+"""kit.telemetry.kernels: nsys kernel tables, the families file, PyTorch's attention and SDPA backends."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from kit.errors import UserError
-from kit.kernels import (
+from kit.telemetry.kernels import (
     KERNEL_TIME_LABEL,
     SDPA_BACKENDS_PROBE,
     KernelTableError,

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from kit import libraries
-from kit.libraries import is_nvidia, parse_ld_debug, read_library_dir, tables_by_configuration
+from kit.telemetry import libraries
+from kit.telemetry.libraries import (
+    is_nvidia,
+    parse_ld_debug,
+    read_library_dir,
+    tables_by_configuration,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ld_debug"
 

@@ -1,4 +1,4 @@
-"""kit.merge: several real series (the fake contender, D4's contract) merged into one release."""
+"""kit.report.merge: several real series (the fake contender, D4's contract) merged into one release."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from kit import merge, report
-from kit.cli import main
+from kit.cli.main import main
+from kit.engine.store import ResultsDir
 from kit.errors import UserError
-from kit.store import ResultsDir
+from kit.report import merge
+from kit.report import tables as report
 from tests.conftest import contender_args, write_protocol
 
 

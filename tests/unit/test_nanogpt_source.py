@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from kit import nanogpt
 from kit.errors import UserError
+from kit.sides import nanogpt
 
 COMMIT = nanogpt.COMMIT
 OTHER = "0123456789abcdef0123456789abcdef01234567"
@@ -129,7 +129,7 @@ def test_changed_cache_is_unpacked_again(tmp_path: Path, server: Server):
 
 
 def test_archive_hash_only_warns(tmp_path: Path, server: Server, caplog: pytest.LogCaptureFixture):
-    with caplog.at_level(logging.WARNING, logger="kit.nanogpt"):
+    with caplog.at_level(logging.WARNING, logger="kit.sides.nanogpt"):
         src = nanogpt.download(COMMIT, "0" * 64, tmp_path, file_sha256=SHA, url=server.url)
     assert (src / "train.py").is_file()
     assert "files are what is checked" in caplog.text

@@ -1,4 +1,4 @@
-"""kit.nvml: the recorded card, the decoding of clock events, and the real card where one is."""
+"""kit.telemetry.nvml: the recorded card, the decoding of clock events, and the real card where one is."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kit.errors import UserError
-from kit.nvml import (
+from kit.telemetry.nvml import (
     Card,
     CardError,
     CardInfo,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kit import nanogpt
 from kit.errors import UserError
+from kit.sides import nanogpt
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "nanogpt" / "train.py.txt"
 

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from kit import protocol
 from kit.errors import UserError
+from kit.protocol import load as protocol
 from tests.conftest import write_protocol
 
 

@@ -1,4 +1,4 @@
-from kit.scheduler import Config, plan, rotated
+from kit.engine.scheduler import Config, plan, rotated
 
 
 def configs(n: int) -> list[Config]:

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from kit import shared_start as ss  # noqa: E402
+from kit.correctness import shared_start as ss  # noqa: E402
 from kit.errors import UserError  # noqa: E402
 
 STAND_IN = Path(__file__).resolve().parent.parent / "fixtures" / "correctness" / "nanogpt"
@@ -244,7 +244,7 @@ def test_real_model_matches_the_expected_shapes(tmp_path: Path):
 def test_real_train_py_resumes_from_the_shared_start(tmp_path: Path):
     """The patched train.py reads ckpt.pt and the batch order; its step-0 loss is the forward
     pass of the safetensors weights on row 0 of the order."""
-    from kit import nanogpt
+    from kit.sides import nanogpt
 
     src = nanogpt.from_checkout(Path(str(NANOGPT)))
     run = tmp_path / "run"
@@ -276,7 +276,8 @@ def test_real_train_py_resumes_from_the_shared_start(tmp_path: Path):
         text=True,
         check=True,
     ).stdout
-    from kit import correctness, protocol
+    from kit.correctness import methods as correctness
+    from kit.protocol import load as protocol
 
     p = protocol.load()
     curve = correctness.parse_train_lines(

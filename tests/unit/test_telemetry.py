@@ -1,4 +1,4 @@
-"""kit.telemetry against recorded cards: §5's idle check, the sampler and the run flags."""
+"""kit.telemetry.sampler against recorded cards: §5's idle check, the sampler and the run flags."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from kit.errors import UserError
-from kit.nvml import FakeCard
-from kit.telemetry import (
+from kit.telemetry.nvml import FakeCard
+from kit.telemetry.sampler import (
     CardBusy,
     Sampler,
     flag_runs,

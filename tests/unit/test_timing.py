@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from kit import protocol, timing
+from kit.measure import timing
+from kit.protocol import load as protocol
 
 P = protocol.load()
 T = P.timing

@@ -1,6 +1,6 @@
 import pytest
 
-from kit.verdict import FASTER, LEVEL, SLOWER, by_times, fastest_mode, ranges_overlap
+from kit.report.verdict import FASTER, LEVEL, SLOWER, by_times, fastest_mode, ranges_overlap
 
 P = [10.0, 10.1, 10.2, 10.3, 10.4]  # median 10.2, range 10.0-10.4
 

@@ -1,0 +1,225 @@
+"""From the command line's options to a ready series: protocol, sides, executor, directory.
+
+A new series resolves its options once and saves them in its manifest; a resumed series takes
+them from there, so `series --resume DIR` needs nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kit.cli import progress
+from kit.engine import store
+from kit.engine.conditions import CardConditions
+from kit.engine.scheduler import CONTENDER, PYTORCH
+from kit.engine.series import Series, SeriesSpec
+from kit.engine.store import ResultsDir
+from kit.errors import UserError
+from kit.executors.base import Executor
+from kit.executors.local import LocalExecutor
+from kit.protocol import load as protocol_mod
+from kit.sides.side import ContenderSide, PyTorchSide, RunContext, Side
+
+
+def executor(name: str | None, host: str | None = None) -> Executor:
+    """The executor asked for; by default Docker wherever an engine answers, else local."""
+    if name == "local":
+        return LocalExecutor()
+    from kit.executors.docker import engine as dockerapi
+
+    if name == "docker" or host:
+        return dockerapi.DockerExecutor(dockerapi.connect(host))
+    try:
+        return dockerapi.DockerExecutor(dockerapi.connect(None))
+    except UserError:
+        return LocalExecutor()
+
+
+def _card(o: dict[str, Any]) -> tuple[dict, CardConditions | None, str | None]:
+    """The card's record, its conditions around every run (§5), and the Docker device request."""
+    if o["device"] == "cpu":
+        return {"name": "cpu"}, None, None
+    from kit.telemetry import nvml
+
+    card = nvml.open_card(o.get("gpu") or 0)
+    info = card.info().to_dict()
+    conditions = CardConditions(card, o.get("idle_timeout_s", 60.0), bool(o.get("refuse_busy")))
+    # the container sees the same card the host's NVML reads
+    return info, conditions, str(info["uuid"])
+
+
+def resolve(options: dict[str, Any]) -> dict[str, Any]:
+    """The options of a new series, made absolute and complete, as the manifest keeps them."""
+    p = protocol_mod.load(options.get("protocol_path"))
+    smoke = bool(options.get("smoke"))
+    device = options.get("device") or (p.smoke.device if smoke else "cuda")
+    models = list(options.get("models") or ([next(iter(p.models))] if smoke else p.models))
+    precisions = list(options.get("precisions") or (p.smoke.precisions if smoke else
+                                                    p.precisions.names))  # fmt: skip
+    sides = []
+    if not options.get("no_pytorch"):
+        sides.append(PYTORCH)
+    contender = options.get("contender")
+    if contender:
+        contender = Path(contender).resolve()
+        if not contender.is_file() or not os.access(contender, os.X_OK):
+            raise UserError(
+                f"the contender program {contender} is not an executable file",
+                "name the compiled training program with --contender PATH (chmod +x it)",
+            )
+        sides.append(CONTENDER)
+    if not sides:
+        raise UserError(
+            "nothing to run: --no-pytorch was given and no --contender",
+            "name the contender program with --contender PATH",
+        )
+    out = options.get("out")
+    if not out:
+        raise UserError("a new series needs --out DIR", "e.g. --out results/my-series")
+    return {
+        "protocol": str(p.path),
+        "out": str(Path(out).resolve()),
+        "smoke": smoke,
+        "device": device,
+        "models": models,
+        "precisions": precisions,
+        "sides": sides,
+        "contender": str(contender) if contender else None,
+        "nanogpt": _absolute(options.get("nanogpt")),
+        # the series' own folder by default: every executor can mount it, the runner image's
+        # included, and the data every run read stays with the results
+        "data_dir": str(Path(options.get("data_dir") or Path(out) / "work" / "data").resolve()),
+        "input": str(Path(options["input"]).resolve()) if options.get("input") else None,
+        "tiktoken_files": (
+            str(Path(options["tiktoken_files"]).resolve())
+            if options.get("tiktoken_files")
+            else None
+        ),
+        "executor": options.get("executor"),
+        "env": _env_pairs(options.get("env") or ()),
+        "docker_host": options.get("docker_host"),
+        "pytorch_image": options.get("pytorch_image"),
+        "mica_image": options.get("mica_image"),
+        "gpu": options.get("gpu"),
+        "refuse_busy": bool(options.get("refuse_busy")),
+        "idle_timeout_s": float(options.get("idle_timeout") or 60.0),
+    }
+
+
+def _env_pairs(items: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(
+                f"--env {item!r} is not KEY=VALUE", "e.g. --env CUDA_MODULE_LOADING=LAZY"
+            )
+        env[key] = value
+    return env
+
+
+def _series_id(out: Path) -> str:
+    """A stable name for the series' cache volume: the same on every resume."""
+    import hashlib
+
+    digest = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:10]
+    return f"{out.name}-{digest}"
+
+
+def _absolute(path: Path | str | None) -> str | None:
+    return str(Path(path).resolve()) if path else None
+
+
+def build_sides(
+    p: protocol_mod.Protocol, o: dict[str, Any], work: Path, ex: Executor
+) -> list[Side]:
+    """The sides of this series. In containers each side runs from its measured image (§8);
+    nanoGPT's trees and the data are the series' own copies, mounted, in either executor."""
+    from kit.executors.docker import images
+    from kit.sides import workspace
+
+    sides: list[Side] = []
+    docker = ex.name == "docker"
+    if PYTORCH in o["sides"]:
+        ws = workspace.prepare(p, o, work / "nanogpt")
+        if docker:
+            sides.append(PyTorchSide(ws, python="python", image=_image(ex, "pytorch", p, o)))
+        else:
+            sides.append(PyTorchSide(ws, python=o.get("python") or _python()))
+    if CONTENDER in o["sides"]:
+        data = workspace.datasets(p, o)
+        program = Path(o["contender"])
+        if docker:
+            image = _image(ex, "mica", p, o)
+            inside = f"{images.MICA_PROGRAM_DIR}/{program.name}"
+            sides.append(ContenderSide(program, data, image=image, image_program=inside))
+        else:
+            sides.append(ContenderSide(program, data))
+    return sides
+
+
+def _image(ex: Executor, kind: str, p: protocol_mod.Protocol, o: dict[str, Any]) -> str:
+    """The measured image of a side, which must exist; its id is recorded with the versions."""
+    from kit.executors.docker import engine as dockerapi
+    from kit.executors.docker import images
+
+    ref = o.get(f"{kind}_image") or images.ref(kind, p)
+    if dockerapi.image_id(ex.client, ref) is None:
+        build = "micakit images build" + (" --contender PATH" if kind == "mica" else "")
+        raise UserError(
+            f"the {kind} side's image {ref} is not on this Docker engine",
+            f"build it with `{build}` (add --base micakit-base:bookworm where no registry "
+            f"answers), or name another with --{kind}-image, or use --executor local",
+        )
+    return ref
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[Series, Any]:
+    """A new series (with --out) or a resumed one (with --resume), ready to run."""
+    resume = options.get("resume")
+    if resume and options.get("out"):
+        raise UserError("give either --out (a new series) or --resume (an existing one)")
+    if resume:
+        rd = ResultsDir.open(Path(resume))
+        o = rd.manifest()["options"]
+        # the protocol file: the one named now, else the series' own copy; hashes must agree
+        p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
+    else:
+        o = resolve(options)
+        p = protocol_mod.load(Path(o["protocol"]))
+    ex = executor(o["executor"], o.get("docker_host"))
+    if ex.name == "docker":
+        ex.use_series(_series_id(Path(o["out"])))
+    card_info, conditions, gpu = _card(o)
+    if not resume:
+        rd = ResultsDir.create(Path(o["out"]))
+    cc = card_info.get("compute_capability")
+    spec = SeriesSpec(
+        models=tuple(o["models"]),
+        precisions=tuple(o["precisions"]),
+        device=o["device"],
+        card=card_info["name"],
+        compute_capability=float(f"{cc[0]}.{cc[1]}") if cc else None,
+        smoke=o["smoke"],
+        sides=tuple(o["sides"]),
+        extra={"contender": o["contender"] or "none given"},
+    )
+    work = rd.root / "work"
+    ctx = RunContext(p, ex, o["device"], gpu, work, smoke=o["smoke"], env=o.get("env") or {})
+    hooks = progress.make(console)
+    s = Series(rd, p, spec, build_sides(p, o, work, ex), ex, ctx, hooks, conditions, card_info)
+    if resume:
+        s.check_resume()
+    else:
+        s.write_start(argv, o)
+    return s, hooks

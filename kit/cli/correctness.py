@@ -1,0 +1,442 @@
+"""`micakit correctness`: the protocol's correctness.sh (§7) as one command.
+
+Parse, make the options whole (as `kit.cli.assemble` does for a series), run the check
+(`kit.correctness.run`), render `correctness.md`, print the verdict. Exit codes as `micakit
+series`: 0 the
+check ran (passed or not: the verdict says), 2 bad input, 3 a run failed (finished runs are kept,
+`--resume` goes on), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from kit.cli import assemble as assemble_mod
+from kit.correctness import checks
+from kit.correctness import methods as corr
+from kit.correctness import run as checkrun
+from kit.engine import store
+from kit.engine.scheduler import CONTENDER, PYTORCH
+from kit.engine.series import ADJUSTMENTS, Interrupted
+from kit.engine.store import ResultsDir
+from kit.engine.versions import VERSIONS
+from kit.errors import ExitCode, UserError
+from kit.protocol import load as protocol_mod
+from kit.protocol.load import Protocol
+
+# -- a new check's options, made absolute and complete, as its manifest keeps them ---------------
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """ "1337-1341" or "1337,1338": rising and distinct, or a UserError naming the offender."""
+    fix = "give the seeds rising and once each, e.g. --seeds 1337-1341 or --seeds 1337,1338"
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part.partition("-")
+        try:
+            span = range(int(lo), int(hi) + 1) if dash else [int(part)]
+        except ValueError:
+            raise UserError(f"--seeds {text!r}: {part!r} is not a seed or a range", fix) from None
+        if dash and not span:
+            raise UserError(f"--seeds {text!r}: the range {part} runs backwards", fix)
+        for seed in span:
+            if seed in seeds:
+                raise UserError(f"--seeds {text!r}: seed {seed} is given twice", fix)
+            if seeds and seed < seeds[-1]:
+                raise UserError(f"--seeds {text!r}: seed {seed} comes after {seeds[-1]}", fix)
+            seeds.append(seed)
+    return tuple(seeds)
+
+
+def _path(value: Any) -> str | None:
+    return str(Path(value).resolve()) if value else None
+
+
+def resolve(options: dict[str, Any]) -> dict[str, Any]:
+    p = protocol_mod.load(options.get("protocol_path"))
+    method = (options.get("method") or "").upper()
+    if method not in ("A", "B"):
+        raise UserError(
+            "name the method: --method A or --method B",
+            "§7 A: five seeds a side; §7 B: one shared start",
+        )
+    smoke = bool(options.get("smoke"))
+    model = options.get("model") or (next(iter(p.models)) if smoke else None)
+    if not model:
+        raise UserError("name the model: --model", f"one of {', '.join(p.models)}")
+    p.model(model)
+    precision = p.check_precision(options.get("precision") or "float32")
+    if method == "B" and precision != "float32":
+        raise UserError(
+            f"method B runs in float32, not {precision}",
+            "§7 B: plain float32 without TF32; its verdict holds for every precision",
+        )
+    if method == "B" and options.get("seeds"):
+        raise UserError("method B takes no --seeds: both sides start from one shared start")
+    if method == "B":
+        seeds: tuple[int, ...] = (p.correctness.shared_start_seed,)
+    else:
+        seeds = (
+            parse_seeds(options["seeds"]) if options.get("seeds") else tuple(p.correctness.seeds)
+        )
+    contender = options.get("contender")
+    if not contender or not Path(contender).is_file() or not os.access(contender, os.X_OK):
+        raise UserError(
+            f"the contender program {contender or '(none given)'} is not an executable file",
+            "name it with --contender PATH (chmod +x it)",
+        )
+    device = options.get("device") or (p.smoke.device if smoke else "cuda")
+    card_info = _card_info(device, options.get("card"))
+    if not options.get("out"):
+        raise UserError("a new check needs --out DIR", "e.g. --out results/check-m1-a")
+    o = {
+        "protocol": str(p.path),
+        "out": _path(options["out"]),
+        "method": method,
+        "model": model,
+        "models": [model],
+        "precision": precision,
+        "seeds": list(seeds),
+        "card": card_info["name"],
+        "card_info": card_info,
+        "device": device,
+        "smoke": smoke,
+        "sides": [PYTORCH, CONTENDER],
+        "contender": _path(contender),
+        "nanogpt": _path(options.get("nanogpt")),
+        "input": _path(options.get("input")),
+        "data_dir": _path(options.get("data_dir") or Path(options["out"]) / "work" / "data"),
+        "tiktoken_files": _path(options.get("tiktoken_files")),
+        "executor": options.get("executor"),
+        "docker_host": options.get("docker_host"),
+        "pytorch_image": options.get("pytorch_image"),
+        "mica_image": options.get("mica_image"),
+    }
+    o["products"] = _products(p, o, options.get("products"))
+    o["batch_size"] = _halved_batch(o["products"], model)
+    return o
+
+
+def _halved_batch(products: str | None, model: str) -> int | None:
+    """Amendment 5.1: where the card's series halved the model's batch, its check does too."""
+    path = Path(products or "") / ADJUSTMENTS
+    if not products or not path.is_file():
+        return None
+    adjusted = store.ResultsDir(Path(products)).read_json(ADJUSTMENTS).get(model)
+    return int(adjusted["batch_size"]) if adjusted else None
+
+
+def _card_info(device: str, card: str | None) -> dict[str, Any]:
+    """The card the check runs on: NVML's name for a GPU; "cpu" (or --card's name) on a CPU."""
+    if device == "cpu":
+        return {"name": card or "cpu"}
+    from kit.telemetry import nvml
+
+    with nvml.open_card(0) as opened:
+        info = opened.info().to_dict()
+    if card and card != info["name"]:
+        raise UserError(
+            f"--card {card!r}, but the card NVML sees is {info['name']!r}",
+            "leave --card out: a check belongs to the card it ran on (amendment 7.3)",
+        )
+    return info
+
+
+def _products(p: Protocol, o: dict[str, Any], products: Path | None) -> str | None:
+    """Amendments 4.3 and 7.4: the contender reads the products record its card's series uses."""
+    if not products:
+        if o["smoke"]:
+            return None  # a smoke check's contender chooses its own, in its first run
+        raise UserError(
+            "a check needs --products DIR, the results directory of this card's series",
+            "§7's check runs with the products record its series uses (amendments 4.3, 7.4)",
+        )
+    root = checks.check_products_dir(Path(products), o["card"])
+    measured = ResultsDir(root).read_json(VERSIONS) if (root / VERSIONS).is_file() else {}
+    want = (measured.get(CONTENDER) or {}).get("program_sha256")
+    if want and want != store.sha256_file(Path(o["contender"])):
+        raise UserError(
+            f"--contender {o['contender']} is not the program the series {root} measured "
+            f"(SHA-256 {want[:12]}…)",
+            "name the program that series ran: a check runs the build it compares (7.1)",
+        )
+    config = checkrun.make_spec(p, o).config(CONTENDER)
+    if not (root / "work" / "products" / f"{config.slug}.products").is_file():
+        raise UserError(
+            f"{root} holds no products record for {config.id}",
+            "name the series that measured this model and precision on this card",
+        )
+    return str(root)
+
+
+def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
+    """A new check (with --out) or a resumed one (with --resume), ready to run."""
+    resume = options.get("resume")
+    if resume and options.get("out"):
+        raise UserError("give either --out (a new check) or --resume (an existing one)")
+    if resume:
+        rd = ResultsDir.open(Path(resume))
+        if rd.manifest().get("kind") != checkrun.KIND:
+            raise UserError(
+                f"{resume} is not a correctness check's results directory",
+                f"a series resumes with `micakit series --resume {resume}`",
+            )
+        o = rd.manifest()["options"]
+        p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
+        if o["device"] == "cuda":  # the card it started on, checked again (versions, rule 4)
+            o["card_info"] = _card_info("cuda", o["card"])
+    else:
+        o = resolve(options)
+        p = protocol_mod.load(Path(o["protocol"]))
+        root = Path(o["out"])
+        unstarted = (root / store.STARTING).exists() and not (root / store.MANIFEST).exists()
+        if root.exists() and any(root.iterdir()) and not unstarted:
+            raise UserError(
+                f"the results directory {root} already exists; a check never overwrites one",
+                f"resume it with `micakit correctness --resume {root}`, or name a new --out",
+            )
+        rd = ResultsDir.create(root)
+    ex = assemble_mod.executor(o["executor"], o.get("docker_host"))
+    if ex.name == "docker":  # the cache volume of Inductor and the driver, kept across resumes
+        digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
+        ex.use_series(f"{rd.root.name}-{digest}")  # type: ignore[attr-defined]
+    sides = assemble_mod.build_sides(p, o, rd.root / "work", ex)
+    runner = checkrun.CheckRunner(
+        rd, p, o, {s.name: s for s in sides}, ex, lambda text: click.echo(text, err=True)
+    )
+    if resume:
+        runner.check_resume()
+    else:
+        runner.write_start(argv)
+    return runner
+
+
+# -- correctness.md: formatting returns lines -----------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    return out + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
+
+
+def _f(x: float, digits: int = 4) -> str:
+    return "NaN" if not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _about(runner: checkrun.CheckRunner, verdict: str) -> list[str]:
+    s, o, p = runner.spec, runner.o, runner.p
+    label = p.model(s.model).label
+    lines = [f"# §7 method {s.method}: {label} ({s.model}), {s.precision}, on {s.card}", ""]
+    if s.smoke:
+        lines += ["**Smoke check**: a scaled-down model and schedule, not a protocol result.", ""]
+    products = (
+        f"`{o['products']}` (SHA-256 {o.get('products_sha256', '')[:12]}…)"
+        if o.get("products")
+        else "chosen by the check's own first run (smoke)"
+    )
+    rows = [
+        ["verdict", verdict],
+        ["PyTorch", f"nanoGPT's train.py with §4's patch, mode `{s.pytorch_mode}`"],
+        ["contender", f"build `{s.contender_build}` (amendment 4.2); products record {products}"],
+        ["seeds", ", ".join(map(str, s.seeds))],
+        ["raw logs", "`runs/` (stamped), `runs.jsonl` (records), `tables/*.csv` (every digit)"],
+    ]
+    return lines + _table(["", ""], rows) + [""]
+
+
+def markdown_a(runner: checkrun.CheckRunner, a: corr.MethodAResult) -> list[str]:
+    s, c = runner.spec, runner.p.correctness
+    verdict = {
+        True: "**passed**",
+        False: f"**failed**: {a.reason}",
+        None: "read, not judged: one seed a side (amendment 7.1)",
+    }[a.verdict]
+    lines = _about(runner, verdict)
+    if len(a.seeds) >= corr.METHOD_A_SEEDS and s.card != c.five_seed_card:
+        lines += [
+            f"§7 A's five seeds a side run on the {c.five_seed_card}; these ran on {s.card}.",
+            "",
+        ]
+    if a.verdict is None:
+        lines += [
+            f"Published beside the {c.five_seed_card}'s five seeds a side, whose families "
+            "give method A's verdict (amendment 7.1).",
+            "",
+        ]
+    lines += [
+        f"## Validation loss at every evaluation ({s.steps} steps, every {s.eval_interval} "
+        f"on {s.eval_iters} batches; judged from step {a.from_step})",
+        "",
+    ]
+    rows = [
+        [
+            int(r.step),
+            "yes" if r.judged else "",
+            _f(r.pytorch_median),
+            _f(r.pytorch_range),
+            _f(r.contender_median),
+            _f(r.contender_range),
+            _f(r.difference),
+            _f(r.allowed),
+            ("yes" if r.ok else "**no**") if r.judged else "",
+        ]
+        for r in a.table.itertuples()
+    ]
+    lines += _table(
+        [
+            "step",
+            "judged",
+            "PyTorch median",
+            "PyTorch range",
+            "contender median",
+            "contender range",
+            "difference",
+            "allowed (larger range)",
+            "within",
+        ],
+        rows,
+    )
+    lines += ["", f"## Final losses at step {s.steps}: median and range", ""]
+    rows = [
+        [
+            r.side,
+            r.seeds,
+            _f(r.val_loss_median),
+            f"{_f(r.val_loss_range)} [{_f(r.val_loss_min)}, {_f(r.val_loss_max)}]",
+            _f(r.train_loss_median),
+            f"{_f(r.train_loss_range)} [{_f(r.train_loss_min)}, {_f(r.train_loss_max)}]",
+        ]
+        for r in a.final.itertuples()
+    ]
+    lines += _table(
+        [
+            "side",
+            "seeds",
+            "validation median",
+            "validation range [min, max]",
+            "training median",
+            "training range [min, max]",
+        ],
+        rows,
+    )
+    return lines + ["", "![All curves on one plot (§7 A)](method_a.png)", ""]
+
+
+def markdown_b(runner: checkrun.CheckRunner, b: corr.MethodBResult) -> list[str]:
+    lo, hi = b.judged.window
+    verdict = "**passed**" if b.passed else f"**failed**: {b.reason}"
+    lines = _about(runner, f"{verdict} (step 0 and steps {lo} to {hi})")
+    if b.beside is not None:
+        blo, bhi = b.beside.window
+        said = "passed" if b.beside.passed else f"failed: {b.beside.reason}"
+        lines += [f"Beside it (amendment 6.2), §7 B's steps {blo} to {bhi}: {said}.", ""]
+    lines += [
+        f"Step 0: PyTorch {b.step0_pytorch_loss!r}, contender {b.step0_contender_loss!r}, "
+        f"{b.step0_relative_difference:.3g} relative. Largest difference in the window: "
+        f"{b.judged.max_relative_difference:.3%} at step {b.judged.max_at_step}.",
+        "",
+        "Shared start (`shared_start/`, made once by run 0): "
+        + ", ".join(f"`{Path(k).name}` {v[:12]}…" for k, v in runner.shared_outputs().items()),
+        "",
+        "## Every step's training loss",
+        "",
+    ]
+    rows = [
+        [
+            int(r.step),
+            repr(r.pytorch_loss),
+            repr(r.contender_loss),
+            f"{r.relative_difference:.3g}",
+            f"{r.tolerance:g}",
+            "yes" if r.judged else ("beside" if r.beside else ""),
+            ("yes" if r.ok else "**no**") if r.judged or r.beside else "",
+        ]
+        for r in b.table.itertuples()
+    ]
+    lines += _table(
+        [
+            "step",
+            "PyTorch loss",
+            "contender loss",
+            "relative difference",
+            "tolerance",
+            "judged",
+            "within",
+        ],
+        rows,
+    )
+    return lines + ["", "![Both curves on one plot (§7 B)](method_b.png)", ""]
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--method",
+    type=click.Choice(["A", "B"], case_sensitive=False),
+    help="A: five seeds a side, whole schedule; B: one shared start, 200 steps.",
+)
+@click.option("--model", help="shakespeare-char, gpt2-small or gpt2-medium.")
+@click.option("--precision", help="Method A: float32, bfloat16, float16 (B runs float32).")
+@click.option("--seeds", help="Method A's seeds, rising: 1337-1341 (default) or 1337,1338.")
+@click.option(
+    "--products",
+    type=click.Path(path_type=Path),
+    help="The results directory of this card's series (amendments 4.3, 7.4).",
+)
+@click.option("--card", help="The card's name (default: the one NVML sees, or cpu).")
+@click.option("--out", type=click.Path(path_type=Path), help="A new results directory.")
+@click.option("--resume", type=click.Path(path_type=Path), help="Resume this check.")
+@click.option("--contender", type=click.Path(path_type=Path), help="The contender program.")
+@click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
+@click.option("--input", type=click.Path(path_type=Path), help="Your copy of tiny Shakespeare.")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="Prepared datasets (default: in the results directory).",
+)
+@click.option(
+    "--tiktoken-files",
+    type=click.Path(path_type=Path),
+    help="GPT-2's vocab.bpe and encoder.json, for offline machines.",
+)
+@click.option("--protocol", "protocol_path", type=click.Path(path_type=Path), help="Protocol file.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda.")
+@click.option("--smoke", is_flag=True, help="Scaled down ([smoke] model, [correctness] smoke_*).")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "docker"]),
+    default=None,
+    help="Default: docker where an engine answers, else local.",
+)
+@click.option("--docker-host", help="Drive another machine's engine, e.g. ssh://user@host.")
+@click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
+@click.option("--mica-image", help="The contender's measured image (default: this kit's tag).")
+@click.pass_context
+def correctness(ctx: click.Context, **options: Any) -> None:
+    """Run §7's correctness check (method A or B) for one model and precision on this card."""
+    runner = assemble(options, sys.argv)
+    try:
+        judged = runner.run()
+    except (KeyboardInterrupt, Interrupted) as e:
+        click.echo(
+            f"micakit: interrupted during {e or 'the check'}; finished runs are kept.\n"
+            f"  resume with: micakit correctness --resume {runner.rd.root}",
+            err=True,
+        )
+        ctx.exit(int(ExitCode.INTERRUPTED))
+    r = judged.result
+    lines = markdown_a(runner, r) if isinstance(r, corr.MethodAResult) else markdown_b(runner, r)
+    runner.rd.write_text("correctness.md", "\n".join(lines))
+    rec = judged.record
+    said = {True: "passed", False: f"failed ({rec.reason})", None: "read, not judged"}[rec.passed]
+    click.echo(f"method {rec.method}, {rec.model}, {rec.precision}, {rec.card}: {said}")
+    click.echo(str(runner.rd.root / "correctness.md"))

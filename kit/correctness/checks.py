@@ -1,0 +1,180 @@
+"""The records of correctness checks and the verdict's gate (§7, amendment 7.3).
+
+One line of `checks.jsonl` per method, card, model and precision; a configuration's check has
+passed when method A passed with five seeds a side and method B passed on its own card.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from kit.correctness.methods import METHOD_A_SEEDS, MethodAResult, MethodBResult
+from kit.engine import store
+from kit.errors import UserError
+
+CHECKS_SCHEMA = 1
+CHECKS_FILE = "checks.jsonl"
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """One method's outcome for one card, model and precision; a line of checks.jsonl."""
+
+    method: str  # "A" or "B"
+    card: str  # the card's name as the series records it (manifest series.card)
+    model: str  # the runner's model name (D2)
+    precision: str
+    seeds_per_side: int  # method A: five on the card whose families judge, one elsewhere
+    passed: bool | None  # None: one seed a side, read and not judged (amendment 7.1)
+    first_failing_step: int | None
+    reason: str
+    contender_build: str = ""  # amendment 4.2: the build the verdict compares
+    window: tuple[int, int] | None = None  # method B: the judged window
+    beside_window: tuple[int, int] | None = None  # amendment 6.2
+    beside_passed: bool | None = None
+    beside_reason: str = ""
+    logs: str = ""  # where the raw logs lie, relative to the checks directory (D6)
+    date_utc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.method not in ("A", "B"):
+            raise ValueError(f"a check's method is 'A' or 'B', not {self.method!r}")
+
+    def to_json(self) -> str:
+        return json.dumps({"schema": CHECKS_SCHEMA, **asdict(self)})
+
+
+def record_method_a(result: MethodAResult, card: str, model: str, precision: str, **kw: Any):
+    return CheckRecord(
+        "A", card, model, precision, len(result.seeds), result.verdict,
+        result.first_failing_step, result.reason, **kw,
+    )  # fmt: skip
+
+
+def record_method_b(result: MethodBResult, card: str, model: str, **kw: Any) -> CheckRecord:
+    """Method B runs in float32 without TF32 (§7 B); its verdict holds for every precision."""
+    beside = result.beside
+    return CheckRecord(
+        "B", card, model, "float32", 1, result.passed, result.first_failing_step,
+        result.reason, window=result.judged.window,
+        beside_window=beside.window if beside else None,
+        beside_passed=beside.passed if beside else None,
+        beside_reason=beside.reason if beside else "", **kw,
+    )  # fmt: skip
+
+
+def append_check(checks_dir: Path, record: CheckRecord) -> None:
+    """Append one record, fsynced: a check written is a check kept (hyperfine's rule)."""
+    checks_dir.mkdir(parents=True, exist_ok=True)
+    with open(checks_dir / CHECKS_FILE, "a", encoding="utf-8") as f:
+        f.write(record.to_json() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def load_checks(checks_dir: Path) -> list[CheckRecord]:
+    """Every record of a correctness results directory, in the order written; none is []."""
+    path = Path(checks_dir) / CHECKS_FILE
+    if not path.exists():
+        return []
+    text = path.read_text("utf-8")
+    lines = text.split("\n")
+    if lines and lines[-1] and not text.endswith("\n"):
+        lines = lines[:-1]  # a torn last line (power lost mid-write) is not a record
+    names = {f.name for f in fields(CheckRecord)}
+    out = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{where} is not a JSON record: {e}") from None
+        schema = obj.pop("schema", None)
+        if not isinstance(schema, int) or schema > CHECKS_SCHEMA or schema < 1:
+            raise UserError(
+                f"{where} has check schema {schema!r}; this kit reads schema {CHECKS_SCHEMA}",
+                "read it with the kit version that wrote it, or a newer one",
+            )
+        unknown, missing = set(obj) - names, {"method", "card", "model"} - set(obj)
+        if unknown or missing:
+            what = f"unknown key {sorted(unknown)[0]}" if unknown else f"no {sorted(missing)[0]}"
+            raise UserError(f"{where}: {what}", "the file was edited or is damaged")
+        for key in ("window", "beside_window"):
+            if obj.get(key) is not None:
+                obj[key] = tuple(obj[key])
+        out.append(CheckRecord(**obj))
+    return out
+
+
+def check_status(model: str, precision: str, card: str, results: Sequence[CheckRecord]) -> str:
+    """The status "passed", or why this card's configuration has no verdict (rule 6, 7.3).
+
+    Passed when method A passed on five seeds a side for this model and precision (on
+    whichever card ran them: the RTX 4090 in the protocol), on any other card that card's
+    one seed a side was run, and method B passed on this card for this model. The latest
+    record of each kind counts: a check run again after a fix replaces the earlier one.
+    """
+    mine = [r for r in results if r.model == model]
+    a_all = [r for r in mine if r.method == "A" and r.precision == precision]
+    b_here = [r for r in mine if r.method == "B" and r.card == card]
+    if not a_all and not b_here:
+        return "correctness not checked"
+    reasons = []
+    families = [r for r in a_all if r.seeds_per_side >= METHOD_A_SEEDS and r.passed is not None]
+    if not families:
+        reasons.append("method A not run")
+    else:
+        a = families[-1]
+        if not a.passed:
+            reasons.append(_failed("A", a))
+        # amendment 7.3: on the other cards, that card's one seed a side is published
+        if a.card != card and not any(r.card == card for r in a_all):
+            reasons.append(f"method A's one seed a side not run on {card}")
+    if not b_here:
+        reasons.append(f"method B not run on {card}")
+    elif not b_here[-1].passed:
+        reasons.append(_failed("B", b_here[-1]))
+    return "; ".join(reasons) or "passed"
+
+
+def _failed(method: str, r: CheckRecord) -> str:
+    if r.first_failing_step is None:
+        return f"method {method} failed: {r.reason}"
+    return f"method {method} failed at step {r.first_failing_step}"
+
+
+def check_statuses(
+    card: str, models: Sequence[str], precisions: Sequence[str], results: Sequence[CheckRecord]
+) -> dict[str, str]:
+    """The mapping "model/precision" -> status that `report.comparison_table(checks=)` takes."""
+    return {f"{m}/{p}": check_status(m, p, card, results) for m in models for p in precisions}
+
+
+# -- the products record a check runs with (amendments 4.3, 7.4) ----------------------------
+
+
+def check_products_dir(path: Path, card_name: str) -> Path:
+    """`--products DIR` must be the results directory of this card's own series (7.4)."""
+    rd = store.ResultsDir.open(Path(path))
+    series = rd.manifest().get("series") or {}
+    recorded = series.get("card")
+    if not isinstance(recorded, str):
+        raise UserError(
+            f"{rd.root / store.MANIFEST} records no card (series.card)",
+            "name the results directory of a `micakit series` run on this card",
+        )
+    if recorded != card_name:
+        raise UserError(
+            f"--products {path} is the results directory of a series on {recorded!r}, "
+            f"not on this card, {card_name!r}",
+            "name the results directory of this card's own series: no card's products record "
+            "stands for another's (amendments 4.3 and 7.4)",
+        )
+    return rd.root

@@ -1,0 +1,195 @@
+"""The results directory (D6): written so that a series stopped at any moment loses nothing.
+
+Layout:
+    manifest.json        schema, kit version and commit, protocol hash, command line, date, host
+    protocol.toml        the protocol file the series ran under (its hash is in the manifest)
+    plan.json            the configurations and every planned run, in order, fixed before run 0
+    runs.jsonl           one record per finished run, appended and fsynced
+    runs/<id>-<config>/attempt-<k>/   the raw stamped logs of each attempt at a run
+    tables/              CSV and Markdown tables, always recomputed from the raw logs
+
+Every file but runs.jsonl is written whole to a temporary name and renamed; runs.jsonl only
+grows, one fsynced line per finished run, and a torn last line (power lost mid-write) is cut
+off on the next open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kit.errors import UserError
+from kit.protocol import load as protocol_mod
+from kit.protocol.load import Protocol
+
+SCHEMA = 1
+MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
+STARTING = ".micakit-series"  # written first: this directory is a series' own
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write a whole file or nothing: a temporary file in the same folder, fsynced, renamed."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class ResultsDir:
+    """One series' results directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    # -- creating and opening -------------------------------------------------------------
+
+    @classmethod
+    def create(cls, root: Path) -> ResultsDir:
+        root = Path(root)
+        # a series' own directory that never got as far as its manifest measured nothing:
+        # the same command starts it again; any other non-empty directory is left alone
+        unstarted = (root / STARTING).exists() and not (root / MANIFEST).exists()
+        if root.exists() and any(root.iterdir()) and not unstarted:
+            raise UserError(
+                f"the results directory {root} already exists; a series never overwrites one",
+                f"resume it with `micakit series --resume {root}`, or name a new one with --out",
+            )
+        root.mkdir(parents=True, exist_ok=True)
+        (root / STARTING).touch()
+        return cls(root)
+
+    @classmethod
+    def open(cls, root: Path) -> ResultsDir:
+        root = Path(root)
+        if not (root / MANIFEST).is_file():
+            if (root / STARTING).exists():
+                raise UserError(
+                    f"the series in {root} stopped before its first run (it has no {MANIFEST})",
+                    f"start it again with the same command and --out {root}: nothing was lost",
+                )
+            raise UserError(
+                f"{root} is not a results directory (it has no {MANIFEST})",
+                "name a directory that a `micakit series` wrote",
+            )
+        rd = cls(root)
+        schema = rd.manifest().get("schema")
+        if schema != SCHEMA:
+            raise UserError(
+                f"{root} was written with results schema {schema}; this kit reads {SCHEMA}",
+                "use the kit version named in its manifest.json (kit_version)",
+            )
+        return rd
+
+    # -- whole files --------------------------------------------------------------------------
+
+    def manifest(self) -> dict:
+        return self.read_json(MANIFEST)
+
+    def read_json(self, rel: str) -> Any:
+        path = self.root / rel
+        try:
+            return json.loads(path.read_text("utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"{path} is missing", "the results directory is incomplete") from None
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path} is not valid JSON: {e}") from None
+
+    def write_json(self, rel: str, obj: Any) -> None:
+        write_json(self.root / rel, obj)
+
+    def write_text(self, rel: str, text: str) -> None:
+        write_atomic(self.root / rel, text)
+
+    # -- the run records ----------------------------------------------------------------------
+
+    def records(self) -> list[dict]:
+        """Every finished run's record. A torn last line is cut off, never read as a run."""
+        path = self.root / RECORDS
+        if not path.exists():
+            return []
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            with open(path, "r+b") as f:
+                f.truncate(cut)
+                os.fsync(f.fileno())
+            data = data[:cut]
+        records = []
+        for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise UserError(f"{path}:{number} is not a JSON record: {e}") from None
+        return records
+
+    def append_record(self, record: dict) -> None:
+        line = json.dumps(record, sort_keys=False) + "\n"
+        with open(self.root / RECORDS, "ab") as f:
+            f.write(line.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+
+    # -- raw logs -------------------------------------------------------------------------
+
+    def new_attempt_dir(self, run_id: int, slug: str) -> Path:
+        """A fresh folder for an attempt at a run; earlier (interrupted) attempts are kept."""
+        base = self.root / "runs" / f"{run_id:04d}-{slug}"
+        base.mkdir(parents=True, exist_ok=True)
+        k = 1
+        while (base / f"attempt-{k}").exists():
+            k += 1
+        path = base / f"attempt-{k}"
+        path.mkdir()
+        return path
+
+    def rel(self, path: Path) -> str:
+        return str(Path(path).resolve().relative_to(self.root.resolve()))
+
+
+def load_protocol(rd: ResultsDir) -> Protocol:
+    """The protocol the series ran under, from its own copy, checked against the manifest."""
+    p = protocol_mod.load(rd.root / PROTOCOL)
+    recorded = rd.manifest()["protocol_sha256"]
+    if p.sha256 != recorded:
+        raise UserError(
+            f"{rd.root / PROTOCOL} has SHA-256 {p.sha256[:12]}…, "
+            f"but the manifest records {recorded[:12]}…: the protocol copy was changed",
+            "restore the protocol file the series ran under",
+        )
+    return p

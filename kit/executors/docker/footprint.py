@@ -1,0 +1,181 @@
+"""An image's footprint (§8): its size, identity, layers and full file list, and the ratio of
+two footprints. `kit.executors.docker.engine.footprint` reads the image from the engine and feeds
+this module
+the flattened filesystem's tar members; nothing here talks to the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+JSON_NAME = "footprint.json"
+FILES_NAME = "files.tsv"
+FILES_HEADER = ("path", "size_bytes", "type", "mode", "link")
+
+_TYPES = {
+    tarfile.REGTYPE: "file",
+    tarfile.AREGTYPE: "file",
+    tarfile.CONTTYPE: "file",
+    tarfile.DIRTYPE: "dir",
+    tarfile.SYMTYPE: "symlink",
+    tarfile.LNKTYPE: "hardlink",
+    tarfile.CHRTYPE: "char",
+    tarfile.BLKTYPE: "block",
+    tarfile.FIFOTYPE: "fifo",
+}
+
+# A created container's filesystem is the image's plus Docker's init layer: these empty
+# placeholders, which every container of every image has (and /etc/mtab, a symlink).
+INIT_LAYER = (
+    "/.dockerenv",
+    "/dev",
+    "/dev/console",
+    "/dev/pts",
+    "/dev/shm",
+    "/etc/hostname",
+    "/etc/hosts",
+    "/etc/mtab",
+    "/etc/resolv.conf",
+    "/proc",
+    "/sys",
+)
+
+
+class ChunkReader:
+    """A file object over the export's chunks, for tarfile's stream mode (`r|`)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buf = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buf) < size:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buf += chunk
+        if size < 0:
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:size], self._buf[size:]
+        return out
+
+
+class FootprintWriter:
+    """Collects the file list from tar members, then writes footprint.json and files.tsv."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self._rows: list[tuple[str, int, str, str, str]] = []
+
+    def add(self, member: tarfile.TarInfo) -> None:
+        path = _absolute(member.name)
+        kind = _TYPES.get(member.type, "other")
+        size = member.size if kind == "file" else 0  # a hardlink's bytes count once, at its file
+        link = member.linkname if kind in ("symlink", "hardlink") else ""
+        if link and kind == "hardlink":
+            link = _absolute(link)  # a hardlink names a member; a symlink keeps its own text
+        self._rows.append((path, size, kind, f"{member.mode & 0o7777:04o}", link))
+
+    def finish(self, image_ref: str, image: Mapping, history: list[Mapping]) -> dict:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        rows = sorted(self._rows)
+        lines = ["\t".join(FILES_HEADER)]
+        lines += ["\t".join(_field(v) for v in row) for row in rows]
+        text = "\n".join(lines) + "\n"
+        files_path = self.out_dir / FILES_NAME
+        files_path.write_text(text, encoding="utf-8")
+        counts: dict[str, int] = {}
+        for _, _, kind, _, _ in rows:
+            counts[kind] = counts.get(kind, 0) + 1
+        config = image.get("Config") or {}
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "image": image_ref,
+            "id": image["Id"],
+            "repo_tags": list(image.get("RepoTags") or []),
+            "repo_digests": list(image.get("RepoDigests") or []),
+            "size_bytes": int(image["Size"]),
+            "created": image.get("Created"),
+            "os": image.get("Os"),
+            "architecture": image.get("Architecture"),
+            "labels": dict(config.get("Labels") or {}),
+            "env": list(config.get("Env") or []),
+            "layers": list((image.get("RootFS") or {}).get("Layers") or []),
+            "history": [
+                {
+                    "id": h.get("Id"),
+                    "created": h.get("Created"),
+                    "created_by": h.get("CreatedBy"),
+                    "size_bytes": int(h.get("Size") or 0),
+                    "comment": h.get("Comment") or "",
+                }
+                for h in history
+            ],
+            "files": {
+                "list": FILES_NAME,
+                "list_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                "entries": len(rows),
+                "by_type": dict(sorted(counts.items())),
+                "regular_file_bytes": sum(r[1] for r in rows),
+                "note": (
+                    "the flattened filesystem of a container created from the image and never "
+                    "started; Docker's init layer adds " + ", ".join(INIT_LAYER) + " to every "
+                    "container, empty"
+                ),
+            },
+        }
+        with open(self.out_dir / JSON_NAME, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
+            f.write("\n")
+        return record
+
+
+def _absolute(name: str) -> str:
+    while name.startswith("./"):
+        name = name[2:]
+    name = name.strip("/")
+    return "/" if name in ("", ".") else "/" + name
+
+
+def _field(value: object) -> str:
+    # a TSV field: file names may hold tabs or newlines; write them escaped, as Python would
+    text = str(value)
+    if any(c in text for c in "\t\n\r\\"):
+        text = text.encode("unicode_escape").decode("ascii")
+    return text
+
+
+def read_files(path: Path) -> list[dict[str, str | int]]:
+    """The rows of a files.tsv, sizes as integers."""
+    rows: list[dict[str, str | int]] = []
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            row: dict[str, str | int] = dict(
+                zip(header, line.rstrip("\n").split("\t"), strict=True)
+            )
+            row["size_bytes"] = int(row["size_bytes"])
+            rows.append(row)
+    return rows
+
+
+def footprint_ratio(mica: Mapping, pytorch: Mapping) -> dict:
+    """PyTorch's image size over Mica's, from the two measured sizes and nothing else (§8)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "mica_image": mica["image"],
+        "pytorch_image": pytorch["image"],
+        "mica_size_bytes": int(mica["size_bytes"]),
+        "pytorch_size_bytes": int(pytorch["size_bytes"]),
+        "pytorch_over_mica": int(pytorch["size_bytes"]) / int(mica["size_bytes"]),
+        "note": (
+            "the driver's libcuda comes from the host's NVIDIA driver in both images (the NVIDIA "
+            "Container Toolkit mounts it when a run starts) and is in neither size (§8)"
+        ),
+    }

@@ -1,0 +1,122 @@
+"""The measured images (§8) and the runner image: their build contexts, names and footprints.
+
+Tags carry the kit's version and the protocol's hash, so an image says what it was built for:
+    micakit-pytorch:<version>-<protocol12>   Python, torch and numpy, nanoGPT's two trees, g++
+    micakit-mica:<version>-<protocol12>      the contender program and the libraries it opens
+    micakit:<version>-<protocol12>           the kit (the runner), entry point `micakit`
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from kit import __version__
+from kit.errors import UserError
+from kit.protocol.load import FILES, Protocol
+from kit.sides import nanogpt, workspace
+
+PYTORCH, MICA, RUNNER = "pytorch", "mica", "runner"
+NAMES = {PYTORCH: "micakit-pytorch", MICA: "micakit-mica", RUNNER: "micakit"}
+DOCKERFILES = {PYTORCH: "Dockerfile.pytorch", MICA: "Dockerfile.mica", RUNNER: "Dockerfile.runner"}
+MICA_PROGRAM_DIR = "/opt/mica/bin"  # where Dockerfile.mica puts the program
+
+
+def tag(protocol: Protocol) -> str:
+    return f"{__version__}-{protocol.sha256[:12]}"
+
+
+def ref(kind: str, protocol: Protocol, suffix: str | None = None) -> str:
+    return f"{NAMES[kind]}:{suffix or tag(protocol)}"
+
+
+def pytorch_context(protocol: Protocol, checkout: str | None, dest: Path) -> dict[str, str]:
+    """nanoGPT's shipped and patched trees, checked, as the image's /opt/nanogpt."""
+    src = workspace.source(protocol, checkout)
+    tree = dest / "nanogpt"
+    nanogpt.copy_run_files(src, tree / workspace.SHIPPED)
+    nanogpt.apply_patch(src, protocol.beside(protocol.nanogpt.patch), tree / workspace.PATCHED)
+    for sub in (workspace.SHIPPED, workspace.PATCHED):
+        for model in protocol.models.values():
+            if not (tree / sub / model.config).exists():
+                shutil.copyfile(protocol.beside(model.config), tree / sub / model.config)
+    shutil.copyfile(protocol.beside(protocol.nanogpt.patch), tree / "train.patch")
+    return {
+        "TORCH_VERSION": protocol.pytorch.torch,
+        "NUMPY_VERSION": protocol.pytorch.numpy,
+        "NANOGPT_COMMIT": protocol.nanogpt.commit,
+    }
+
+
+def runner_context(dest: Path) -> Path:
+    """The runner's build context: the kit's package as installed (its protocol files and
+    Dockerfiles inside it), with the project file and README it installs from."""
+    package = Path(str(resources.files("kit")))
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(package, dest / "kit", ignore=ignore)  # links followed: kit/files whole
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(FILES / name, dest / name)
+    return dest
+
+
+def mica_context(program: Path, libs: Path | None, dest: Path) -> dict[str, str]:
+    """The contender program and the NVIDIA libraries it opens (amendment 2's table says which)."""
+    if not program.is_file():
+        raise UserError(
+            f"the contender program {program} is not a file",
+            "name it with --contender PATH to build the Mica image",
+        )
+    shutil.copy2(program, dest / program.name)
+    (dest / "libs").mkdir()
+    names = []
+    if libs:
+        for lib in sorted(Path(libs).iterdir()):
+            shutil.copy2(lib, dest / "libs" / lib.name, follow_symlinks=True)
+            names.append(lib.name)
+    return {"PROGRAM": program.name, "LIBS": ",".join(names)}
+
+
+def build(
+    client,
+    protocol: Protocol,
+    kinds: list[str],
+    *,
+    base: str | None = None,
+    wheelhouse: Path | None = None,
+    contender: Path | None = None,
+    libs: Path | None = None,
+    nanogpt_checkout: str | None = None,
+    suffix: str | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> dict[str, str]:
+    """Build the images named in `kinds`; returns each image's reference and id."""
+    from kit.executors.docker import engine as dockerapi
+
+    built = {}
+    for kind in kinds:
+        dockerfile = FILES / DOCKERFILES[kind]
+        with tempfile.TemporaryDirectory(prefix=f"micakit-{kind}-") as tmp:
+            context = Path(tmp)
+            if kind == PYTORCH:
+                args = pytorch_context(protocol, nanogpt_checkout, context)
+            elif kind == MICA:
+                if contender is None:
+                    raise UserError(
+                        "the Mica image holds the contender program, and none was named",
+                        "pass --contender PATH (and --libs DIR for the libraries it opens)",
+                    )
+                args = mica_context(Path(contender), libs, context)
+            else:
+                context, args = runner_context(context), {}
+            if base:
+                args["BASE"] = base
+            name = ref(kind, protocol, suffix)
+            image_id = dockerapi.build_image(
+                client, dockerfile, context, name, args, wheelhouse, on_line
+            )
+            dockerapi.tag_image(client, image_id, NAMES[kind], "latest")
+            built[name] = image_id
+    return built

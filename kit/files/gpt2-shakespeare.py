@@ -1,0 +1,1 @@
+../../benchmarks/NanoGpt/gpt2-shakespeare.py

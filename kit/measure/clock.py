@@ -1,0 +1,315 @@
+"""The outside clock (§5): one reader stamps every line of a program's output as it arrives.
+
+The reader runs in a process of its own (`python -m kit.measure.clock`) that does nothing else, so
+no
+other work of the kit (progress display, NVML sampling, Docker calls) can hold it up: it waits
+in `select`, reads what arrived, stamps it with `time.monotonic_ns()` and hands the lines to a
+writer thread, so a slow disk never makes it (or the program) wait. CLOCK_MONOTONIC is one
+clock for every process on the machine, so its stamps and the sampler's stand on one axis.
+
+A stamped log holds one line per line of output: `<monotonic_ns> <the line's bytes>`, the
+bytes as the program wrote them, without the newline. A line is stamped when its newline
+arrives; a last line without one is stamped when the stream closes.
+
+Sources are file descriptors handed down to the reader process:
+- `raw`: a pipe carrying one stream (the program's stdout or stderr);
+- `mux`: Docker's attach stream, frames of an 8-byte header (stream 1 or 2, size) and a payload;
+  chunks are not lines and frames are not lines, so both are buffered and split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import BinaryIO
+
+STDOUT, STDERR = "stdout", "stderr"
+_MUX_HEADER = struct.Struct(">BxxxL")
+_MUX_STREAMS = {1: STDOUT, 2: STDERR}
+_READ_SIZE = 1 << 16
+
+
+@dataclass(frozen=True)
+class StampedLine:
+    stamp_ns: int
+    text: str  # decoded as UTF-8 with replacement, for parsing; the log keeps the bytes
+
+
+def read_stamped(path: Path) -> Iterator[StampedLine]:
+    """The lines of a stamped log. A line that is not `<int> <bytes>` is a corrupt log."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            raw = raw.rstrip(b"\n")
+            stamp, sep, text = raw.partition(b" ")
+            if not sep and not stamp:
+                continue
+            try:
+                stamp_ns = int(stamp)
+            except ValueError:
+                raise ValueError(f"{path}:{number}: not a stamped line: {raw[:80]!r}") from None
+            yield StampedLine(stamp_ns, text.decode("utf-8", "replace"))
+
+
+class _Splitter:
+    """Turns chunks of one stream into whole lines, keeping the unfinished tail."""
+
+    def __init__(self, sink: queue.SimpleQueue) -> None:
+        self._tail = b""
+        self._sink = sink
+
+    def feed(self, chunk: bytes, stamp_ns: int) -> None:
+        if b"\n" not in chunk:
+            self._tail += chunk
+            return
+        lines = (self._tail + chunk).split(b"\n")
+        self._tail = lines.pop()
+        prefix = b"%d " % stamp_ns
+        self._sink.put(b"".join(prefix + line + b"\n" for line in lines))
+
+    def close(self, stamp_ns: int) -> None:
+        if self._tail:
+            self._sink.put(b"%d %s\n" % (stamp_ns, self._tail))
+            self._tail = b""
+
+
+class _Demux:
+    """Docker's multiplexed attach stream: frames of header + payload, split across reads."""
+
+    def __init__(self, splitters: dict[str, _Splitter]) -> None:
+        self._buf = b""
+        self._splitters = splitters
+
+    def feed(self, chunk: bytes, stamp_ns: int) -> None:
+        self._buf += chunk
+        while len(self._buf) >= _MUX_HEADER.size:
+            stream, size = _MUX_HEADER.unpack_from(self._buf)
+            end = _MUX_HEADER.size + size
+            if len(self._buf) < end:
+                return
+            payload = self._buf[_MUX_HEADER.size : end]
+            self._buf = self._buf[end:]
+            # stream 0 is stdin echoed back; it carries nothing of the program's
+            if stream in _MUX_STREAMS:
+                self._splitters[_MUX_STREAMS[stream]].feed(payload, stamp_ns)
+
+    def close(self, stamp_ns: int) -> None:
+        pass
+
+
+class _Writer(threading.Thread):
+    """Writes stamped lines as they come; the reader only ever puts into its queue."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        super().__init__(daemon=True)
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._f = f
+
+    def run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                break
+            self._f.write(item)
+            # flush whenever the queue runs dry, so a killed series keeps what arrived
+            try:
+                while (item := self.queue.get_nowait()) is not None:
+                    self._f.write(item)
+            except queue.Empty:
+                self._f.flush()
+                continue
+            break
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+
+def stamp(
+    sources: list[tuple[int, str]],
+    stdout_path: Path,
+    stderr_path: Path,
+    ready_fd: int | None = None,
+) -> None:
+    """Read every source until it closes, stamping lines into the two logs.
+
+    `ready_fd`, when given, is written to and closed once the reader waits on its sources, so
+    the program is started only then and its first lines are stamped like its last.
+    """
+    with open(stdout_path, "ab") as out_f, open(stderr_path, "ab") as err_f:
+        writers = {STDOUT: _Writer(out_f), STDERR: _Writer(err_f)}
+        for w in writers.values():
+            w.start()
+        splitters = {name: _Splitter(w.queue) for name, w in writers.items()}
+        sel = selectors.DefaultSelector()
+        feeders: dict[int, _Splitter | _Demux] = {}
+        for fd, kind in sources:
+            os.set_blocking(fd, True)
+            feeders[fd] = _Demux(splitters) if kind == "mux" else splitters[kind]
+            sel.register(fd, selectors.EVENT_READ)
+        open_fds = set(feeders)
+        if ready_fd is not None:
+            os.write(ready_fd, b"1")
+            os.close(ready_fd)
+        while open_fds:
+            for key, _ in sel.select():
+                fd = key.fd
+                try:
+                    chunk = os.read(fd, _READ_SIZE)
+                except ConnectionResetError:
+                    chunk = b""
+                now = time.monotonic_ns()
+                if chunk:
+                    feeders[fd].feed(chunk, now)
+                else:
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
+                    feeders[fd].close(now)
+        for s in splitters.values():
+            s.close(time.monotonic_ns())
+        for w in writers.values():
+            w.queue.put(None)
+        for w in writers.values():
+            w.join()
+
+
+def start_reader(
+    sources: list[tuple[int, str]], stdout_path: Path, stderr_path: Path
+) -> subprocess.Popen:
+    """Start the reader process on inherited descriptors and wait until it is reading.
+
+    The caller closes its own copies of the descriptors afterwards.
+    """
+    spec = ",".join(f"{fd}:{kind}" for fd, kind in sources)
+    ready_r, ready_w = os.pipe()
+    argv = [sys.executable, "-m", "kit.measure.clock", spec, str(stdout_path), str(stderr_path)]
+    argv += ["--ready-fd", str(ready_w)]
+    env = _reader_env()
+    try:
+        reader = subprocess.Popen(
+            argv, pass_fds=[fd for fd, _ in sources] + [ready_w], env=env, stdin=subprocess.DEVNULL
+        )
+    finally:
+        os.close(ready_w)
+    with os.fdopen(ready_r, "rb") as ready:
+        if ready.read(1) != b"1":
+            reader.wait()
+            raise RuntimeError(f"the outside clock's reader failed to start ({reader.returncode})")
+    return reader
+
+
+def _never_starved() -> None:
+    """Best effort: the reader wakes first when a line arrives, however busy the machine.
+
+    A real-time priority (root, or CAP_SYS_NICE) makes the kernel run the reader the moment
+    its pipe becomes readable; it only ever blocks in select, so it cannot hog a core.
+    Elsewhere a higher nice value is the fallback, and plain priority the last resort.
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        return
+    except (OSError, AttributeError):
+        pass
+    try:
+        os.nice(-10)
+    except OSError:
+        pass
+
+
+class PendingReader:
+    """A reader process started before its sources exist, handed them later (SCM_RIGHTS).
+
+    The Docker executor keeps one ready between runs, so a run waits neither for the reader's
+    own start-up (a Python process) nor for its readiness: the reader is already waiting.
+    """
+
+    def __init__(self) -> None:
+        self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [sys.executable, "-m", "kit.measure.clock", "-", "-", "-"]
+        argv += ["--receive-fd", str(child.fileno())]
+        try:
+            self.proc = subprocess.Popen(
+                argv, pass_fds=[child.fileno()], env=_reader_env(), stdin=subprocess.DEVNULL
+            )
+        finally:
+            child.close()
+
+    def hand(
+        self, sources: list[tuple[int, str]], stdout_path: Path, stderr_path: Path
+    ) -> subprocess.Popen:
+        """Give the reader its sources and logs, and wait until it reads them; the caller
+        closes its own copies of the descriptors afterwards."""
+        message = json.dumps(
+            {"kinds": [kind for _, kind in sources], "logs": [str(stdout_path), str(stderr_path)]}
+        ).encode()
+        socket.send_fds(self._sock, [message], [fd for fd, _ in sources])
+        ready = self._sock.recv(1)
+        self._sock.close()
+        if ready != b"1":
+            self.proc.wait()
+            code = self.proc.returncode
+            raise RuntimeError(f"the outside clock's reader failed to start ({code})")
+        return self.proc
+
+    def cancel(self) -> None:
+        """No sources after all: the reader sees its control socket close and exits."""
+        self._sock.close()
+        self.proc.wait()
+
+
+def _reader_env() -> dict[str, str]:
+    env = dict(os.environ)
+    kit_root = str(Path(str(resources.files("kit"))).parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (kit_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kit.measure.clock", description=__doc__)
+    parser.add_argument("sources", help="FD:KIND[,FD:KIND...], KIND one of stdout, stderr, mux")
+    parser.add_argument("stdout_log", type=Path)
+    parser.add_argument("stderr_log", type=Path)
+    parser.add_argument("--ready-fd", type=int, default=None)
+    parser.add_argument("--receive-fd", type=int, default=None)
+    args = parser.parse_args(argv)
+    # Ctrl-C reaches the whole process group; the reader keeps reading until the streams
+    # close, so the program's last lines are kept whatever stopped it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sources = []
+    ready_fd = args.ready_fd
+    if args.receive_fd is not None:
+        # PendingReader: the sources arrive over the control socket; ready goes back on it
+        control = socket.socket(fileno=args.receive_fd)
+        message, fds, _, _ = socket.recv_fds(control, 1 << 16, 16)
+        if not fds:
+            return 0  # cancelled, or the kit ended before a run needed this reader
+        request = json.loads(message)
+        sources = list(zip(fds, request["kinds"], strict=True))
+        args.stdout_log, args.stderr_log = (Path(p) for p in request["logs"])
+        ready_fd = os.dup(control.fileno())
+        control.close()
+    else:
+        for item in args.sources.split(","):
+            fd, _, kind = item.partition(":")
+            if kind not in (STDOUT, STDERR, "mux"):
+                parser.error(f"unknown source kind {kind!r}")
+            sources.append((int(fd), kind))
+    _never_starved()
+    stamp(sources, args.stdout_log, args.stderr_log, ready_fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""From a run's stamped logs to its outcome and step time (§5), and nothing else.
+
+Everything here is a pure function of the raw files, so `micakit report` recomputes every
+number from them alone, and `micakit verify` can tell when a published number differs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kit.measure.clock import StampedLine, read_stamped
+from kit.protocol.load import Grammar, Timing
+
+OK, OOM, VOID, FAILED = "ok", "out of memory", "void", "failed"
+
+
+class OutputError(ValueError):
+    """The program's output breaks its side's grammar; the message says how."""
+
+
+@dataclass(frozen=True)
+class StepLine:
+    step: int
+    loss: float
+    time_ms: float | None  # the program's own reading, never the step time
+    stamp_ns: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A run judged from its logs and exit code."""
+
+    status: str  # ok, out of memory, void, failed
+    step_s: float | None  # §5: (stamp of step hi - stamp of step lo) / (hi - lo); None unless ok
+    own_step_s: float | None  # the program's own reading over the same window, recorded beside
+    reason: str  # why void, failed or out of memory; empty when ok
+    final_loss: float | None = None
+    last_step: int | None = None
+    window_start_ns: int | None = None  # the stamps of the window's two lines
+    window_end_ns: int | None = None
+
+
+def step_lines(lines: list[StampedLine], grammar: Grammar, where: str) -> list[StepLine]:
+    """The step lines of a side's stdout, checked: in order, with numbers for losses."""
+    line_rx = re.compile(grammar.line_regex)
+    prefix_rx = re.compile(grammar.step_prefix)
+    out: list[StepLine] = []
+    for number, line in enumerate(lines, 1):
+        m = line_rx.search(line.text)
+        if not m:
+            if prefix_rx.search(line.text):
+                raise OutputError(
+                    f"{where}:{number}: a step line that breaks the grammar "
+                    f"{grammar.line_regex!r}: {line.text[:120]!r}"
+                )
+            continue
+        step = int(m["step"])
+        try:
+            loss = float(m["loss"])
+        except ValueError:
+            raise OutputError(
+                f"{where}:{number}: the loss {m['loss']!r} at step {step} is not a number"
+            ) from None
+        time_ms = float(m["time_ms"]) if "time_ms" in m.re.groupindex else None
+        if out and step <= out[-1].step:
+            raise OutputError(
+                f"{where}:{number}: step {step} comes after step {out[-1].step}: "
+                "step numbers must rise"
+            )
+        out.append(StepLine(step, loss, time_ms, line.stamp_ns))
+    return out
+
+
+def _matches_oom(lines: list[StampedLine], patterns: list[str]) -> str | None:
+    for line in lines:
+        for p in patterns:
+            if p in line.text:
+                return line.text.strip()
+    return None
+
+
+def judge(
+    stdout_log: Path,
+    stderr_log: Path,
+    exit_code: int | None,
+    grammar: Grammar,
+    timing: Timing,
+) -> Outcome:
+    """The outcome of one run, from its raw stamped logs and exit code alone."""
+    out = list(read_stamped(stdout_log))
+    err = list(read_stamped(stderr_log))
+    if exit_code is None:
+        return Outcome(FAILED, None, None, "the run did not finish")
+    if exit_code != 0:
+        # D4 / amendment 8: out of memory is a line, printed before a non-zero exit
+        oom_line = _matches_oom(out + err, grammar.oom_patterns)
+        if oom_line:
+            return Outcome(OOM, None, None, oom_line[:200])
+        return Outcome(FAILED, None, None, f"exit code {exit_code}")
+    if not out:
+        return Outcome(FAILED, None, None, "the program printed nothing on stdout")
+    try:
+        steps = step_lines(out, grammar, stdout_log.name)
+    except OutputError as e:
+        return Outcome(FAILED, None, None, str(e))
+    by_step = {s.step: s for s in steps}
+    lo, hi = timing.window
+    missing = [n for n in (lo, hi) if n not in by_step]
+    if missing:
+        return Outcome(
+            FAILED,
+            None,
+            None,
+            f"no line for step {missing[0]} (the window is steps {lo} to {hi}; "
+            f"the last step line was {steps[-1].step if steps else 'none'})",
+        )
+    a, b = by_step[lo], by_step[hi]
+    step_s = (b.stamp_ns - a.stamp_ns) / 1e9 / (hi - lo)  # §5: the outside clock
+    own = _own_step_s(steps, lo, hi, grammar)
+    final = steps[-1]
+    common = dict(
+        final_loss=final.loss,
+        last_step=final.step,
+        window_start_ns=a.stamp_ns,
+        window_end_ns=b.stamp_ns,
+    )
+    if not math.isfinite(b.loss):
+        return Outcome(FAILED, None, None, f"the loss at step {hi} is {b.loss}", **common)
+    if grammar.own_clock == "cumulative":
+        # §5 cross-check: the program's own reading within the tolerance, or the run is void
+        if own is None:
+            return Outcome(VOID, step_s, None, "no own time on the window's lines", **common)
+        rel = abs(own - step_s) / step_s if step_s > 0 else math.inf
+        if rel > timing.cross_check_tolerance:
+            return Outcome(
+                VOID,
+                step_s,
+                own,
+                f"own clock {own * 1e3:.4f} ms/step against the outside clock's "
+                f"{step_s * 1e3:.4f} ms/step: {rel:.2%} apart, more than "
+                f"{timing.cross_check_tolerance:.0%}",
+                **common,
+            )
+    return Outcome(OK, step_s, own, "", **common)
+
+
+def _own_step_s(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> float | None:
+    by_step = {s.step: s for s in steps}
+    if grammar.own_clock == "cumulative":
+        a, b = by_step[lo].time_ms, by_step[hi].time_ms
+        return None if a is None or b is None else (b - a) / 1e3 / (hi - lo)
+    # per_step (nanoGPT): each line carries the last step's time; recorded, never compared (§5)
+    times = [s.time_ms for s in steps if lo < s.step <= hi and s.time_ms is not None]
+    return float(np.median(times)) / 1e3 if times else None
+
+
+def losses(stdout_log: Path, grammar: Grammar) -> list[StepLine]:
+    """The loss curve of a run (for plots and correctness), from its stamped stdout."""
+    return step_lines(list(read_stamped(stdout_log)), grammar, stdout_log.name)
+
+
+def tail(path: Path, n: int = 15) -> list[str]:
+    """The last lines of a stamped log, without stamps, for error messages."""
+    try:
+        return [line.text for line in read_stamped(path)][-n:]
+    except (OSError, ValueError):
+        return []
+
+
+def tail_block(log_dir: Path, n: int = 10) -> str:
+    """The end of a failed run's output, indented for a message: stderr's, else stdout's."""
+    lines = tail(log_dir / "stderr.log", n) or tail(log_dir / "stdout.log", n)
+    return "\n".join(f"    {line}" for line in lines) or "    (no output)"

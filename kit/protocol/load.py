@@ -1,0 +1,338 @@
+"""The protocol as data (§3 rule 1): loaded from one TOML file, checked key by key and typed.
+
+Nothing that decides a comparison is read from anywhere else. The file's SHA-256 identifies it
+in every results directory; a series refuses to resume under a file whose hash changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kit.errors import UserError
+
+SCHEMA = 1
+# The protocol's files live in benchmarks/NanoGpt/ (where the protocol names them) and travel in
+# the package as kit/files/, so an installed kit reads the same bytes as a checkout.
+FILES = Path(str(resources.files("kit") / "files"))
+DEFAULT_PATH = FILES / "protocol.toml"
+
+
+@dataclass(frozen=True)
+class Timing:
+    steps: int
+    window: tuple[int, int]
+    runs: int
+    discarded_runs: int
+    log_interval: int
+    cross_check_tolerance: float
+    verdict_margin: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grammar:
+    """How a side's step lines read, and how it says it ran out of memory."""
+
+    line_regex: str
+    step_prefix: str  # a line that starts like a step line but breaks the grammar is an error
+    own_clock: str  # "cumulative": time_ms since start; "per_step": the last step's time
+    oom_patterns: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PyTorch(Grammar):
+    modes: list[str]
+    patched_modes: list[str]
+    torch: str
+    numpy: str
+
+
+@dataclass(frozen=True)
+class NanoGpt:
+    commit: str
+    tree: str
+    archive_url: str
+    patch: str
+    files: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Data:
+    input_sha256: str
+    input_url: str
+
+
+@dataclass(frozen=True)
+class Build:
+    name: str
+    precisions: list[str]
+    args: list[str]
+    primary: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Contender(Grammar):
+    command: list[str]
+    init_args: list[str]
+    batch_args: list[str]
+    version_args: list[str]
+    development_pattern: str
+    builds: list[Build]
+
+
+@dataclass(frozen=True)
+class Precisions:
+    names: list[str]
+    min_compute_capability: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Model:
+    label: str
+    dataset: str
+    config: str
+    args: list[str]
+    full_steps: int
+    batch_size: int  # the batch the protocol trains; amendment 5.1 may halve it on a card
+    parameters: str
+    size_sentence: str
+    halve_batch_when_no_mode_fits: bool = False
+
+
+@dataclass(frozen=True)
+class Smoke:
+    device: str
+    precisions: list[str]
+    modes: list[str]
+    runs: int
+    discarded_runs: int
+    args: list[str]
+
+
+@dataclass(frozen=True)
+class Correctness:
+    """§7's checks (D5, amendments 6 and 7): what `micakit correctness` runs and judges by."""
+
+    seeds: list[int]
+    five_seed_card: str
+    pytorch_mode: str
+    eval_interval: int
+    eval_iters: int
+    method_a_from_step: int
+    method_b_steps: int
+    step0_tolerance: float
+    step_tolerance: float
+    shared_start_seed: int
+    eval_args: list[str]
+    method_b_args: list[str]
+    smoke_full_steps: int
+    smoke_eval_interval: int
+    smoke_eval_iters: int
+    smoke_method_a_from_step: int
+    smoke_method_b_steps: int
+
+
+@dataclass(frozen=True)
+class Amendment:
+    number: int
+    date: str
+    series_run: bool
+    title: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Protocol:
+    schema: int
+    name: str
+    title: str
+    timing: Timing
+    pytorch: PyTorch
+    nanogpt: NanoGpt
+    data: Data
+    contender: Contender
+    precisions: Precisions
+    models: dict[str, Model]
+    smoke: Smoke
+    correctness: Correctness
+    amendments: list[Amendment]
+    # not in the file: where it was read and its hash
+    path: Path = field(default=Path(), compare=False)
+    sha256: str = field(default="", compare=False)
+
+    def model(self, name: str) -> Model:
+        if name not in self.models:
+            raise UserError(
+                f"unknown model {name!r}",
+                f"choose one of {', '.join(self.models)} (the protocol file {self.path.name})",
+            )
+        return self.models[name]
+
+    def check_precision(self, name: str) -> str:
+        if name not in self.precisions.names:
+            raise UserError(
+                f"unknown precision {name!r}", f"choose one of {', '.join(self.precisions.names)}"
+            )
+        return name
+
+    def builds_for(self, precision: str) -> list[Build]:
+        return [b for b in self.contender.builds if precision in b.precisions]
+
+    def beside(self, relative: str) -> Path:
+        """A file the protocol names, beside the protocol file."""
+        return self.path.parent / relative
+
+
+_INTERNAL = {"path", "sha256"}
+
+
+def _check(value: Any, tp: Any, where: str) -> Any:
+    """Check `value` against the annotation `tp`; return it converted (lists to tuples etc.)."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise _wrong(where, "a table", value)
+        return _build(tp, value, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise _wrong(where, "a list", value)
+        (item,) = typing.get_args(tp)
+        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list) or len(value) != len(args):
+            raise _wrong(where, f"a list of {len(args)}", value)
+        return tuple(_check(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if origin is dict:
+        key_tp, val_tp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise _wrong(where, "a table", value)
+        return {k: _check(v, val_tp, f"{where}.{k}") for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _wrong(where, "a number", value)
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _wrong(where, "an integer", value)
+        return value
+    if tp in (str, bool):
+        if not isinstance(value, tp):
+            raise _wrong(where, f"a {tp.__name__}", value)
+        return value
+    if isinstance(tp, types.UnionType):  # pragma: no cover - none in the schema yet
+        raise TypeError(f"unsupported annotation at {where}")
+    raise TypeError(f"unsupported annotation {tp!r} at {where}")
+
+
+def _wrong(where: str, expected: str, value: Any) -> UserError:
+    return UserError(
+        f"protocol file: {where} must be {expected}, not {type(value).__name__} {value!r}",
+        "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
+    )
+
+
+def _build(cls: type, table: dict[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _INTERNAL}
+    unknown = sorted(set(table) - set(fields))
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise UserError(
+            f"protocol file: unknown key {prefix}{unknown[0]}",
+            f"the keys allowed there are {', '.join(sorted(fields))}",
+        )
+    values = {}
+    for name, f in fields.items():
+        key = f"{where}.{name}" if where else name
+        if name not in table:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise UserError(f"protocol file: missing key {key}", "add it to the file")
+            continue
+        values[name] = _check(table[name], hints[name], key)
+    return cls(**values)
+
+
+def _validate(p: Protocol) -> None:
+    """Cross-field rules a type cannot say."""
+    lo, hi = p.timing.window
+    t = p.timing
+    if not (0 <= lo < hi <= t.steps):
+        raise UserError(f"protocol file: timing.window {p.timing.window} must lie in 0..steps")
+    if lo % t.log_interval or hi % t.log_interval:
+        raise UserError("protocol file: timing.window must fall on logged steps (log_interval)")
+    if t.runs < 1 or t.discarded_runs < 0:
+        raise UserError("protocol file: timing.runs must be at least 1, discarded_runs >= 0")
+    for side, grammar in (("pytorch", p.pytorch), ("contender", p.contender)):
+        for key in ("line_regex", "step_prefix"):
+            try:
+                rx = re.compile(getattr(grammar, key))
+            except re.error as e:
+                raise UserError(
+                    f"protocol file: {side}.{key} is not a regular expression: {e}"
+                ) from None
+            if key == "line_regex" and not {"step", "loss"} <= set(rx.groupindex):
+                raise UserError(
+                    f"protocol file: {side}.line_regex must have the groups (?P<step>...) "
+                    "and (?P<loss>...)"
+                )
+        if grammar.own_clock not in ("cumulative", "per_step"):
+            raise UserError(f"protocol file: {side}.own_clock must be 'cumulative' or 'per_step'")
+    for mode in p.pytorch.patched_modes:
+        if mode not in p.pytorch.modes:
+            raise UserError(f"protocol file: pytorch.patched_modes names unknown mode {mode!r}")
+    for b in p.contender.builds:
+        for prec in b.precisions:
+            if prec not in p.precisions.names:
+                raise UserError(f"protocol file: build {b.name} names unknown precision {prec}")
+    names = [b.name for b in p.contender.builds]
+    if len(set(names)) != len(names):
+        raise UserError("protocol file: contender build names must be distinct")
+    c = p.correctness
+    if not c.seeds or any(y <= x for x, y in zip(c.seeds, c.seeds[1:])):
+        raise UserError("protocol file: correctness.seeds must be distinct and rising")
+    if c.pytorch_mode not in p.pytorch.modes:
+        raise UserError(f"protocol file: correctness.pytorch_mode {c.pytorch_mode!r} is no mode")
+    for prefix in ("", "smoke_"):
+        interval = getattr(c, f"{prefix}eval_interval")
+        if interval < 1 or getattr(c, f"{prefix}method_a_from_step") % interval:
+            raise UserError(
+                f"protocol file: correctness.{prefix}method_a_from_step must fall on an "
+                f"evaluation (a multiple of {prefix}eval_interval)"
+            )
+
+
+def load(path: Path | None = None) -> Protocol:
+    """Read and check a protocol file; any flaw is a UserError naming the key."""
+    path = Path(path) if path else DEFAULT_PATH
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise UserError(
+            f"cannot read the protocol file {path}: {e.strerror}",
+            "name an existing file with --protocol, or leave it out for the reference protocol",
+        ) from None
+    try:
+        table = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"the protocol file {path} is not valid TOML: {e}") from None
+    schema = table.get("schema")
+    if schema != SCHEMA:
+        raise UserError(
+            f"the protocol file {path} has schema {schema!r}; this kit reads schema {SCHEMA}",
+            "use a protocol file written for this kit version",
+        )
+    protocol = _build(Protocol, table, "")
+    protocol = dataclasses.replace(
+        protocol, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest()
+    )
+    _validate(protocol)
+    return protocol

@@ -1,0 +1,311 @@
+"""Several cards' results directories as one release table (§3 rules 4, 5 and 7; §9).
+
+`merge()` opens every directory, judges it again from its raw stamped logs (`report.tables`,
+never the CSVs the directory publishes), refuses what a release cannot set side by side, and
+writes `release.csv` (every digit) and `release.md` into a new directory. Refused:
+
+- directories measured under different protocol files (manifest `protocol_sha256`) or made by
+  different kit versions (`kit_version`): their numbers did not come from one procedure;
+- a series that has not finished: a release publishes the protocol's runs, not some of them;
+- two directories of the same card, model and precision: a release publishes one series of each.
+
+Every comparison row is kept, the deficits with the leads (rule 5), each naming the directory
+its raw logs are in (rule 4), in the order card, model, precision (the protocol file's order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from kit.engine import store
+from kit.engine.series import DONE
+from kit.engine.store import ResultsDir
+from kit.errors import UserError
+from kit.measure import timing
+from kit.protocol.load import Protocol
+from kit.report import markdown as render
+from kit.report import tables as report
+
+RELEASE_CSV, RELEASE_MD = "release.csv", "release.md"
+SOURCE = "source"  # the column naming the results directory a row was recomputed from
+
+_ONE_PROTOCOL = (
+    "a release compares the numbers of one protocol (§3 rule 1): merge only directories whose "
+    "manifest.json records the same protocol_sha256"
+)
+_ONE_KIT = (
+    "merge only directories made by one kit version (each manifest.json names its kit_version); "
+    "rerun a series with that version where one is missing"
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One results directory, opened and judged again from its raw logs."""
+
+    name: str  # the path as the user gave it: what the release names
+    rd: ResultsDir
+    manifest: dict
+    found: dict  # versions.json: every software version the series recorded (rule 4)
+    tables: report.Tables
+
+
+def merge(dirs: Sequence[Path], out: Path) -> list[Path]:
+    """Recompute every directory in `dirs` and write the release table into `out`, a new folder.
+
+    Returns the files written. Raises UserError naming the directory at fault when the
+    directories cannot stand in one table, and before anything is written.
+    """
+    out = Path(out)
+    _check_out(out)
+    sources = open_sources(dirs)
+    protocol = store.load_protocol(sources[0].rd)
+    table = release_table(sources, protocol)
+    out.mkdir(parents=True, exist_ok=True)
+    store.write_atomic(out / RELEASE_CSV, table.to_csv(index=False, float_format="%.17g"))
+    store.write_atomic(out / RELEASE_MD, release_markdown(sources, protocol, table))
+    return [out / RELEASE_CSV, out / RELEASE_MD]
+
+
+def open_sources(dirs: Sequence[Path]) -> list[Source]:
+    """Open and recompute every directory, refusing any set a release cannot hold."""
+    if not dirs:
+        raise UserError("no results directory to merge", "name at least one directory")
+    seen: dict[Path, str] = {}
+    for d in dirs:
+        resolved = Path(d).resolve()
+        if resolved in seen:
+            raise UserError(f"{d} is named twice (also as {seen[resolved]})", "name it once")
+        seen[resolved] = str(d)
+    opened = [(str(d), ResultsDir.open(Path(d))) for d in dirs]
+    manifests = {name: rd.manifest() for name, rd in opened}
+    _same_everywhere(manifests, "protocol_sha256", "protocol file", _short_hash, _ONE_PROTOCOL)
+    _same_everywhere(manifests, "kit_version", "kit version", str, _ONE_KIT)
+    sources = []
+    for name, rd in opened:
+        try:
+            t = report.tables(rd)
+        except ValueError as e:  # a raw log that no longer parses
+            raise UserError(
+                f"cannot recompute {name}: {e}", f"`micakit verify {name}` names what changed"
+            ) from None
+        _check_complete(name, rd, t)
+        sources.append(Source(name, rd, manifests[name], render.recorded_versions(rd), t))
+    _check_one_series_each(sources)
+    return sources
+
+
+def release_table(sources: Sequence[Source], protocol: Protocol) -> pd.DataFrame:
+    """Every source's comparison rows, with the source named, ordered by card, model, precision."""
+    rows, columns = [], [SOURCE]
+    for s in sources:
+        c = s.tables.comparison
+        columns += [col for col in c.columns if col not in columns]
+        rows += [{SOURCE: s.name, **r} for r in c.to_dict("records")]
+    table = pd.DataFrame(rows, columns=columns)
+    if table.empty:
+        return table
+    models = list(protocol.models)
+    precisions = list(protocol.precisions.names)
+
+    def key(i: int) -> tuple:
+        r = table.loc[i]
+        return (
+            str(r["card"]),
+            _position(models, r["model"]),
+            str(r["model"]),
+            _position(precisions, r["precision"]),
+            str(r["precision"]),
+        )
+
+    order = sorted(range(len(table)), key=key)  # stable: a directory's own row order is kept
+    return table.loc[order].reset_index(drop=True)
+
+
+def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.DataFrame) -> str:
+    """The release table in Markdown, with the words §9 asks beside its numbers."""
+    found = {s.name: s.found for s in sources}
+    first = sources[0].manifest
+    cards = ", ".join(dict.fromkeys(str(s.manifest["series"]["card"]) for s in sources))
+    lines = [
+        f"# {protocol.name} release: {len(sources)} series ({cards})",
+        "",
+        f"- protocol {protocol.name} sha256 {first['protocol_sha256']}, kit {first['kit_version']}",
+        "- every number below was recomputed by `micakit merge` from the raw stamped logs of the "
+        "directory its row names, never read from that directory's published tables; "
+        "`micakit verify DIR` checks each directory, `micakit report DIR` prints its report",
+        f"- step time: the outside clock, (stamp of step {protocol.timing.window[1]}'s line − "
+        f"stamp of step {protocol.timing.window[0]}'s) / "
+        f"{protocol.timing.window[1] - protocol.timing.window[0]} (§5)",
+        *[f"- {s.name}: {label}" for s in sources for label in _labels(s)],
+        "",
+        "## Series",
+        "",
+        _series_table(sources),
+        "",
+        "## Comparison (D1)",
+        "",
+    ]
+    if table.empty:
+        lines += ["No contender configuration ran in these series, so there is no comparison.", ""]
+    else:
+        lines += [_comparison_table(table, found), ""]
+        lines += _notes(table)
+    if not table.empty:
+        models = dict.fromkeys(table["model"])
+        lines += ["## Models (§9)", ""]
+        lines += [f"- {render.model_words(protocol.models, m)}" for m in models] + [""]
+    return "\n".join(lines)
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(
+            f"{out} already exists; a release is written into a new directory, never over one",
+            "name a new directory with --out",
+        )
+
+
+def _same_everywhere(manifests: dict, key: str, what: str, shown, fix: str) -> None:
+    values = {name: m.get(key) for name, m in manifests.items()}
+    if len(set(values.values())) > 1:
+        each = "; ".join(f"{name} has {key} {shown(v)}" for name, v in values.items())
+        raise UserError(f"the directories were made under different {what}s: {each}", fix)
+
+
+def _short_hash(value: object) -> str:
+    return f"{value}"[:12] if value else "(not recorded)"
+
+
+def _check_complete(name: str, rd: ResultsDir, t: report.Tables) -> None:
+    """Every planned run has a result, or its configuration ran out of memory (amendment 8)."""
+    plan = rd.read_json(store.PLAN)
+    runs = t.runs
+    status = dict(zip(runs["run_id"], runs["status"]))
+    stopped = set(runs[runs["status"] == timing.OOM]["config"])
+    missing = [
+        r["run_id"]
+        for r in plan["order"]
+        if status.get(r["run_id"]) not in DONE and r["config"] not in stopped
+    ]
+    if missing:
+        raise UserError(
+            f"{name} has not finished: {len(missing)} of its {len(plan['order'])} planned runs "
+            f"have no result (the first is run {missing[0]})",
+            f"finish it with `micakit series --resume {name}`, or leave it out of the release",
+        )
+
+
+def _check_one_series_each(sources: Sequence[Source]) -> None:
+    owner: dict[tuple[str, str, str], str] = {}
+    for s in sources:
+        configs = s.tables.configurations
+        for key in dict.fromkeys(zip(configs["card"], configs["model"], configs["precision"])):
+            if key in owner:
+                raise UserError(
+                    f"{owner[key]} and {s.name} both measured {' '.join(key)} "
+                    "(card, model, precision); a release publishes one series of each",
+                    "leave one of the two directories out",
+                )
+            owner[key] = s.name
+
+
+# -- formatting -------------------------------------------------------------------------------
+
+
+def _labels(s: Source) -> list[str]:
+    """What a series is when it is not a protocol measurement on a released compiler (rule 9)."""
+    series = s.manifest.get("series", {})
+    labels = []
+    if render.is_preparation(s.found):
+        labels.append(render.PREPARATION)
+    if series.get("smoke"):
+        labels.append("CPU smoke series: scaled-down models, not a protocol measurement")
+    return labels
+
+
+def _position(order: list[str], name: str) -> int:
+    return order.index(name) if name in order else len(order)
+
+
+def _series_table(sources: Sequence[Source]) -> str:
+    rows = []
+    for s in sources:
+        m = s.manifest
+        extra = m.get("series", {}).get("extra", {})
+        rows.append(
+            {
+                "source": s.name,
+                "card": m["series"]["card"],
+                "date (UTC)": m.get("date_utc", ""),
+                "host": m.get("host", ""),
+                "kit commit": str(m.get("kit_commit") or "")[:12],
+                "executor": m.get("executor", ""),
+                "contender": extra.get("contender", "none given"),
+                "versions": render.versions_line(s.found),
+                "notes": "; ".join(_labels(s)),
+            }
+        )
+    return pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
+
+
+def _comparison_table(table: pd.DataFrame, found: dict) -> str:
+    rows = []
+    for _, r in table.iterrows():
+        if r["pytorch_fastest_mode"]:
+            attention = r.get("pytorch_attention", "") or "not profiled"
+            against = render.pytorch_name(
+                found[r[SOURCE]], r["pytorch_fastest_mode"], r["precision"], attention
+            )
+        else:
+            against = "no PyTorch mode ran"
+        ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.3f}"
+        rows.append(
+            {
+                "card": r["card"],
+                "model": r["model"],
+                "precision": r["precision"],
+                "contender build": f"{r['contender_build']} ({r['build_role']})",
+                "runs": r["contender_runs"],
+                "median ms": render.ms(r["contender_median_step_s"]),
+                "range ms": render.range_ms(r["contender_min_step_s"], r["contender_max_step_s"]),
+                "against": against,
+                "PyTorch runs": r["pytorch_runs"],
+                "PyTorch median ms": render.ms(r["pytorch_median_step_s"]),
+                "PyTorch range ms": render.range_ms(
+                    r["pytorch_min_step_s"], r["pytorch_max_step_s"]
+                ),
+                "ratio P/M": ratio,
+                "verdict": r["verdict"],
+                "raw logs": f"[{r[SOURCE]}]({r[SOURCE]})",
+            }
+        )
+    return pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
+
+
+def _notes(table: pd.DataFrame) -> list[str]:
+    """§3 rule 8: what the times alone say without a passed check is labelled a hypothesis."""
+    lines = []
+    for _, r in table.iterrows():
+        where = f"{r['card']} {r['model']} {r['precision']} {r['contender_build']}"
+        if r["times_alone_say"] and r["verdict"] != r["times_alone_say"]:
+            lines.append(
+                f"- Hypothesis, not a protocol result: by step times alone, {where} would read "
+                f"*{r['times_alone_say']}*; it has no verdict until its correctness check passes "
+                "(§3 rule 6)."
+            )
+        if r["pytorch_modes_out_of_memory"]:
+            lines.append(
+                f"- {where}: PyTorch modes out of memory (amendment 5): "
+                f"{r['pytorch_modes_out_of_memory']}; the fastest of the modes that ran is "
+                "compared."
+            )
+    return [*lines, ""] if lines else []

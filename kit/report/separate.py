@@ -1,0 +1,177 @@
+"""The tables beside the step times (§5 "Conditions", §6, amendment 2), from raw files alone.
+
+- conditions: per run, peak memory and the window's clocks from its samples, and the flags;
+- libraries: per configuration, what its discarded run's processes opened (LD_DEBUG output);
+- kernels: per profiled run, its kernel table (nsys stats output) and the families;
+- graph breaks: per compiled mode, the counts from its TORCH_LOGS run.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kit.engine import conditions
+from kit.engine import separate as extras
+from kit.engine.store import ResultsDir
+from kit.protocol.load import Protocol
+from kit.telemetry import kernels, libraries
+from kit.telemetry import sampler as telemetry
+
+FAMILIES = "families.tsv"  # beside the protocol file (§6: fixed before the first series)
+
+
+def conditions_columns(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: peak memory (whole run) and the window's SM clock and clock events."""
+    rows = []
+    for _, r in runs.iterrows():
+        summary = conditions.run_summary(
+            rd.root / r["log_dir"], _int(r.get("window_start_ns")), _int(r.get("window_end_ns"))
+        )
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "peak_memory_bytes": summary.get("peak_memory_bytes"),
+                "sm_clock_median_mhz": summary.get("sm_clock_median_mhz"),
+                "temperature_max_c": summary.get("temperature_max_c"),
+                "power_median_w": summary.get("power_median_w"),
+                "thermal_event_samples": summary.get("thermal_event_samples", 0),
+                "power_event_samples": summary.get("power_event_samples", 0),
+                "hw_slowdown_event_samples": summary.get("hw_slowdown_event_samples", 0),
+                "sample_count": summary.get("sample_count", 0),
+            }
+        )
+    table = pd.DataFrame(rows, columns=[
+        "run_id", "peak_memory_bytes", "sm_clock_median_mhz", "temperature_max_c",
+        "power_median_w", "thermal_event_samples", "power_event_samples",
+        "hw_slowdown_event_samples", "sample_count",
+    ])  # fmt: skip
+    return table
+
+
+def flags(runs: pd.DataFrame) -> pd.DataFrame:
+    """§5's flags on the timed runs that have samples: run_id, flagged, flag_reasons."""
+    timed = runs[(runs["kind"] == "timed") & (runs["sample_count"] > 0)]
+    if timed.empty:
+        return pd.DataFrame(columns=["run_id", "flagged", "flag_reasons"])
+    flagged = telemetry.flag_runs(timed.rename(columns={"config": "configuration"}))
+    return flagged[["run_id", "flagged", "flag_reasons"]]
+
+
+def _int(x) -> int | None:
+    return None if x is None or pd.isna(x) else int(x)
+
+
+def libraries_table(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
+    """Amendment 2: per configuration, the libraries its discarded run opened."""
+    dirs = {}
+    for _, r in runs[runs["kind"] == "discarded"].iterrows():
+        path = rd.root / r["log_dir"] / "ld_debug"
+        if path.is_dir():
+            dirs[r["config"]] = path
+    rows = []
+    for config, table in libraries.tables_by_configuration(dirs).items():
+        for lib in table.opened:
+            rows.append(
+                {
+                    "config": config,
+                    "library": lib.name,
+                    "path": lib.path,
+                    "nvidia": lib.nvidia,
+                    "processes": lib.processes,
+                    "nvrtc_opened_by_config": table.nvrtc_opened,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=["config", "library", "path", "nvidia", "processes", "nvrtc_opened_by_config"],
+    )
+
+
+def kernel_tables(
+    rd: ResultsDir, runs: pd.DataFrame, protocol: Protocol
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """§6: every profiled run's kernel table, its families, and PyTorch's attention by config.
+
+    Labelled everywhere as the profiled run's kernel time: it explains a step time, never
+    stands in for one.
+    """
+    families_path = protocol.beside(FAMILIES)
+    families = kernels.load_families(families_path) if families_path.exists() else []
+    tables, grouped, attention = [], [], {}
+    for _, r in runs[(runs["kind"] == "profile") & (runs["status"] == "ok")].iterrows():
+        try:
+            t = extras.kernel_table(rd.root / r["log_dir"])
+        except (kernels.KernelTableError, FileNotFoundError):
+            continue
+        tables.append(t.assign(config=r["config"]))
+        grouped.append(kernels.group_families(t, families).assign(config=r["config"]))
+        if r["side"] == "pytorch":
+            attention[r["config"]] = kernels.attention_kind(t)
+    label = kernels.KERNEL_TIME_LABEL
+    kernel = (
+        pd.concat(tables, ignore_index=True)
+        if tables
+        else pd.DataFrame(columns=["name", "total_time_ns", "instances", "config"])
+    )
+    fams = (
+        pd.concat(grouped, ignore_index=True)
+        if grouped
+        else pd.DataFrame(
+            columns=["family", "total_time_ns", "instances", "kernels", "share", "config"]
+        )
+    )
+    kernel["label"] = label
+    fams["label"] = label
+    return kernel, fams, attention
+
+
+def graph_breaks_table(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
+    """§6: per compiled mode, graph breaks, distinct break sites and recompiles."""
+    rows = []
+    for _, r in runs[runs["kind"] == "graph-breaks"].iterrows():
+        if r["status"] != "ok":
+            rows.append({"config": r["config"], "status": r["status"], "graph_breaks": None,
+                         "break_sites": None, "recompiles": None})  # fmt: skip
+            continue
+        counts = extras.graph_break_counts(rd.root / r["log_dir"])
+        rows.append(
+            {
+                "config": r["config"],
+                "status": r["status"],
+                "graph_breaks": counts["graph_breaks"],
+                "break_sites": counts["break_sites"],
+                "recompiles": counts["recompiles"],
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["config", "status", "graph_breaks", "break_sites", "recompiles"]
+    )
+
+
+def missing_records(runs: pd.DataFrame) -> list[str]:
+    """Amendment 8.3: the configurations whose kernel table or break counts the series lacks."""
+    out = []
+    for _, r in runs[runs["kind"].isin(["profile", "graph-breaks"])].iterrows():
+        if r["status"] == "ok":
+            continue
+        what = "kernel table" if r["kind"] == "profile" else "graph-break counts"
+        why = (
+            r["reason"]
+            if str(r["reason"]).startswith(r["status"])
+            else (f"{r['status']} ({r['reason']})" if r["reason"] else r["status"])
+        )
+        out.append(f"{r['config']} has no {what}: {why}")
+    return out
+
+
+def library_lines(table: pd.DataFrame) -> list[str]:
+    """Markdown: per configuration, the NVIDIA libraries opened and whether libnvrtc was."""
+    if table.empty:
+        return ["No library-open log was recorded in this series."]
+    rows = []
+    for config, g in table.groupby("config", sort=False):
+        nvidia = sorted(set(g[g["nvidia"]]["library"])) or ["none"]
+        rows.append({"configuration": config, "NVIDIA libraries opened": ", ".join(nvidia),
+                     "libnvrtc opened": "yes" if g["nvrtc_opened_by_config"].any() else "no",
+                     "libraries in all": len(g)})  # fmt: skip
+    return [pd.DataFrame(rows).to_markdown(index=False)]

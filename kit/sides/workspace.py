@@ -1,0 +1,113 @@
+"""nanoGPT's working trees for a series: as shipped, and with §4's patch, each beside its data.
+
+    <series>/work/nanogpt/
+        shipped/   train.py as nanoGPT ships it (eager and default time this one, §3 rule 2)
+        patched/   train.py with benchmarks/NanoGpt/train.patch (the other modes, §7's runs)
+        data/      the prepared datasets the series' models read
+    both trees hold model.py, configurator.py, config/, gpt2-shakespeare.py and a relative
+    `data` link to ../data, since nanoGPT opens its configurator and data from its working folder.
+
+Keeping them in the results directory makes it self-contained: the code and the data each run
+used stand beside its logs, and their hashes are recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from kit.engine import store
+from kit.errors import UserError
+from kit.protocol.load import Protocol
+from kit.sides import data as data_mod
+from kit.sides import nanogpt
+
+SHIPPED, PATCHED = "shipped", "patched"
+
+
+def source(p: Protocol, checkout: str | None) -> Path:
+    """nanoGPT at the protocol's commit: the user's checkout, or the kit's checked download."""
+    return nanogpt.source(
+        cache_dir() / "nanogpt",
+        Path(checkout) if checkout else None,
+        commit=p.nanogpt.commit,
+        file_sha256=p.nanogpt.files,
+    )
+
+
+def datasets(p: Protocol, o: dict[str, Any]) -> Path:
+    """The datasets the series' models need, prepared once into the kit's data cache."""
+    root = Path(o["data_dir"])
+    needed = {p.model(m).dataset for m in o["models"]}
+    input_path = data_mod.fetch_input(
+        cache_dir() / "input",
+        Path(o["input"]) if o.get("input") else None,
+        expected_sha256=p.data.input_sha256,
+        url=p.data.input_url,
+    )
+    if data_mod.CHAR_DATASET in needed:
+        data_mod.prepare_char(input_path, root / data_mod.CHAR_DATASET,
+                              input_sha256=p.data.input_sha256)  # fmt: skip
+    if data_mod.BPE_DATASET in needed:
+        encoding = data_mod.gpt2_encoding(
+            cache_dir() / "tiktoken",
+            Path(o["tiktoken_files"]) if o.get("tiktoken_files") else None,
+        )
+        data_mod.prepare_bpe(input_path, root / data_mod.BPE_DATASET, encoding,
+                             input_sha256=p.data.input_sha256)  # fmt: skip
+    unknown = needed - {data_mod.CHAR_DATASET, data_mod.BPE_DATASET}
+    if unknown:
+        raise UserError(f"the protocol names datasets the kit cannot prepare: {sorted(unknown)}")
+    return root
+
+
+def prepare(p: Protocol, o: dict[str, Any], dest: Path) -> Path:
+    """Write (or, on resume, check) the two trees and the data under `dest`; returns `dest`."""
+    record = dest / "workspace.json"
+    if record.exists():
+        _check_unchanged(dest, json.loads(record.read_text()))
+        return dest
+    src = source(p, o.get("nanogpt"))
+    data_root = datasets(p, o)
+    tmp = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    nanogpt.copy_run_files(src, tmp / SHIPPED)
+    nanogpt.apply_patch(src, p.beside(p.nanogpt.patch), tmp / PATCHED)
+    for dataset in sorted({p.model(m).dataset for m in o["models"]}):
+        shutil.copytree(data_root / dataset, tmp / "data" / dataset)
+    for tree in (SHIPPED, PATCHED):
+        for m in o["models"]:
+            config = p.model(m).config
+            if not (tmp / tree / config).exists():
+                # a config file of the kit's own (M2's), beside the protocol file (amendment 4.4)
+                shutil.copyfile(p.beside(config), tmp / tree / config)
+        os.symlink(os.path.join("..", "data"), tmp / tree / "data")
+    files = {
+        str(f.relative_to(tmp)): store.sha256_file(f)
+        for f in sorted(tmp.rglob("*"))
+        if f.is_file() and not f.is_symlink()
+    }
+    store.write_json(tmp / "workspace.json", {"nanogpt_commit": p.nanogpt.commit, "files": files})
+    tmp.rename(dest)
+    return dest
+
+
+def _check_unchanged(dest: Path, record: dict) -> None:
+    changed = [
+        rel
+        for rel, digest in record["files"].items()
+        if not (dest / rel).is_file() or store.sha256_file(dest / rel) != digest
+    ]
+    if changed:
+        raise UserError(
+            f"the nanoGPT trees of this series changed since it started: {', '.join(changed)}",
+            "restore them; a series never changes the code it measures midway",
+        )
+
+
+def cache_dir() -> Path:
+    """The kit's cache (nanoGPT's source, datasets, encodings): $MICAKIT_CACHE or ~/.cache."""
+    return Path(os.environ.get("MICAKIT_CACHE") or Path.home() / ".cache" / "micakit")
