@@ -25,7 +25,8 @@ from kit.engine import store
 from kit.engine.store import ResultsDir
 
 RERUN = "rerun.sh"
-DEFAULT_PROTOCOL = "benchmarks/NanoGpt/protocol.toml"  # carried by the image and the checkout
+# the reference protocol, as the checkout and the installed package (kit/files) name it
+DEFAULT_PROTOCOL = ("benchmarks/NanoGpt/protocol.toml", "kit/files/protocol.toml")
 # keys under which a record names an image; the Docker executor's records may add more
 IMAGE_KEYS = ("image", "image_id", "image_digest", "repo_digest", "repo_digests", "digests")
 # inputs that lie on the original machine: (option, environment variable, what it is)
