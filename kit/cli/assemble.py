@@ -107,6 +107,8 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
         "gpu": options.get("gpu"),
         "refuse_busy": bool(options.get("refuse_busy")),
         "idle_timeout_s": float(options.get("idle_timeout") or 60.0),
+        # rule 9: a torch other than the protocol's pin runs only when asked, as preparation
+        "allow_torch": bool(options.get("allow_torch")),
     }
 
 
@@ -147,9 +149,11 @@ def build_sides(
     if PYTORCH in o["sides"]:
         ws = workspace.prepare(p, o, work / "nanogpt")
         if docker:
-            sides.append(PyTorchSide(ws, python="python", image=_image(ex, "pytorch", p, o)))
+            image = _image(ex, "pytorch", p, o)
+            sides.append(PyTorchSide(ws, "python", image, allow_torch=o.get("allow_torch", False)))
         else:
-            sides.append(PyTorchSide(ws, python=o.get("python") or _python()))
+            python = o.get("python") or _python()
+            sides.append(PyTorchSide(ws, python, allow_torch=o.get("allow_torch", False)))
     if CONTENDER in o["sides"]:
         data = workspace.datasets(p, o)
         program = Path(o["contender"])

@@ -74,6 +74,11 @@ def main() -> None:
     help="Prepared datasets (default: in the results directory).",
 )
 @click.option("--input", type=click.Path(path_type=Path), help="Your copy of tiny Shakespeare.")
+@click.option(
+    "--allow-torch",
+    is_flag=True,
+    help="Run under a torch other than the protocol's pin; every number reads preparation.",
+)
 @click.option("--tiktoken-files", type=click.Path(path_type=Path),
               help="GPT-2's vocab.bpe and encoder.json, for offline machines.")  # fmt: skip
 @click.pass_context

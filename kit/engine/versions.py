@@ -88,6 +88,25 @@ def pytorch_versions(
     return versions
 
 
+def torch_pin(protocol: Protocol, found: dict[str, Any], allowed: bool) -> dict[str, Any]:
+    """The protocol pins torch (`[pytorch] torch`); another is refused unless allowed.
+
+    Rule 9: numbers under another torch are preparation, and say so wherever they appear. The
+    local version label (`+cpu`, `+cu128`) names the build, not the release, and is not compared.
+    """
+    pinned = protocol.pytorch.torch
+    running = str(found.get("torch") or "")
+    if running.split("+", 1)[0] == pinned:
+        return {"torch_pinned": pinned}
+    if not allowed:
+        raise UserError(
+            f"the PyTorch side runs torch {running or 'none'}, and the protocol pins {pinned}",
+            f"install torch=={pinned} where the PyTorch side runs, or pass --allow-torch to run "
+            "anyway as preparation (rule 9: every number is labelled so)",
+        )
+    return {"torch_pinned": pinned, "torch_other_allowed": True}
+
+
 def contender_versions(
     executor: Executor, spec: RunSpec, protocol: Protocol, scratch: Path
 ) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def _context(rd: ResultsDir, t: Tables) -> _Context:
         for config, rows in t.kernels.groupby("config", sort=False):
             if str(config).split("/")[2:3] == [PYTORCH]:
                 attention[str(config)] = kernels.attention_kind(rows)
-    prep = f" — {render.PREPARATION}" if render.is_preparation(found) else ""
+    prep = f" — {render.preparation_label(found)}" if render.is_preparation(found) else ""
     return _Context(rd, t, store.load_protocol(rd), found, attention, prep)
 
 

@@ -48,8 +48,22 @@ def recorded_versions(rd: ResultsDir) -> dict:
 
 
 def is_preparation(found: dict) -> bool:
-    """Rule 9: a development build's numbers are preparation, wherever they appear."""
+    """Rule 9: a development build's numbers, or numbers under a torch other than the
+    protocol's pin (--allow-torch), are preparation, wherever they appear."""
+    if found.get("pytorch", {}).get("torch_other_allowed"):
+        return True
     return found.get("contender", {}).get("build_kind") == "development"
+
+
+def preparation_label(found: dict) -> str:
+    """Rule 9's label for a directory's numbers, naming why they are preparation; "" if not."""
+    pytorch = found.get("pytorch", {})
+    if pytorch.get("torch_other_allowed"):
+        return (
+            f"preparation (torch {pytorch.get('torch')}, not the protocol's "
+            f"{pytorch.get('torch_pinned')}, rule 9)"
+        )
+    return PREPARATION if is_preparation(found) else ""
 
 
 def model_words(protocol_models: dict, model: str, smoke_args: list[str] | None = None) -> str:
@@ -172,7 +186,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
     plan = rd.read_json(store.PLAN)
     series = manifest["series"]
     found = recorded_versions(rd)
-    label = f" — {PREPARATION}" if is_preparation(found) else ""
+    label = f" — {preparation_label(found)}" if is_preparation(found) else ""
     smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
     title = f"# {protocol.name} series on {series['card']}{smoke if series['smoke'] else ''}"
     lines = [

@@ -226,7 +226,7 @@ def _labels(s: Source) -> list[str]:
     series = s.manifest.get("series", {})
     labels = []
     if render.is_preparation(s.found):
-        labels.append(render.PREPARATION)
+        labels.append(render.preparation_label(s.found))
     if series.get("smoke"):
         labels.append("CPU smoke series: scaled-down models, not a protocol measurement")
     return labels

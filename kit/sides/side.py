@@ -157,10 +157,13 @@ class PyTorchSide(Side):
 
     name = PYTORCH
 
-    def __init__(self, workspace: Path, python: str, image: str | None = None) -> None:
+    def __init__(
+        self, workspace: Path, python: str, image: str | None = None, *, allow_torch: bool = False
+    ) -> None:
         self.workspace = workspace
         self.python = python
         self.image = image
+        self.allow_torch = allow_torch
 
     def grammar(self, protocol: Protocol) -> Grammar:
         return protocol.pytorch
@@ -176,6 +179,7 @@ class PyTorchSide(Side):
             ctx.executor, self.python, Mount("nanogpt", self.workspace), self.image, scratch
         )
         found["nanogpt_commit"] = ctx.protocol.nanogpt.commit
+        found.update(versions.torch_pin(ctx.protocol, found, self.allow_torch))
         return found
 
     @staticmethod
