@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The device check: one prepared pass over what the kit does on a real NVIDIA card (NVML, a short
+# real series with the local executor and `verify`, float16 through GradScaler, a forced CUDA
+# out-of-memory run, library opens, graph breaks, nsys where it exists), every raw capture and a
+# one-page summary.md in one folder ($OUT when set, else ./device-check). Under 8 minutes on one
+# card. With --device cpu it runs here too, skipping (and naming) what needs a card.
+#
+#   bash scripts/device-check.sh --nanogpt PATH --input PATH/input.txt [--device cpu] [--out DIR]
+#
+# Needs a Python with torch (PYTHON, default python3) and the kit's dependencies. On a machine
+# with no package index, carry them in a folder (pip install --target DIR, on a machine with the
+# same Python) and name it in MICAKIT_SITE. No Docker engine, internet or nsys is needed, and a
+# torch other than the protocol's pin is accepted: every number then reads "preparation".
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-python3}
+if [ -n "${MICAKIT_SITE:-}" ]; then
+    export PYTHONPATH="$MICAKIT_SITE${PYTHONPATH:+:$PYTHONPATH}"
+fi
+exec "$PY" "$ROOT/scripts/device_check.py" "$@"

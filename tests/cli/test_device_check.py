@@ -1,0 +1,41 @@
+"""scripts/device-check.sh with --device cpu: it runs here, and says what it skipped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import FAKE_NANOGPT, ROOT, SHARED_INPUT, fake_nanogpt_protocol
+
+
+def test_device_check_runs_on_the_cpu_and_names_what_it_skipped(tmp_path, fake_env):
+    fake_env(step_ms={"*": 1.0})
+    protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
+    out = tmp_path / "captures"
+    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(out)}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "device-check.sh"), "--device", "cpu",
+         "--nanogpt", str(FAKE_NANOGPT), "--input", str(SHARED_INPUT), "--protocol", str(protocol)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    steps = dict(
+        line[len("step ") :].split(": ", 1)
+        for line in proc.stdout.splitlines()
+        if line.startswith("step ")
+    )
+    assert steps["series"].startswith("ok")
+    assert steps["verify"] == "ok"
+    for name in ("card", "float16", "out-of-memory"):
+        assert steps[name].startswith("skipped: --device cpu"), steps[name]
+    assert steps["captures"].startswith("ok")
+    # one timed round after the discarded run, every number labelled by the kit as usual
+    runs = [json.loads(x) for x in (out / "series" / "runs.jsonl").read_text().splitlines()]
+    timed = [r for r in runs if r.get("kind", "timed") == "timed" and r.get("round", 0) >= 1]
+    assert timed and all(r["round"] == 1 for r in timed)
+    summary = (out / "summary.md").read_text()
+    assert "- verify: ok" in summary and "## " in summary
+    # no copy of nanoGPT's code or the datasets stays among the captures
+    assert not (out / "series" / "work").exists()
