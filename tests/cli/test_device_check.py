@@ -1,4 +1,5 @@
-"""scripts/device-check.sh with --device cpu: it runs here, and says what it skipped."""
+"""scripts/device-check.sh with --device cpu: it runs here, says what it skipped, and needs no
+Docker SDK."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ def test_device_check_runs_on_the_cpu_and_names_what_it_skipped(tmp_path, fake_e
     fake_env(step_ms={"*": 1.0})
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
     out = tmp_path / "captures"
+    # the local executor never needs the Docker SDK: here it cannot be imported at all
+    blocked = tmp_path / "no-docker" / "docker"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('the Docker SDK is not installed')\n")
     env = {**os.environ, "PYTHON": sys.executable, "OUT": str(out)}
+    env["MICAKIT_SITE"] = str(blocked.parent)
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts" / "device-check.sh"), "--device", "cpu",
          "--nanogpt", str(FAKE_NANOGPT), "--input", str(SHARED_INPUT), "--protocol", str(protocol)],
