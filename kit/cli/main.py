@@ -246,9 +246,11 @@ def merge_cmd(dirs: tuple[Path, ...], out: Path) -> None:
         click.echo(path)
 
 
+from kit.cli.compare import compare  # noqa: E402 - a command of its own module
 from kit.cli.correctness import correctness  # noqa: E402 - a command of its own module
 
 main.add_command(correctness)
+main.add_command(compare)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,37 @@
+"""`micakit compare A B`: two results directories side by side (kit/report/compare.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("compare")
+@click.argument("a", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--allow-protocol-change",
+    is_flag=True,
+    help="Compare directories that ran under different protocols; the output says so.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
+def compare(a: Path, b: Path, allow_protocol_change: bool, as_json: bool) -> None:
+    """Compare two results directories: per configuration in both, both medians and ranges,
+    their ratio and whether the ranges overlap; what is in one only is listed.
+
+    \b
+    Example:
+      micakit compare results/L4-torch-2.13 results/L4-torch-2.14
+    """
+    # lazy import for start-up speed: pandas and the report load only when the command runs
+    from kit.report import compare as compare_mod
+
+    result = compare_mod.compare(
+        compare_mod.read(a), compare_mod.read(b), allow_protocol_change=allow_protocol_change
+    )
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(compare_mod.markdown(result), nl=False)

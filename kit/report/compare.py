@@ -1,0 +1,143 @@
+"""Two results directories side by side: the same card before and after an upgrade, two cards,
+two contender releases.
+
+Every number is recomputed from each directory's raw files (as `verify` does), never read from
+its published tables. A configuration is matched by model, precision, side and variant (its card
+may differ); only a configuration whose every planned timed run was ok has a time (§5), so any
+other is shown by its state. This compares two directories; it is not a verdict of §10.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kit.engine.store import ResultsDir
+from kit.errors import UserError
+from kit.report import tables as tables_mod
+
+SCHEMA = 1
+KEY = ["model", "precision", "side", "variant"]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One directory as the comparison reads it."""
+
+    root: Path
+    protocol_sha256: str
+    configurations: pd.DataFrame
+
+
+def read(root: Path) -> Side:
+    rd = ResultsDir.open(root)
+    t = tables_mod.tables(rd)
+    return Side(root, rd.manifest()["protocol_sha256"], t.configurations)
+
+
+def _state(row: pd.Series) -> str:
+    """The configuration's state: the tables' own where they give one, else from its runs."""
+    state = row.get("state")
+    if isinstance(state, str) and state:
+        return state
+    if row.get("out_of_memory"):
+        return "out of memory"
+    return "complete" if not math.isnan(float(row["median_step_s"])) else "no time"
+
+
+def _timed(row: pd.Series | None) -> dict[str, Any] | None:
+    if row is None or _state(row) != "complete":
+        return None
+    return {k: float(row[f"{k}_step_s"]) for k in ("median", "min", "max")}
+
+
+def compare(a: Side, b: Side, *, allow_protocol_change: bool = False) -> dict[str, Any]:
+    """Per configuration in both: both medians and ranges, their ratio, whether ranges overlap."""
+    changed = a.protocol_sha256 != b.protocol_sha256
+    if changed and not allow_protocol_change:
+        raise UserError(
+            f"{a.root} and {b.root} ran under different protocols "
+            f"({a.protocol_sha256[:12]}… and {b.protocol_sha256[:12]}…)",
+            "compare directories of one protocol, or pass --allow-protocol-change to compare "
+            "them anyway (the comparison then says so)",
+        )
+    rows_a = {tuple(r[k] for k in KEY): r for _, r in a.configurations.iterrows()}
+    rows_b = {tuple(r[k] for k in KEY): r for _, r in b.configurations.iterrows()}
+    both, only_a, only_b = [], [], []
+    for key in sorted(set(rows_a) | set(rows_b)):
+        ra, rb = rows_a.get(key), rows_b.get(key)
+        ident = dict(zip(KEY, key))
+        if ra is None:
+            only_b.append({**ident, "card": rb["card"]})
+            continue
+        if rb is None:
+            only_a.append({**ident, "card": ra["card"]})
+            continue
+        ta, tb = _timed(ra), _timed(rb)
+        entry: dict[str, Any] = {
+            **ident,
+            "card_a": ra["card"],
+            "card_b": rb["card"],
+            "state_a": _state(ra),
+            "state_b": _state(rb),
+            "a_s": ta,
+            "b_s": tb,
+            "ratio_a_over_b": None,
+            "ranges_overlap": None,
+        }
+        if ta and tb:
+            entry["ratio_a_over_b"] = ta["median"] / tb["median"]
+            entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
+        both.append(entry)
+    return {
+        "schema": SCHEMA,
+        "a": str(a.root),
+        "b": str(b.root),
+        "protocol_changed": changed,
+        "both": both,
+        "only_in_a": only_a,
+        "only_in_b": only_b,
+    }
+
+
+def _ms(t: dict[str, float] | None, state: str) -> str:
+    if t is None:
+        return state
+    return f"{t['median'] * 1e3:.3f} ms ({t['min'] * 1e3:.3f}–{t['max'] * 1e3:.3f})"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The comparison as a Markdown table, with what is in one directory only."""
+    lines = [f"# {result['a']} (A) against {result['b']} (B)", ""]
+    if result["protocol_changed"]:
+        lines += [
+            "**The two directories ran under different protocols** (--allow-protocol-change).",
+            "",
+        ]
+    lines += [
+        "Step time per configuration: median (range, fastest to slowest), recomputed from each "
+        "directory's raw logs. A configuration without a time shows its state.",
+        "",
+        "| model | precision | side | variant | card A | card B | A | B | A / B | ranges overlap |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for e in result["both"]:
+        ratio = f"{e['ratio_a_over_b']:.3f}" if e["ratio_a_over_b"] is not None else "—"
+        overlap = {True: "yes", False: "no", None: "—"}[e["ranges_overlap"]]
+        lines.append(
+            f"| {e['model']} | {e['precision']} | {e['side']} | {e['variant']} | {e['card_a']} "
+            f"| {e['card_b']} | {_ms(e['a_s'], e['state_a'])} | {_ms(e['b_s'], e['state_b'])} "
+            f"| {ratio} | {overlap} |"
+        )
+    for name, key in (("A", "only_in_a"), ("B", "only_in_b")):
+        if result[key]:
+            lines += ["", f"Only in {name}:", ""]
+            lines += [
+                f"- {e['model']} · {e['precision']} · {e['side']} · {e['variant']} ({e['card']})"
+                for e in result[key]
+            ]
+    return "\n".join(lines) + "\n"

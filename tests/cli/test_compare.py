@@ -1,0 +1,47 @@
+"""`micakit compare A B`: two series of the fake contender, recomputed from their raw logs."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import contender_args, write_protocol
+
+
+def _series(tmp_path, name, protocol, fake_env, cli, step_ms):
+    fake_env(step_ms={"*": step_ms}, state=str(tmp_path / f"state-{name}"))
+    out = tmp_path / name
+    result = cli(*contender_args(out, protocol, "--precision", "float32"))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_compare_two_directories(tmp_path, fake_env, cli):
+    protocol = write_protocol(tmp_path / "p.toml", runs=2)
+    a = _series(tmp_path, "a", protocol, fake_env, cli, 2.0)
+    b = _series(tmp_path, "b", protocol, fake_env, cli, 1.0)
+    result = cli("compare", a, b, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    (entry,) = data["both"]
+    assert entry["side"] == "contender" and entry["state_a"] == entry["state_b"] == "complete"
+    # A's steps take about twice B's: the ratio is recomputed from the two directories' logs
+    ratio = entry["a_s"]["median"] / entry["b_s"]["median"]
+    assert entry["ratio_a_over_b"] == ratio and 1.3 < ratio < 3.0
+    assert entry["ranges_overlap"] is False
+    assert data["only_in_a"] == data["only_in_b"] == []
+    md = cli("compare", a, b)
+    assert md.exit_code == 0
+    assert "| shakespeare-char | float32 | contender |" in md.output
+    assert f"{ratio:.3f}" in md.output
+
+
+def test_compare_refuses_different_protocols_unless_allowed(tmp_path, fake_env, cli):
+    a = _series(tmp_path, "a", write_protocol(tmp_path / "p1.toml", runs=2), fake_env, cli, 1.0)
+    p2 = write_protocol(tmp_path / "p2.toml", runs=2, tolerance=0.2)
+    b = _series(tmp_path, "b", p2, fake_env, cli, 1.0)
+    refused = cli("compare", a, b)
+    assert refused.exit_code == 2
+    assert "different protocols" in refused.output and "--allow-protocol-change" in refused.output
+    allowed = cli("compare", a, b, "--allow-protocol-change")
+    assert allowed.exit_code == 0
+    assert "different protocols" in allowed.output
