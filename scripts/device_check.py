@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kit.measure import timing  # noqa: E402
 from kit.protocol import load as protocol_mod  # noqa: E402
 
 # the library opens worth a fixture (amendment 2): the driver, cuBLAS, NVRTC
@@ -203,7 +204,7 @@ def oom_step(check: Check, a: argparse.Namespace, card: dict) -> None:
     code = kit(args, check.out, "oom-series")
     runs = out / "runs.jsonl"
     records = [json.loads(x) for x in runs.read_text().splitlines()] if runs.exists() else []
-    oom = [r for r in records if r.get("status") == "out_of_memory"]
+    oom = [r for r in records if r.get("status") == timing.OOM]
     if oom:
         check.say("out-of-memory", "ok", f"{len(oom)} run(s) recorded out of memory, exit {code}")
     else:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from kit.engine import store
 from kit.engine.store import ResultsDir
-from kit.report import html, rerun, tables
+from kit.report import html, rerun, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
 from kit.report.tables import Tables
 
@@ -29,6 +29,8 @@ def write(rd: ResultsDir, t: Tables) -> list[Path]:
     text = markdown_report(rd, t)
     rd.write_text("report.md", text)
     written.append(rd.root / "report.md")
+    rd.write_text(summary.SUMMARY, summary.text(rd, t))  # the one file other tools read
+    written.append(rd.root / summary.SUMMARY)
     written.append(rerun.write(rd))
     written += html.write(rd, t, text, (rd.root / rerun.RERUN).read_text("utf-8"))
     return written

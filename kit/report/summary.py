@@ -1,0 +1,101 @@
+"""summary.json: the one file another tool needs to read what a series concluded.
+
+Per configuration its state, runs, median, minimum and maximum (seconds, `_s`), peak memory
+(bytes); the comparisons with their verdicts and gating; the conditions (flagged runs); every
+version; and relative links to the raw files every number comes from. All of it is taken from
+the tables the kit recomputes from the raw logs, never from a published file. Its JSON Schema
+ships in the package (kit/files/summary.schema.json).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+from typing import Any
+
+import pandas as pd
+
+from kit import __version__
+from kit.engine import store
+from kit.engine.store import ResultsDir
+from kit.report.tables import Tables
+
+SUMMARY = "summary.json"
+SCHEMA = 1
+SCHEMA_FILE = "summary.schema.json"
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of summary.json, as shipped in the package."""
+    return json.loads((resources.files("kit") / "files" / SCHEMA_FILE).read_text("utf-8"))
+
+
+def _plain(value: Any) -> Any:
+    """A cell as JSON has it: NaN is null, numpy scalars are Python's."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def _state(row: dict[str, Any]) -> str:
+    state = row.get("state")
+    if isinstance(state, str) and state:
+        return state
+    if row.get("out_of_memory"):
+        return "out of memory"
+    return "complete" if row.get("median_step_s") is not None else "no time"
+
+
+def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
+    manifest = rd.manifest()
+    runs = t.runs
+    configurations = []
+    for row in _rows(t.configurations):
+        mine = runs[runs["config"] == row["config"]]
+        folders = sorted({str(d) for d in mine.get("log_dir", pd.Series(dtype=str)) if d})
+        state = _state(row)
+        if (
+            state != "complete"
+        ):  # §5, amendments 5.2 and 8: only a complete configuration has a time
+            row |= {"median_step_s": None, "min_step_s": None, "max_step_s": None}
+        configurations.append(
+            {
+                **row,
+                "state": state,
+                "units": {"step": "s", "peak_memory": "bytes"},
+                "raw": folders,
+            }
+        )
+    versions = rd.read_json("versions.json") if (rd.root / "versions.json").exists() else {}
+    return {
+        "schema": SCHEMA,
+        "kit": {"version": __version__, "commit": manifest.get("kit_commit")},
+        "protocol_sha256": manifest.get("protocol_sha256"),
+        "series": manifest.get("series", {}),
+        "date": manifest.get("started") or manifest.get("date"),
+        "configurations": configurations,
+        "comparisons": _rows(t.comparison),
+        "conditions": {
+            "flagged_runs": int(runs["flagged"].sum()) if "flagged" in runs else 0,
+        },
+        "versions": versions,
+        "files": {
+            "manifest": store.MANIFEST,
+            "plan": store.PLAN,
+            "runs": store.RECORDS,
+            "protocol": store.PROTOCOL,
+            "versions": "versions.json",
+            "tables": [f"tables/{name}.csv" for name, _ in t.items()],
+        },
+    }
+
+
+def text(rd: ResultsDir, t: Tables) -> str:
+    return json.dumps(build(rd, t), indent=2, sort_keys=False, default=str) + "\n"
