@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -102,6 +103,19 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     # never touch the user's cache from a test
     monkeypatch.setenv("MICAKIT_CACHE", str(tmp_path_factory.mktemp("cache")))
     os.environ.pop("MICAKIT_FAKE", None)
+
+
+@pytest.fixture
+def sigint_default():
+    """Python's own SIGINT handler for the test and the programs it starts.
+
+    A background job of a non-interactive shell starts with SIGINT ignored, and a child inherits
+    that: the series a test then sends SIGINT (Ctrl-C) to would never hear it and the test would
+    wait forever. With the handler restored, the child starts with SIGINT at its default.
+    """
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 def fake_nanogpt_protocol(path: Path, runs: int = 5, tolerance: float = 0.10) -> Path:

@@ -24,10 +24,10 @@ from kit.correctness import methods as corr
 from kit.correctness import run as checkrun
 from kit.engine import store
 from kit.engine.scheduler import CONTENDER, PYTORCH
-from kit.engine.series import ADJUSTMENTS, Interrupted
+from kit.engine.series import ADJUSTMENTS
 from kit.engine.store import ResultsDir
 from kit.engine.versions import VERSIONS
-from kit.errors import ExitCode, UserError
+from kit.errors import ExitCode, Interrupted, UserError
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
 

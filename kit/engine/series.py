@@ -27,7 +27,7 @@ from kit.engine import store, versions
 from kit.engine.conditions import CardConditions
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun, plan
 from kit.engine.store import ResultsDir
-from kit.errors import SeriesFailed, UserError
+from kit.errors import Interrupted, SeriesFailed, UserError
 from kit.executors.base import Executor
 from kit.measure import timing
 from kit.protocol.load import Protocol
@@ -39,10 +39,6 @@ RECORD_SCHEMA = 1
 DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 SEPARATE = (PROFILE, GRAPH_BREAKS)
 ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
-
-
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM: the unfinished run has no record and runs again on resume."""
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,9 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert images["contender"]["image_id"].startswith("sha256:")
 
 
-def test_ctrl_c_mid_run_leaves_no_container(client, mica_image, fast_protocol, tmp_path):
+def test_ctrl_c_mid_run_leaves_no_container(
+    client, mica_image, fast_protocol, tmp_path, sigint_default
+):
     image, program = mica_image
     before = {c["Id"] for c in leftovers(client)}
     out = tmp_path / "r"
