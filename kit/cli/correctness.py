@@ -436,6 +436,7 @@ def correctness(ctx: click.Context, **options: Any) -> None:
     r = judged.result
     lines = markdown_a(runner, r) if isinstance(r, corr.MethodAResult) else markdown_b(runner, r)
     runner.rd.write_text("correctness.md", "\n".join(lines))
+    store.publish_modes(runner.rd.root)  # whatever the umask, the results are readable (D6)
     rec = judged.record
     said = {True: "passed", False: f"failed ({rec.reason})", None: "read, not judged"}[rec.passed]
     click.echo(f"method {rec.method}, {rec.model}, {rec.precision}, {rec.card}: {said}")

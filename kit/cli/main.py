@@ -132,6 +132,7 @@ def series(ctx: click.Context, **options) -> None:
     from rich.console import Console
 
     from kit.cli import assemble
+    from kit.engine import store
     from kit.report import publish
     from kit.report import tables as report
 
@@ -147,6 +148,7 @@ def series(ctx: click.Context, **options) -> None:
         hooks.close()
         if s.rd.records():
             publish.write(s.rd, report.tables(s.rd))
+        store.publish_modes(s.rd.root)  # whatever the umask, the results are readable (D6)
     click.echo(f"{s.rd.root / 'report.md'}")
     if not s.complete():  # pragma: no cover - run() either finishes or raises
         raise UserError("the series stopped before its last run", f"resume {s.rd.root}")
@@ -160,6 +162,7 @@ def series(ctx: click.Context, **options) -> None:
 def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
     """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
     # lazy: the report imports pandas and matplotlib (start-up speed)
+    from kit.engine import store
     from kit.report import publish
     from kit.report import tables as report
 
@@ -179,6 +182,7 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
             f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"
         ) from None
     publish.write(rd, t)
+    store.publish_modes(rd.root)
     click.echo((rd.root / "report.md").read_text("utf-8"))
 
 
@@ -278,7 +282,6 @@ def images_build(
 @click.option("--docker-host", help="Another engine, e.g. ssh://user@host.")
 def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> None:
     """Record both measured images' sizes and file lists in OUT, and their ratio (§8)."""
-    from kit.engine import store
     from kit.executors.docker import engine as dockerapi
     from kit.executors.docker import images as images_mod
     from kit.protocol import load as protocol_mod
@@ -287,10 +290,7 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
     client = dockerapi.connect(docker_host)
     refs = {"pytorch": pytorch_ref or images_mod.ref("pytorch", p),
             "mica": mica_ref or images_mod.ref("mica", p)}  # fmt: skip
-    found = {side: dockerapi.footprint(client, r, out / "footprint" / side)
-             for side, r in refs.items()}  # fmt: skip
-    ratio = dockerapi.footprint_ratio(found["mica"], found["pytorch"])
-    store.write_json(out / "footprint" / "ratio.json", ratio)
+    ratio = dockerapi.measure_footprints(client, refs, out / "footprint")
     click.echo(json.dumps(ratio, indent=2))
 
 

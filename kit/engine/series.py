@@ -13,7 +13,6 @@ import datetime
 import platform
 import shutil
 import signal
-import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -156,7 +155,7 @@ class Series:
             "amendments_in_force": [a.number for a in self.protocol.amendments],
             "command": argv,
             "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "host": socket.gethostname(),
+            "host": self.executor.host(),
             "platform": platform.platform(),
             "python": sys.version.split()[0],
             "executor": self.executor.name,
