@@ -318,9 +318,7 @@ def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dic
     return writer.finish(image_ref, image, history)
 
 
-def measure_footprints(
-    client: docker.DockerClient, refs: Mapping[str, str], out_dir: Path
-) -> dict:
+def measure_footprints(client: docker.DockerClient, refs: Mapping[str, str], out_dir: Path) -> dict:
     """Both measured images' footprints into out_dir/<side>/ and their ratio into
     out_dir/ratio.json (§8); returns the ratio. All or nothing: every image is looked up before
     any is measured, and the measurements land in a sibling folder renamed into place at the
