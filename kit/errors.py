@@ -33,3 +33,11 @@ class SeriesFailed(UserError):
     """A run failed in a way that ends the series; finished runs are kept."""
 
     exit_code = ExitCode.SERIES_FAILED
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM: the unfinished run has no record and runs again on resume.
+
+    Kept here rather than beside the series that raises it, so that the CLI maps it to its exit
+    code without importing the engine at start-up.
+    """

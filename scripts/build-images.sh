@@ -7,8 +7,13 @@
 # The same script runs in CI (.github/workflows/images.yml), on a rented L4 (scripts/rent-g2.sh)
 # and on your machine. Arguments after `--` go to `images build` unchanged.
 #
+# The runner image carries the kit's commit (build argument KIT_COMMIT, which `images build`
+# passes: read from this checkout's .git, else from MICAKIT_COMMIT, e.g. CI's commit for a
+# source archive); it becomes the image's label micakit.commit and its MICAKIT_COMMIT.
+#
 # Environment:
-#   PYTHON   the Python that runs the kit (default python3)
+#   PYTHON          the Python that runs the kit (default python3)
+#   MICAKIT_COMMIT  the kit's commit where this checkout has no .git
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -75,7 +80,9 @@ if [ "$print_tag" = 1 ]; then
 fi
 
 cmd=("$PY" run.py images build "$(tag_option)" "$tag" "$@")
-echo "build-images: tag $tag" >&2
+commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo "${MICAKIT_COMMIT:-unknown}")
+export MICAKIT_COMMIT=$commit
+echo "build-images: tag $tag, kit commit $commit" >&2
 if [ "$dry_run" = 1 ]; then
     printf '+ cd %q &&' "$ROOT"
     printf ' %q' "${cmd[@]}"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -22,7 +24,20 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "fakes"
 CONTENDER = FAKES / "contender.py"
 FAKE_NANOGPT = FAKES / "nanogpt"
-SHARED_INPUT = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+# Tests that need only some text read this one: the play's first lines (4 KB), shipped. The
+# protocols the tests write pin its SHA-256 where the real one pins tiny Shakespeare's (D2).
+TEXT_INPUT = ROOT / "tests" / "fixtures" / "text" / "input.txt"
+TEXT_INPUT_SHA256 = hashlib.sha256(TEXT_INPUT.read_bytes()).hexdigest()
+# Tests that need tiny Shakespeare byte for byte: MICAKIT_INPUT, else ../shared beside the
+# checkout; they skip, saying so, where neither is.
+REAL_INPUT = Path(
+    os.environ.get("MICAKIT_INPUT")
+    or ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+)
+needs_real_input = pytest.mark.skipif(
+    not REAL_INPUT.is_file(),
+    reason=f"no tiny Shakespeare at {REAL_INPUT}: name a copy with MICAKIT_INPUT",
+)
 
 # Fast timing for tests: 100 steps, the window 20..100, a tolerance that load cannot break.
 FAST_TIMING = """[timing]
@@ -37,8 +52,15 @@ verdict_margin = 0.05
 
 
 def write_protocol(path: Path, runs: int = 5, tolerance: float = 0.10, **replace: str) -> Path:
-    """The reference protocol with fast timing (and any other text replaced), written to path."""
+    """The reference protocol with fast timing (and any other text replaced), written to path.
+
+    It pins TEXT_INPUT's SHA-256 as the input's, so a series under it reads the shipped text.
+    """
     text = protocol_mod.DEFAULT_PATH.read_text()
+    text, n = re.subn(
+        r'(?m)^input_sha256 = "[0-9a-f]{64}"', f'input_sha256 = "{TEXT_INPUT_SHA256}"', text
+    )
+    assert n == 1, "the protocol pins no input_sha256"
     text = re.sub(
         r"\[timing\].*?(?=\n\[)",
         FAST_TIMING.format(runs=runs, tolerance=tolerance).strip(),
@@ -84,7 +106,7 @@ def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
     return [
         "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--no-pytorch",
         "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
-        "--input", SHARED_INPUT, *extra,
+        "--input", TEXT_INPUT, *extra,
     ]  # fmt: skip
 
 
@@ -104,13 +126,24 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     os.environ.pop("MICAKIT_FAKE", None)
 
 
+@pytest.fixture
+def sigint_default():
+    """Python's own SIGINT handler for the test and the programs it starts.
+
+    A background job of a non-interactive shell starts with SIGINT ignored, and a child inherits
+    that: the series a test then sends SIGINT (Ctrl-C) to would never hear it and the test would
+    wait forever. With the handler restored, the child starts with SIGINT at its default.
+    """
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def fake_nanogpt_protocol(path: Path, runs: int = 5, tolerance: float = 0.10) -> Path:
     """A protocol whose pinned nanoGPT is the fake under tests/fakes/nanogpt, hashes and patch.
 
     The kit checks and patches the fake exactly as it checks and patches the real nanoGPT.
     """
-    import hashlib
-
     files = ["train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py"]
     lines = "\n".join(
         f'"{f}" = "{hashlib.sha256((FAKE_NANOGPT / f).read_bytes()).hexdigest()}"' for f in files
@@ -127,6 +160,6 @@ def pytorch_args(out: Path, protocol: Path, *extra: str) -> list:
     """A series of both sides: the fake nanoGPT through the real PyTorch side, and the contender."""
     return [
         "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--executor", "local",
-        "--nanogpt", FAKE_NANOGPT, "--input", SHARED_INPUT, "--model", "shakespeare-char",
+        "--nanogpt", FAKE_NANOGPT, "--input", TEXT_INPUT, "--model", "shakespeare-char",
         "--precision", "float32", *extra,
     ]  # fmt: skip

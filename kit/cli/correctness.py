@@ -24,10 +24,10 @@ from kit.correctness import methods as corr
 from kit.correctness import run as checkrun
 from kit.engine import store
 from kit.engine.scheduler import CONTENDER, PYTORCH
-from kit.engine.series import ADJUSTMENTS, Interrupted
+from kit.engine.series import ADJUSTMENTS
 from kit.engine.store import ResultsDir
 from kit.engine.versions import VERSIONS
-from kit.errors import ExitCode, UserError
+from kit.errors import ExitCode, Interrupted, UserError
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
 
@@ -436,6 +436,7 @@ def correctness(ctx: click.Context, **options: Any) -> None:
     r = judged.result
     lines = markdown_a(runner, r) if isinstance(r, corr.MethodAResult) else markdown_b(runner, r)
     runner.rd.write_text("correctness.md", "\n".join(lines))
+    store.publish_modes(runner.rd.root)  # whatever the umask, the results are readable (D6)
     rec = judged.record
     said = {True: "passed", False: f"failed ({rec.reason})", None: "read, not judged"}[rec.passed]
     click.echo(f"method {rec.method}, {rec.model}, {rec.precision}, {rec.card}: {said}")

@@ -6,24 +6,63 @@ failed and ended the series; 4 `verify` found a difference; 130 interrupted, res
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from kit import __version__
-from kit.cli import assemble
-from kit.engine.series import Interrupted
-from kit.engine.store import ResultsDir
-from kit.errors import ExitCode, UserError
-from kit.report import publish
-from kit.report import tables as report
+from kit.errors import ExitCode, Interrupted, UserError
+
+if TYPE_CHECKING:
+    from kit.engine.store import ResultsDir
+
+# `micakit --help` and `--version` import nothing but click: pandas, matplotlib, rich, docker and
+# the kit's engine and report are imported inside the commands that use them (start-up speed,
+# measured by benchmarks/kit/startup.py).
 
 
 class KitGroup(click.Group):
-    """Maps what the user must fix to a message and an exit code; bugs keep their traceback."""
+    """Maps what the user must fix to a message and an exit code; bugs keep their traceback.
+
+    `lazy` names commands kept in modules of their own, imported only when the command is called
+    (start-up speed): name -> (module, attribute, the one line `micakit --help` shows).
+    """
+
+    def __init__(self, *args, lazy: dict[str, tuple[str, str, str]] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, attribute, _ = self.lazy[cmd_name]
+            # lazy: the command's module imports numpy and the kit's engine (start-up speed)
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click lists commands, but a lazy one by its stored line, left unimported."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in self.lazy and name not in self.commands:
+                stub = click.Command(name, help=self.lazy[name][2])
+                rows.append((name, stub.get_short_help_str(limit)))
+                continue
+            cmd = self.commands[name]
+            if not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -42,7 +81,22 @@ class KitGroup(click.Group):
             ctx.exit(int(ExitCode.INTERRUPTED))
 
 
-@click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=KitGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    lazy={
+        "correctness": (
+            "kit.cli.correctness",
+            "correctness",
+            "Run §7's correctness check (method A or B) for one model and precision on this card.",
+        ),
+        "compare": (
+            "kit.cli.compare",
+            "compare",
+            "Compare two results directories: medians, ranges, their ratio, overlap.",
+        ),
+    },
+)
 @click.version_option(__version__, prog_name="micakit")
 def main() -> None:
     """Carry out the TR-2 measurement protocol and leave a results directory anyone can rerun."""
@@ -84,6 +138,14 @@ def main() -> None:
 @click.pass_context
 def series(ctx: click.Context, **options) -> None:
     """Run a series: one discarded run per configuration, then five rotating rounds."""
+    # lazy: the engine, rich and the report import pandas and matplotlib (start-up speed)
+    from rich.console import Console
+
+    from kit.cli import assemble
+    from kit.engine import store
+    from kit.report import publish
+    from kit.report import tables as report
+
     console = Console(stderr=True)
     target = options["resume"] or options["out"]
     ctx.meta["resume_hint"] = target
@@ -96,6 +158,7 @@ def series(ctx: click.Context, **options) -> None:
         hooks.close()
         if s.rd.records():
             publish.write(s.rd, report.tables(s.rd))
+        store.publish_modes(s.rd.root)  # whatever the umask, the results are readable (D6)
     click.echo(f"{s.rd.root / 'report.md'}")
     if not s.complete():  # pragma: no cover - run() either finishes or raises
         raise UserError("the series stopped before its last run", f"resume {s.rd.root}")
@@ -108,6 +171,11 @@ def series(ctx: click.Context, **options) -> None:
               help="`micakit correctness` results that gate the verdicts.")  # fmt: skip
 def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
     """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
+    # lazy: the report imports pandas and matplotlib (start-up speed)
+    from kit.engine import store
+    from kit.report import publish
+    from kit.report import tables as report
+
     rd = _series_dir(results)
     if check_dirs:
         from kit.correctness import run as checkrun
@@ -124,10 +192,14 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
             f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"
         ) from None
     publish.write(rd, t)
+    store.publish_modes(rd.root)
     click.echo((rd.root / "report.md").read_text("utf-8"))
 
 
 def _series_dir(results: Path) -> ResultsDir:
+    # lazy: the store imports numpy (start-up speed)
+    from kit.engine.store import ResultsDir
+
     rd = ResultsDir.open(results)
     if rd.manifest().get("kind") == "correctness":
         raise UserError(
@@ -142,6 +214,9 @@ def _series_dir(results: Path) -> ResultsDir:
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def verify(results: Path) -> None:
     """Recompute RESULTS and exit non-zero, naming each number or raw file that differs."""
+    # lazy: the report imports pandas and matplotlib (start-up speed)
+    from kit.report import publish
+
     rd = _series_dir(results)
     problems = publish.verify(rd)
     for p in problems:
@@ -217,7 +292,6 @@ def images_build(
 @click.option("--docker-host", help="Another engine, e.g. ssh://user@host.")
 def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> None:
     """Record both measured images' sizes and file lists in OUT, and their ratio (§8)."""
-    from kit.engine import store
     from kit.executors.docker import engine as dockerapi
     from kit.executors.docker import images as images_mod
     from kit.protocol import load as protocol_mod
@@ -226,10 +300,7 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
     client = dockerapi.connect(docker_host)
     refs = {"pytorch": pytorch_ref or images_mod.ref("pytorch", p),
             "mica": mica_ref or images_mod.ref("mica", p)}  # fmt: skip
-    found = {side: dockerapi.footprint(client, r, out / "footprint" / side)
-             for side, r in refs.items()}  # fmt: skip
-    ratio = dockerapi.footprint_ratio(found["mica"], found["pytorch"])
-    store.write_json(out / "footprint" / "ratio.json", ratio)
+    ratio = dockerapi.measure_footprints(client, refs, out / "footprint")
     click.echo(json.dumps(ratio, indent=2))
 
 
@@ -245,12 +316,6 @@ def merge_cmd(dirs: tuple[Path, ...], out: Path) -> None:
     for path in merge.merge(list(dirs), out):
         click.echo(path)
 
-
-from kit.cli.compare import compare  # noqa: E402 - a command of its own module
-from kit.cli.correctness import correctness  # noqa: E402 - a command of its own module
-
-main.add_command(correctness)
-main.add_command(compare)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

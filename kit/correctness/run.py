@@ -16,7 +16,6 @@ import dataclasses
 import datetime
 import platform
 import shutil
-import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -247,7 +246,7 @@ class CheckRunner:
                 "protocol_sha256": self.p.sha256,
                 "command": argv,
                 "date_utc": _now(),
-                "host": socket.gethostname(),
+                "host": self.executor.host(),
                 "platform": platform.platform(),
                 "python": sys.version.split()[0],
                 "executor": self.executor.name,

@@ -13,7 +13,6 @@ import datetime
 import platform
 import shutil
 import signal
-import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ from kit.engine import store, versions
 from kit.engine.conditions import CardConditions
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun, plan
 from kit.engine.store import ResultsDir
-from kit.errors import SeriesFailed, UserError
+from kit.errors import Interrupted, SeriesFailed, UserError
 from kit.executors.base import Executor
 from kit.measure import timing
 from kit.protocol.load import Protocol
@@ -39,10 +38,6 @@ RECORD_SCHEMA = 1
 DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 SEPARATE = (PROFILE, GRAPH_BREAKS)
 ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
-
-
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM: the unfinished run has no record and runs again on resume."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +155,7 @@ class Series:
             "amendments_in_force": [a.number for a in self.protocol.amendments],
             "command": argv,
             "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "host": socket.gethostname(),
+            "host": self.executor.host(),
             "platform": platform.platform(),
             "python": sys.version.split()[0],
             "executor": self.executor.name,

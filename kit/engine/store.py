@@ -11,6 +11,10 @@ Layout:
 Every file but runs.jsonl is written whole to a temporary name and renamed; runs.jsonl only
 grows, one fsynced line per finished run, and a torn last line (power lost mid-write) is cut
 off on the next open.
+
+A results directory exists to be published: its files are 0644 (0755 where executable, as
+rerun.sh) and its folders 0755 whatever the umask, so that whoever the runner image wrote them
+for can read and share them.
 """
 
 from __future__ import annotations
@@ -29,15 +33,50 @@ from kit.protocol.load import Protocol
 SCHEMA = 1
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
 STARTING = ".micakit-series"  # written first: this directory is a series' own
+FILE_MODE, DIR_MODE = 0o644, 0o755  # world-readable, whatever the umask
+
+
+def mkdir(path: Path) -> Path:
+    """`path` and any missing parents, each new one DIR_MODE whatever the umask."""
+    path = Path(path)
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    for p in missing:
+        os.chmod(p, DIR_MODE)
+    return path
+
+
+def publish_modes(root: Path) -> None:
+    """Every file under `root` FILE_MODE (DIR_MODE where its owner may run it), every folder
+    DIR_MODE: what programs wrote under a tight umask becomes readable. Another owner's files
+    (a container's) are left as they are."""
+    root = Path(root)
+    for here, _, files in os.walk(root):
+        _chmod(Path(here), DIR_MODE)
+        for name in files:
+            path = Path(here) / name
+            if path.is_symlink():
+                continue
+            executable = path.stat().st_mode & 0o100
+            _chmod(path, DIR_MODE if executable else FILE_MODE)
+
+
+def _chmod(path: Path, mode: int) -> None:
+    try:
+        if path.stat().st_mode & 0o7777 != mode:
+            os.chmod(path, mode)
+    except PermissionError:
+        pass  # not ours to change
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
     """Write a whole file or nothing: a temporary file in the same folder, fsynced, renamed."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    mkdir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600: a report no one else could read
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -88,8 +127,9 @@ class ResultsDir:
                 f"the results directory {root} already exists; a series never overwrites one",
                 f"resume it with `micakit series --resume {root}`, or name a new one with --out",
             )
-        root.mkdir(parents=True, exist_ok=True)
-        (root / STARTING).touch()
+        mkdir(root)
+        (root / STARTING).touch(mode=FILE_MODE)
+        os.chmod(root / STARTING, FILE_MODE)
         return cls(root)
 
     @classmethod
@@ -160,7 +200,9 @@ class ResultsDir:
 
     def append_record(self, record: dict) -> None:
         line = json.dumps(record, sort_keys=False) + "\n"
-        with open(self.root / RECORDS, "ab") as f:
+        fd = os.open(self.root / RECORDS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        os.fchmod(fd, FILE_MODE)  # the umask narrowed the mode open() was given
+        with os.fdopen(fd, "ab") as f:
             f.write(line.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
@@ -169,13 +211,13 @@ class ResultsDir:
 
     def new_attempt_dir(self, run_id: int, slug: str) -> Path:
         """A fresh folder for an attempt at a run; earlier (interrupted) attempts are kept."""
-        base = self.root / "runs" / f"{run_id:04d}-{slug}"
-        base.mkdir(parents=True, exist_ok=True)
+        base = mkdir(self.root / "runs" / f"{run_id:04d}-{slug}")
         k = 1
         while (base / f"attempt-{k}").exists():
             k += 1
         path = base / f"attempt-{k}"
         path.mkdir()
+        os.chmod(path, DIR_MODE)
         return path
 
     def rel(self, path: Path) -> str:

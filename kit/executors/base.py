@@ -8,6 +8,7 @@ the same thing whichever executor ran it (§5: one instrument for both sides).
 from __future__ import annotations
 
 import abc
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,3 +84,7 @@ class Executor(abc.ABC):
     def versions(self) -> dict[str, str]:
         """Versions this executor contributes to the series record (e.g. the Docker engine)."""
         return {}
+
+    def host(self) -> str:
+        """The name of the machine the runs run on (the manifest's `host`): this one."""
+        return socket.gethostname()

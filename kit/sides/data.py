@@ -31,6 +31,7 @@ import requests
 
 from kit.engine.store import sha256_file
 from kit.errors import UserError
+from kit.sides import by_hand
 
 if TYPE_CHECKING:
     import tiktoken
@@ -114,7 +115,7 @@ def fetch_input(
         if sha256_file(dest) == expected_sha256:
             return dest
         log.warning("cached %s has the wrong SHA-256; downloading it again", dest)
-    fix = f"download {url} by hand and save it as {dest}"
+    fix = by_hand.input_fix(url, dest)
     try:
         download_file(url, dest, session=session)
     except requests.RequestException as e:

@@ -28,6 +28,7 @@ import requests
 from kit.engine.store import sha256_file
 from kit.errors import UserError
 from kit.protocol.load import FILES
+from kit.sides import by_hand
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +100,7 @@ def download(
     dest = cache_dir / f"nanoGPT-{commit}"
     archive = cache_dir / f"nanoGPT-{commit}.tar.gz"
     url = url or ARCHIVE_URL.format(commit=commit)
-    fix = (
-        f"download {url} by hand and save it as {archive}, "
-        "or clone https://github.com/karpathy/nanoGPT, check out "
-        f"{commit} and pass --nanogpt PATH naming that checkout"
-    )
+    fix = by_hand.nanogpt_fix(url, commit, archive)
     if dest.is_dir():
         if not verify_files(dest, file_sha256):
             return dest

@@ -8,7 +8,7 @@ import pytest
 from kit.errors import ExitCode
 from kit.telemetry import nvml
 from kit.telemetry.nvml import CardInfo, GpuProcess, Sample
-from tests.conftest import CONTENDER, SHARED_INPUT
+from tests.conftest import CONTENDER, TEXT_INPUT
 
 INFO = CardInfo("NVIDIA L4", "GPU-00000000-1111-2222-3333-444444444444", (8, 9), "550.54.15",
                 "12.4", 24 * 2**30, 0)  # fmt: skip
@@ -52,7 +52,7 @@ class ScriptedCard:
 def args(out, protocol, *extra):
     return ["series", "--out", out, "--protocol", protocol, "--device", "cuda", "--no-pytorch",
             "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
-            "--precision", "float32", "--input", SHARED_INPUT, *extra]  # fmt: skip
+            "--precision", "float32", "--input", TEXT_INPUT, *extra]  # fmt: skip
 
 
 @pytest.mark.slow

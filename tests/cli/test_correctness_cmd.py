@@ -28,7 +28,15 @@ from kit.correctness import run as checkrun
 from kit.engine import store
 from kit.errors import UserError
 from kit.protocol import load as protocol_mod
-from tests.conftest import CONTENDER, FAKE_NANOGPT, ROOT, SHARED_INPUT, write_protocol
+from tests.conftest import (
+    CONTENDER,
+    FAKE_NANOGPT,
+    REAL_INPUT,
+    ROOT,
+    TEXT_INPUT,
+    needs_real_input,
+    write_protocol,
+)
 
 STAND_IN_MODEL = ROOT / "tests" / "fixtures" / "correctness" / "nanogpt" / "model.py"
 NANOGPT_FILES = ["train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py"]
@@ -73,7 +81,7 @@ def check_args(out: Path, protocol: Path, tree: Path, method: str, *extra: objec
         "correctness", "--method", method, "--smoke", "--device", "cpu", "--executor", "local",
         "--model", "shakespeare-char", "--protocol", protocol, "--contender", CONTENDER,
         "--nanogpt", tree,
-        "--input", SHARED_INPUT, "--out", out, *extra,
+        "--input", TEXT_INPUT, "--out", out, *extra,
     ]  # fmt: skip
 
 
@@ -526,7 +534,7 @@ def test_report_gives_a_verdict_only_where_the_checks_passed(tmp_path: Path, fak
     series = tmp_path / "series"
     made = cli(
         "series", "--out", series, "--protocol", protocol, "--smoke", "--device", "cpu",
-        "--executor", "local", "--nanogpt", tree, "--input", SHARED_INPUT, "--contender",
+        "--executor", "local", "--nanogpt", tree, "--input", TEXT_INPUT, "--contender",
         CONTENDER, "--model", "shakespeare-char", "--precision", "float32",
     )  # fmt: skip
     assert made.exit_code == 0, made.output
@@ -593,6 +601,7 @@ for step in range(int(a["--steps"]) + 1):
 @pytest.mark.nanogpt
 @pytest.mark.slow
 @pytest.mark.skipif(not NANOGPT, reason="MICAKIT_NANOGPT names no nanoGPT checkout")
+@needs_real_input
 def test_real_nanogpt_method_b_smoke(tmp_path: Path):
     replay = tmp_path / "replay.py"
     replay.write_text(REPLAY.format(python=sys.executable, tree=str(NANOGPT)))
@@ -600,7 +609,7 @@ def test_real_nanogpt_method_b_smoke(tmp_path: Path):
     out = tmp_path / "b"
     result = invoke(
         "correctness", "--method", "B", "--smoke", "--device", "cpu", "--executor", "local",
-        "--contender", replay, "--nanogpt", NANOGPT, "--input", SHARED_INPUT, "--out", out,
+        "--contender", replay, "--nanogpt", NANOGPT, "--input", REAL_INPUT, "--out", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     (check,) = checks.load_checks(out)

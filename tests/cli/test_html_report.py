@@ -18,7 +18,7 @@ from kit.report import rerun
 from tests.conftest import (
     CONTENDER,
     ROOT,
-    SHARED_INPUT,
+    TEXT_INPUT,
     contender_args,
     fake_nanogpt_protocol,
     pytorch_args,
@@ -282,7 +282,7 @@ def test_card_conditions_and_kernel_families_are_plotted(tmp_path, cli, fake_env
     out = tmp_path / "r"
     args = ["series", "--out", out, "--protocol", protocol, "--device", "cuda", "--no-pytorch",
             "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
-            "--precision", "float32", "--input", SHARED_INPUT]  # fmt: skip
+            "--precision", "float32", "--input", TEXT_INPUT]  # fmt: skip
     res = cli(*args)
     assert res.exit_code == 0, res.output
     page = parse(out / "report.html")

@@ -79,7 +79,7 @@ def test_resume_after_kill_9_at_random_points(tmp_path, fast_protocol):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_and_sigterm_stop_cleanly_and_resume(tmp_path, fast_protocol, sig):
+def test_ctrl_c_and_sigterm_stop_cleanly_and_resume(tmp_path, fast_protocol, sig, sigint_default):
     env = fake_env(tmp_path)
     env["MICAKIT_FAKE"] = json.dumps({"step_ms": {"*": 20.0}, "state": str(tmp_path / "s")})
     out = tmp_path / "r"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kit.errors import ExitCode
-from tests.conftest import SHARED_INPUT, contender_args, records, write_protocol
+from tests.conftest import TEXT_INPUT, contender_args, records, write_protocol
 
 
 def test_a_whole_series_rotates_discards_and_reports(tmp_path, fast_protocol, fake_env, cli):
@@ -150,7 +150,7 @@ def test_program_that_cannot_start(tmp_path, fast_protocol, cli):
     prog.chmod(0o755)
     res = cli("series", "--out", tmp_path / "r2", "--protocol", fast_protocol, "--device", "cpu",
               "--no-pytorch", "--contender", prog, "--executor", "local",
-              "--input", SHARED_INPUT, "--model", "shakespeare-char")  # fmt: skip
+              "--input", TEXT_INPUT, "--model", "shakespeare-char")  # fmt: skip
     assert res.exit_code == ExitCode.USER_ERROR
     assert "cannot start" in res.output
 

@@ -302,20 +302,34 @@ def test_pytorch_image_compiles_and_trains(client, pytorch_image, mica_image, ex
 
 def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_path):
     ref = f"micakit-test-runner:{TAG}"
+    commit = "0123456789abcdef0123456789abcdef01234567"
     dockerapi.build_image(
-        client, ROOT / "Dockerfile.runner", ROOT, ref, {"BASE": base_image}, wheelhouse
+        client,
+        ROOT / "Dockerfile.runner",
+        ROOT,
+        ref,
+        {"BASE": base_image, "KIT_COMMIT": commit},
+        wheelhouse,
     )
+    labels = client.api.inspect_image(ref)["Config"]["Labels"]
+    assert labels["micakit.commit"] == labels["org.opencontainers.image.revision"] == commit
     sock = {"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}}
     out = client.containers.run(ref, ["--help"], volumes=sock, remove=True).decode()
     assert "Usage: micakit" in out and "series" in out
-    # inside the runner, the kit finds its own container and maps /results to the host's folder
+    # inside the runner, the kit finds its own container and maps /results to the host's folder;
+    # it names the commit it was built from and the engine's host, not the container's id
     code = (
-        "from pathlib import Path; from kit import dockerapi; "
-        "p = dockerapi.detect_host_paths(dockerapi.connect()); "
-        "print(p.to_host(Path('/results/s1')))"
+        "import socket; from pathlib import Path; "
+        "from kit.executors.docker import engine as dockerapi; from kit.engine import versions; "
+        "c = dockerapi.connect(); p = dockerapi.detect_host_paths(c); "
+        "print(p.to_host(Path('/results/s1'))); print(versions.kit_commit()); "
+        "print(dockerapi.DockerExecutor(c).host()); print(socket.gethostname())"
     )
     volumes = {**sock, str(tmp_path): {"bind": "/results", "mode": "rw"}}
     out = client.containers.run(
         ref, ["-c", code], entrypoint=["python"], volumes=volumes, remove=True
     ).decode()
-    assert out.strip() == f"{tmp_path}/s1"
+    host_path, got_commit, host, container = out.split()
+    assert host_path == f"{tmp_path}/s1"
+    assert got_commit == commit
+    assert host == client.info()["Name"] != container

@@ -21,7 +21,7 @@ import pytest
 
 from kit.executors.docker import engine as dockerapi
 from kit.executors.docker.containers import LABEL_SERIES
-from tests.conftest import FAKES, ROOT, SHARED_INPUT, records
+from tests.conftest import FAKES, ROOT, TEXT_INPUT, records
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -53,7 +53,7 @@ def series_args(out: Path, protocol: Path, program: Path, image: str, fake: dict
     return [sys.executable, str(ROOT / "run.py"), "series", "--out", str(out),
             "--protocol", str(protocol), "--device", "cpu", "--executor", "docker",
             "--no-pytorch", "--contender", str(program), "--mica-image", image,
-            "--model", "shakespeare-char", "--precision", "float32", "--input", str(SHARED_INPUT),
+            "--model", "shakespeare-char", "--precision", "float32", "--input", str(TEXT_INPUT),
             "--env", "MICAKIT_FAKE=" + json.dumps(fake)]  # fmt: skip
 
 
@@ -91,7 +91,9 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert images["contender"]["image_id"].startswith("sha256:")
 
 
-def test_ctrl_c_mid_run_leaves_no_container(client, mica_image, fast_protocol, tmp_path):
+def test_ctrl_c_mid_run_leaves_no_container(
+    client, mica_image, fast_protocol, tmp_path, sigint_default
+):
     image, program = mica_image
     before = {c["Id"] for c in leftovers(client)}
     out = tmp_path / "r"

@@ -17,20 +17,21 @@ from kit.measure.clock import read_stamped
 from kit.protocol import load as protocol_mod
 from kit.sides import workspace
 from kit.sides.side import PyTorchSide, RunContext
-from tests.conftest import SHARED_INPUT
+from tests.conftest import REAL_INPUT, needs_real_input
 
 NANOGPT = os.environ.get("MICAKIT_NANOGPT")
 pytestmark = [
     pytest.mark.nanogpt,
     pytest.mark.slow,
     pytest.mark.skipif(not NANOGPT, reason="MICAKIT_NANOGPT names no nanoGPT checkout"),
+    needs_real_input,
 ]
 
 
 @pytest.mark.parametrize("mode", ["eager", "default", "reduce-overhead", "max-autotune"])
 def test_twenty_cpu_steps_in_each_mode(tmp_path: Path, mode: str):
     p = protocol_mod.load()
-    options = {"models": ["shakespeare-char"], "nanogpt": NANOGPT, "input": str(SHARED_INPUT),
+    options = {"models": ["shakespeare-char"], "nanogpt": NANOGPT, "input": str(REAL_INPUT),
                "data_dir": str(tmp_path / "data")}  # fmt: skip
     ws = workspace.prepare(p, options, tmp_path / "nanogpt")
     ex = LocalExecutor()

@@ -17,13 +17,8 @@ import tiktoken
 
 from kit.errors import UserError
 from kit.sides import data
-
-SHARED_INPUT = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare" / "input.txt"
-)
-needs_input = pytest.mark.skipif(
-    not SHARED_INPUT.is_file(), reason=f"no tiny Shakespeare at {SHARED_INPUT}"
-)
+from tests.conftest import REAL_INPUT as SHARED_INPUT
+from tests.conftest import needs_real_input as needs_input
 
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 7
 # GPT-2's split pattern (tiktoken's r50k), with a vocabulary small enough to build here.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import tarfile
@@ -28,6 +29,7 @@ import docker.utils.build
 import requests
 
 from kit import __version__
+from kit.engine import store
 from kit.errors import UserError
 from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
 from kit.executors.docker.containers import (
@@ -55,6 +57,11 @@ _NO_ENGINE_FIX = (
     "`bash scripts/ci-setup.sh` installs and starts it), or choose `--executor local`"
 )
 _BUILD_FIX = "`micakit images build` builds it"
+# the command that builds each measured image, as the CLI spells it (PROGRAM: the contender)
+BUILD_COMMANDS = {
+    "pytorch": "micakit images build --only pytorch",
+    "mica": "micakit images build --only mica --contender PROGRAM",
+}
 _SETUP_FIX = (
     "with no image registry in reach, `bash scripts/ci-setup.sh` builds the local base "
     "micakit-base:bookworm from Debian's archive; pass it as build arg BASE"
@@ -311,6 +318,33 @@ def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dic
     return writer.finish(image_ref, image, history)
 
 
+def measure_footprints(client: docker.DockerClient, refs: Mapping[str, str], out_dir: Path) -> dict:
+    """Both measured images' footprints into out_dir/<side>/ and their ratio into
+    out_dir/ratio.json (§8); returns the ratio. All or nothing: every image is looked up before
+    any is measured, and the measurements land in a sibling folder renamed into place at the
+    end, so a failure leaves no partial footprint (and an earlier complete one untouched)."""
+    for side, ref in refs.items():
+        if not _image_exists(client, ref):
+            raise UserError(
+                f"no {side} image {ref} to measure",
+                f"`{BUILD_COMMANDS[side]}` builds it (add --tag T where its tag is not the "
+                f"kit's), or name a built image with --{side} REF",
+            )
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        found = {side: footprint(client, ref, partial / side) for side, ref in refs.items()}
+        ratio = footprint_ratio(found["mica"], found["pytorch"])
+        store.write_json(partial / "ratio.json", ratio)
+        store.publish_modes(partial)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(partial, out_dir)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return ratio
+
+
 # --- running -----------------------------------------------------------------------------------
 
 
@@ -389,6 +423,11 @@ class DockerExecutor(Executor):
     def versions(self) -> dict[str, str]:
         return versions(self.client)
 
+    def host(self) -> str:
+        # the engine's machine: where the kit runs in the runner image, its own name is only
+        # the container's id
+        return str(self.client.info().get("Name") or super().host())
+
     def sweep(self) -> None:
         """Remove the run containers of series whose process is gone (§5: the card must hold
         no other program). A live series' containers are left to it."""
@@ -405,8 +444,6 @@ class DockerExecutor(Executor):
         return footprint(self.client, ref, out_dir)
 
     def footprint_ratio(self, mica: Mapping, pytorch: Mapping, path: Path) -> dict:
-        from kit.engine import store
-
         ratio = footprint_ratio(mica, pytorch)
         store.write_json(path, ratio)
         return ratio

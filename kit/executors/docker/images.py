@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from kit import __version__
+from kit.engine import versions
 from kit.errors import UserError
 from kit.protocol.load import FILES, Protocol
 from kit.sides import nanogpt, workspace
@@ -110,7 +111,9 @@ def build(
                     )
                 args = mica_context(Path(contender), libs, context)
             else:
-                context, args = runner_context(context), {}
+                # the runner has no .git: the kit's commit travels as a build argument, and
+                # becomes a label and MICAKIT_COMMIT, which versions.kit_commit() reads there
+                context, args = runner_context(context), {"KIT_COMMIT": versions.kit_commit()}
             if base:
                 args["BASE"] = base
             name = ref(kind, protocol, suffix)

@@ -1,0 +1,60 @@
+"""How long `micakit --help` and `micakit --version` take from a cold process; goal 0.3 s.
+
+    python benchmarks/kit/startup.py [--runs 10]
+
+Each figure is the median wall time of RUNS fresh processes of the kit's interpreter (`python -m
+kit.cli.main ARGS`, as the `micakit` script runs it), from start to exit. The CLI imports only
+click before it parses its arguments; the commands import what they use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+GOAL_S = 0.3
+CASES = (("--help",), ("--version",))
+# what no CLI can beat: the interpreter alone, and the interpreter with click
+FLOORS = {"python -c pass": ("-c", "pass"), "python -c 'import click'": ("-c", "import click")}
+
+
+def cold_start_s(args: tuple[str, ...], runs: int) -> list[float]:
+    """Wall seconds of `runs` fresh `python ARGS` processes, one after the other."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, *args], env=env, cwd=ROOT,
+                       stdout=subprocess.DEVNULL, check=True)  # fmt: skip
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10, help="cold processes per command")
+    a = parser.parse_args(argv)
+    # the interpreter and the kit's files into the page cache first
+    cold_start_s(("-m", "kit.cli.main", "--version"), 1)
+    worst = 0.0
+    for args in CASES:
+        times = np.array(cold_start_s(("-m", "kit.cli.main", *args), a.runs))
+        median = float(np.median(times))
+        worst = max(worst, median)
+        print(f"micakit {' '.join(args):<9} median {median:.3f} s "
+              f"(min {times.min():.3f}, max {times.max():.3f}, {a.runs} processes)")  # fmt: skip
+    for name, args in FLOORS.items():
+        print(f"floor: {name} median {np.median(cold_start_s(args, a.runs)):.3f} s")
+    print(f"goal: median <= {GOAL_S} s: {'met' if worst <= GOAL_S else 'missed'}")
+    return 0 if worst <= GOAL_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

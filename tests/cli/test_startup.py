@@ -1,0 +1,47 @@
+"""`micakit --help` and `--version` import nothing heavy (start-up speed; benchmarks/kit/startup.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kit.cli.main import main
+from tests.conftest import ROOT
+
+HEAVY = ("pandas", "numpy", "matplotlib", "torch", "docker", "rich", "requests", "kit.report",
+         "kit.engine", "kit.cli.correctness")  # fmt: skip
+
+
+def imported_after(*args: str) -> list[str]:
+    """The heavy modules a fresh `micakit ARGS` process holds when it exits."""
+    code = (
+        "import atexit, json, sys\n"
+        f"heavy = {HEAVY!r}\n"
+        "atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules "
+        "if m.startswith(heavy) and (m in heavy or m.split('.')[0] in heavy "
+        "or any(m.startswith(h + '.') for h in heavy))))))\n"
+        "from kit.cli.main import main\n"
+        f"main({list(args)!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_help_and_version_import_nothing_heavy():
+    assert imported_after("--version") == []
+    assert imported_after("--help") == []
+
+
+def test_a_command_still_imports_what_it_needs():
+    # the check above can fail: a command that runs does import the kit's engine
+    assert "kit.cli.correctness" in imported_after("correctness", "--help")
+
+
+def test_the_lazy_commands_help_line_is_the_commands_own():
+    from kit.cli.correctness import correctness
+
+    for name, (_, _, line) in main.lazy.items():
+        assert name == "correctness"
+        assert line == correctness.help.splitlines()[0]

@@ -1,0 +1,47 @@
+"""The runner image carries the kit's commit: `images build` passes KIT_COMMIT, and
+Dockerfile.runner turns it into a label and MICAKIT_COMMIT, which the kit reads without .git."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kit.engine import versions
+from kit.executors.docker import engine as dockerapi
+from kit.executors.docker import images
+from kit.protocol import load as protocol_mod
+from tests.conftest import ROOT
+
+
+def test_images_build_passes_the_kits_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, dict] = {}
+
+    def build_image(client, dockerfile, context, name, args, wheelhouse, on_line):
+        seen[Path(dockerfile).name] = dict(args)
+        return "sha256:" + "0" * 64
+
+    monkeypatch.setattr(dockerapi, "build_image", build_image)
+    monkeypatch.setattr(dockerapi, "tag_image", lambda *a: None)
+    monkeypatch.setattr(versions, "kit_commit", lambda: "c0ffee" * 6 + "abcd")
+    images.build(None, protocol_mod.load(), ["runner"], base="micakit-base:bookworm")
+    assert seen == {
+        "Dockerfile.runner": {"KIT_COMMIT": "c0ffee" * 6 + "abcd", "BASE": "micakit-base:bookworm"}
+    }
+
+
+def test_the_runner_dockerfile_labels_and_exports_it() -> None:
+    text = (ROOT / "Dockerfile.runner").read_text()
+    final = text[text.rindex("\nFROM ") :]  # the image's own stage, not the install stage
+    assert re.search(r"^ARG KIT_COMMIT=", final, re.M)
+    assert re.search(r"^LABEL .*micakit\.commit=\$\{KIT_COMMIT\}", final, re.M)
+    assert re.search(r"^ENV .*MICAKIT_COMMIT=\$\{KIT_COMMIT\}", final, re.M)
+
+
+def test_without_git_the_kit_reads_micakit_commit(tmp_path, monkeypatch) -> None:
+    package = tmp_path / "kit"
+    package.mkdir()
+    monkeypatch.setattr(versions.resources, "files", lambda name: package)  # no .git beside it
+    monkeypatch.setenv("MICAKIT_COMMIT", "feed" * 10)
+    assert versions.kit_commit() == "feed" * 10
