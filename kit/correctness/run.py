@@ -39,6 +39,7 @@ from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, fill_template
 from kit.sides.workspace import PATCHED
+from kit.status import RunStatus
 
 KIND = "correctness"  # the manifest's kind: a check's results directory, not a series'
 RECORD_SCHEMA = 1
@@ -456,7 +457,11 @@ class CheckRunner:
 
     def shared_outputs(self) -> dict[str, str]:
         """The shared start's files and SHA-256, as run 0 recorded them."""
-        made = [r for r in self.rd.records() if r["kind"] == SHARED_START and r["status"] == "ok"]
+        made = [
+            r
+            for r in self.rd.records()
+            if r["kind"] == SHARED_START and r["status"] == RunStatus.OK
+        ]
         return made[-1]["outputs"] if made else {}
 
     def _check_shared_start(self) -> None:

@@ -15,6 +15,7 @@ import pandas as pd
 from kit.engine import store
 from kit.engine.store import ResultsDir
 from kit.report import separate as sidetables
+from kit.status import RunStatus
 from kit.telemetry import kernels
 
 PREPARATION = "preparation (a development build, rule 9)"
@@ -223,7 +224,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
         lines += [t.graph_breaks.to_markdown(index=False), ""]
     lines += [f"- {m}" for m in t.missing] or ["- every separate record is present"]
     lines.append("")
-    odd = t.runs[~t.runs["status"].isin(["ok", "not profiled"])]
+    odd = t.runs[~t.runs["status"].isin([RunStatus.OK, RunStatus.NOT_PROFILED])]
     if len(odd):
         lines += ["## Runs that gave no time", ""]
         for _, r in odd.iterrows():
