@@ -151,6 +151,7 @@ def configurations_lines(
 
 
 def versions_line(found: dict) -> str:
+    """Rule 4's versions in one line; a version not recorded (null) is left out, never "None"."""
     py = found.get("pytorch", {})
     card = found.get("card", {})
     parts = [f"card {card.get('name', '?')}"]
@@ -158,11 +159,12 @@ def versions_line(found: dict) -> str:
         if card.get(key):
             parts.append(f"{key} {card[key]}")
     for key in ("python", "torch", "triton", "cudnn", "numpy", "cuda_runtime", "nanogpt_commit"):
-        if key in py:
+        if py.get(key) is not None:
             parts.append(f"{key} {py[key]}")
+    # the key kit.executors.docker.engine.versions() writes
     engine = found.get("executor", {})
-    if engine.get("docker_version") or engine.get("Version"):
-        parts.append(f"Docker {engine.get('docker_version') or engine.get('Version')}")
+    if engine.get("docker_engine"):
+        parts.append(f"Docker {engine['docker_engine']}")
     return ", ".join(parts) + " (all in versions.json)"
 
 
