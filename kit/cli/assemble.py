@@ -145,7 +145,7 @@ def build_sides(
     from kit.sides import workspace
 
     sides: list[Side] = []
-    docker = ex.name == "docker"
+    docker = ex.uses_images  # each side from its measured image (§8)
     if PYTORCH in o["sides"]:
         ws = workspace.prepare(p, o, work / "nanogpt")
         if docker:
@@ -168,11 +168,10 @@ def build_sides(
 
 def _image(ex: Executor, kind: str, p: protocol_mod.Protocol, o: dict[str, Any]) -> str:
     """The measured image of a side, which must exist; its id is recorded with the versions."""
-    from kit.executors.docker import engine as dockerapi
     from kit.executors.docker import images
 
     ref = o.get(f"{kind}_image") or images.ref(kind, p)
-    if dockerapi.image_id(ex.client, ref) is None:
+    if ex.image_id(ref) is None:
         build = "micakit images build" + (" --contender PATH" if kind == "mica" else "")
         raise UserError(
             f"the {kind} side's image {ref} is not on this Docker engine",
@@ -202,8 +201,7 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
         o = resolve(options)
         p = protocol_mod.load(Path(o["protocol"]))
     ex = executor(o["executor"], o.get("docker_host"))
-    if ex.name == "docker":
-        ex.use_series(_series_id(Path(o["out"])))
+    ex.use_series(_series_id(Path(o["out"])))
     card_info, conditions, gpu = _card(o)
     if not resume:
         rd = ResultsDir.create(Path(o["out"]))

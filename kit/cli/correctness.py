@@ -206,7 +206,7 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
     ex = assemble_mod.executor(o["executor"], o.get("docker_host"))
     if ex.name == "docker":  # the cache volume of Inductor and the driver, kept across resumes
         digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
-        ex.use_series(f"{rd.root.name}-{digest}")  # type: ignore[attr-defined]
+        ex.use_series(f"{rd.root.name}-{digest}")
     sides = assemble_mod.build_sides(p, o, rd.root / "work", ex)
     runner = checkrun.CheckRunner(
         rd, p, o, {s.name: s for s in sides}, ex, lambda text: click.echo(text, err=True)

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kit.engine.scheduler import Config, PlannedRun
 from kit.engine.series import Hooks
+from kit.status import RunStatus
 
 
 def describe(run: PlannedRun) -> str:
@@ -100,7 +101,7 @@ class LiveProgress(PlainProgress):
 
     def run_finished(self, run: PlannedRun, record: dict) -> None:
         self.bar.advance(self.task)
-        if record["status"] != "ok":
+        if record["status"] != RunStatus.OK:
             self._print(f"run {run.run_id} {run.config}: {record['status']}: {record['reason']}")
 
     def close(self) -> None:

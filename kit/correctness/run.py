@@ -19,7 +19,6 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +32,13 @@ from kit.engine.scheduler import CONTENDER, PYTORCH, Config
 from kit.engine.series import Interrupted, sigterm_as_interrupt
 from kit.engine.store import ResultsDir
 from kit.errors import SeriesFailed, UserError
+from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, fill_template
 from kit.sides.workspace import PATCHED
+from kit.status import RunStatus
 
 KIND = "correctness"  # the manifest's kind: a check's results directory, not a series'
 RECORD_SCHEMA = 1
@@ -47,9 +48,7 @@ CKPT, INIT, BATCHES = "ckpt.pt", "init.safetensors", "batch_order.npy"
 # The shared start is made by the kit's own shared_start.py, copied beside what it makes (D6:
 # every script is published) and run where the PyTorch side runs: its torch, its model.py.
 MAKER_FILES = (  # the maker (kit/correctness/make_start.py) and the little it imports
-    "__init__.py",
     "errors.py",
-    "correctness/__init__.py",
     "correctness/shared_start.py",
     "correctness/make_start.py",
 )
@@ -407,11 +406,7 @@ class CheckRunner:
         vocab = _meta_vocab(meta) if meta.is_file() else 50304
         model_args = {k: cfg[k] for k in ("n_layer", "n_head", "n_embd", "block_size", "bias")}
         model_args |= {"vocab_size": vocab, "dropout": 0.0}
-        maker = self.shared.host / "maker" / "kit"
-        package = Path(str(resources.files("kit")))
-        for name in MAKER_FILES:
-            (maker / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(package / name, maker / name)
+        programs.ship(MAKER_FILES, self.shared.host / "maker")
         nanogpt = Mount("nanogpt", self.pytorch.workspace)
         where, shared = ex.where(nanogpt), ex.where(self.shared)
         request = {
@@ -438,11 +433,7 @@ class CheckRunner:
                 "kit.correctness.make_start",
                 f"{shared}/request.json",
             ),
-            env={
-                "PYTHONPATH": f"{shared}/maker",
-                "PYTHONUNBUFFERED": "1",
-                "PYTHONDONTWRITEBYTECODE": "1",
-            },
+            env=programs.env(f"{shared}/maker"),
             mounts=(nanogpt, dataclasses.replace(self.shared, read_only=False)),
             image=self.pytorch.image,
         )
@@ -465,7 +456,11 @@ class CheckRunner:
 
     def shared_outputs(self) -> dict[str, str]:
         """The shared start's files and SHA-256, as run 0 recorded them."""
-        made = [r for r in self.rd.records() if r["kind"] == SHARED_START and r["status"] == "ok"]
+        made = [
+            r
+            for r in self.rd.records()
+            if r["kind"] == SHARED_START and r["status"] == RunStatus.OK
+        ]
         return made[-1]["outputs"] if made else {}
 
     def _check_shared_start(self) -> None:

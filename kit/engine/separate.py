@@ -15,9 +15,10 @@ from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.measure.clock import read_stamped
 from kit.protocol.load import Grammar, Timing
+from kit.status import RunStatus
 from kit.telemetry import graphbreaks, kernels
 
-NOT_PROFILED = "not profiled"
+NOT_PROFILED = RunStatus.NOT_PROFILED
 REPORT = "profile"  # the report's name in the run's folder: profile.nsys-rep
 STATS_DIR = "nsys-stats"  # the stamped output of `nsys stats`: the raw kernel table
 

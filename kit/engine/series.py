@@ -305,8 +305,8 @@ class Series:
                 self.executor.footprint(ref, folder)
             found[name] = self.rd.read_json(f"footprint/{name}/footprint.json")
         if "pytorch" in found and "contender" in found:
-            self.executor.footprint_ratio(found["contender"], found["pytorch"],
-                                          self.rd.root / "footprint" / "ratio.json")  # fmt: skip
+            ratio = self.executor.footprint_ratio(found["contender"], found["pytorch"])
+            self.rd.write_json("footprint/ratio.json", ratio)
 
     def _versions(self) -> None:
         """Rule 4: the versions, recorded before the first run and unchanged at every resume."""

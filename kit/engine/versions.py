@@ -16,47 +16,30 @@ from pathlib import Path
 from typing import Any
 
 from kit import __version__
+from kit.engine import versions_probe
 from kit.errors import UserError
+from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunSpec
 from kit.measure.clock import read_stamped
 from kit.protocol.load import Protocol
 from kit.telemetry import kernels
 
 VERSIONS = "versions.json"
-MARKER = "MICAKIT_VERSIONS"
 
-# Run as `python -c PYTORCH_PROBE` where nanoGPT's runs run; one marked JSON line.
-PYTORCH_PROBE = (
-    f"""\
-import json, platform, sys
-out = {{"python": platform.python_version()}}
-try:
-    import torch
-    out["torch"] = torch.__version__
-    out["cuda_runtime"] = torch.version.cuda
-    out["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-except Exception as e:
-    out["torch"] = "unavailable: %s" % e
-try:
-    import triton
-    out["triton"] = triton.__version__
-except Exception:
-    out["triton"] = None
-try:
-    import numpy
-    out["numpy"] = numpy.__version__
-except Exception:
-    out["numpy"] = None
-print("{MARKER} " + json.dumps(out), flush=True)
-"""
-    + kernels.SDPA_BACKENDS_PROBE
-)
+# The PyTorch side's probe: a module of the kit run where nanoGPT's runs run (rule 4), with the
+# SDPA probe it imports (§6); the rest of the kit is not there.
+PROBE = "kit.engine.versions_probe"
+PROBE_FILES = ("engine/versions_probe.py", "telemetry/sdpa_probe.py")
+MARKER = versions_probe.MARKER
 
 
-def _probe(executor: Executor, spec: RunSpec, scratch: Path) -> tuple[int | None, list[str]]:
+def _clear(scratch: Path) -> None:
     # the stamped logs grow by appending: a probe stopped midway (kill -9) must not leave lines
     # that the next reading would take for its own
     shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _probe(executor: Executor, spec: RunSpec, scratch: Path) -> tuple[int | None, list[str]]:
     outcome = executor.run(spec, scratch)
     lines = [x.text for x in read_stamped(outcome.stdout_log)]
     lines += [x.text for x in read_stamped(outcome.stderr_log)]
@@ -66,10 +49,14 @@ def _probe(executor: Executor, spec: RunSpec, scratch: Path) -> tuple[int | None
 def pytorch_versions(
     executor: Executor, python: str, workdir_mount: Mount, image: str | None, scratch: Path
 ) -> dict[str, Any]:
+    _clear(scratch)
+    program = Mount("programs", scratch / "programs")
+    programs.ship(PROBE_FILES, program.host)
     spec = RunSpec(
         label="versions of the PyTorch side",
-        argv=(python, "-c", PYTORCH_PROBE),
-        mounts=(workdir_mount,),
+        argv=(python, "-m", PROBE),
+        env=programs.env(executor.where(program)),
+        mounts=(workdir_mount, program),
         image=image,
     )
     code, lines = _probe(executor, spec, scratch)
@@ -114,6 +101,7 @@ def contender_versions(
 
     Rule 9: a development build's numbers are preparation, and are labelled so everywhere.
     """
+    _clear(scratch)
     code, lines = _probe(executor, spec, scratch)
     text = "\n".join(lines).strip()
     development = bool(re.search(protocol.contender.development_pattern, text)) or code != 0

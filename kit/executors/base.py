@@ -1,8 +1,10 @@
 """Executors: where a run's program runs (a local process, or a Docker container).
 
 Both hand the program's output to the same outside clock (`kit.measure.clock`), so a run's stamps
-mean
-the same thing whichever executor ran it (§5: one instrument for both sides).
+mean the same thing whichever executor ran it (§5: one instrument for both sides).
+
+`Executor` declares everything the engine and the command line call on an executor; an
+executor without images (local) says so where it is asked for one.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class Executor(abc.ABC):
     """The interface a series drives. Tests use both real executors with fake programs."""
 
     name: str
+    # whether each side runs from its measured image (§8), which the executor then measures
+    uses_images: bool = False
 
     @abc.abstractmethod
     def where(self, mount: Mount) -> str:
@@ -65,9 +69,26 @@ class Executor(abc.ABC):
     def sweep(self) -> None:  # noqa: B027 - optional hook
         """Remove what a crashed series left behind (containers); nothing for local runs."""
 
+    def use_series(self, series_id: str) -> None:  # noqa: B027 - optional hook
+        """Name the series whose runs follow (labels, a cache kept across resumes); a resumed
+        series passes the same id. Nothing for local runs, which keep nothing between runs."""
+
+    def image_id(self, ref: str) -> str | None:
+        """The id of image `ref` where the runs run, None where there is no such image."""
+        return None
+
     def image_info(self, ref: str) -> dict:
         """What identifies a side's image (its id and digests); nothing without images."""
         return {"image": ref}
+
+    @abc.abstractmethod
+    def footprint(self, ref: str, out_dir: Path) -> dict:
+        """§8: measure image `ref` (size, layers, file list) into out_dir (footprint.json,
+        files.tsv); the footprint record."""
+
+    @abc.abstractmethod
+    def footprint_ratio(self, mica: Mapping, pytorch: Mapping) -> dict:
+        """§8: the ratio record of two footprint records, for the caller to write."""
 
     def finish(self) -> None:  # noqa: B027 - optional hook
         """A complete series' end: drop what only its runs needed (a cache volume)."""

@@ -15,8 +15,10 @@ import numpy as np
 
 from kit.measure.clock import StampedLine, read_stamped
 from kit.protocol.load import Grammar, Timing
+from kit.status import RunStatus
 
-OK, OOM, VOID, FAILED = "ok", "out of memory", "void", "failed"
+# the statuses a run is judged to (kit.status); the short names kept for the engine and report
+OK, OOM, VOID, FAILED = RunStatus.OK, RunStatus.OUT_OF_MEMORY, RunStatus.VOID, RunStatus.FAILED
 
 
 class OutputError(ValueError):
@@ -35,7 +37,7 @@ class StepLine:
 class Outcome:
     """A run judged from its logs and exit code."""
 
-    status: str  # ok, out of memory, void, failed
+    status: RunStatus
     step_s: float | None  # §5: (stamp of step hi - stamp of step lo) / (hi - lo); None unless ok
     own_step_s: float | None  # the program's own reading over the same window, recorded beside
     reason: str  # why void, failed or out of memory; empty when ok

@@ -32,6 +32,7 @@ from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.store import ResultsDir
 from kit.report import markdown as render
 from kit.report import plots
+from kit.status import RunStatus
 
 if TYPE_CHECKING:  # kit.report.tables imports this module
     from kit.protocol.load import Protocol
@@ -118,7 +119,7 @@ def _slug(*parts: str) -> str:
 def _runs(ctx: _Context, config: str, kinds: Sequence[str], ok_only: bool) -> pd.DataFrame:
     r = ctx.t.runs
     mine = r[(r["config"] == config) & (r["kind"].isin(list(kinds)))]
-    return mine[mine["status"] == "ok"] if ok_only else mine
+    return mine[mine["status"] == RunStatus.OK] if ok_only else mine
 
 
 def _links(runs: pd.DataFrame, file: str) -> list[Piece]:

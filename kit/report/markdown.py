@@ -15,6 +15,7 @@ import pandas as pd
 from kit.engine import store
 from kit.engine.store import ResultsDir
 from kit.report import separate as sidetables
+from kit.status import RunStatus
 from kit.telemetry import kernels
 
 PREPARATION = "preparation (a development build, rule 9)"
@@ -164,6 +165,7 @@ def configurations_lines(
 
 
 def versions_line(found: dict) -> str:
+    """Rule 4's versions in one line; a version not recorded (null) is left out, never "None"."""
     py = found.get("pytorch", {})
     card = found.get("card", {})
     parts = [f"card {card.get('name', '?')}"]
@@ -171,11 +173,12 @@ def versions_line(found: dict) -> str:
         if card.get(key):
             parts.append(f"{key} {card[key]}")
     for key in ("python", "torch", "triton", "cudnn", "numpy", "cuda_runtime", "nanogpt_commit"):
-        if key in py:
+        if py.get(key) is not None:
             parts.append(f"{key} {py[key]}")
+    # the key kit.executors.docker.engine.versions() writes
     engine = found.get("executor", {})
-    if engine.get("docker_version") or engine.get("Version"):
-        parts.append(f"Docker {engine.get('docker_version') or engine.get('Version')}")
+    if engine.get("docker_engine"):
+        parts.append(f"Docker {engine['docker_engine']}")
     return ", ".join(parts) + " (all in versions.json)"
 
 
@@ -237,7 +240,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
         lines += [t.graph_breaks.to_markdown(index=False), ""]
     lines += [f"- {m}" for m in t.missing] or ["- every separate record is present"]
     lines.append("")
-    odd = t.runs[~t.runs["status"].isin(["ok", "not profiled"])]
+    odd = t.runs[~t.runs["status"].isin([RunStatus.OK, RunStatus.NOT_PROFILED])]
     if len(odd):
         lines += ["## Runs that gave no time", ""]
         for _, r in odd.iterrows():

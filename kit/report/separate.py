@@ -14,6 +14,7 @@ from kit.engine import conditions
 from kit.engine import separate as extras
 from kit.engine.store import ResultsDir
 from kit.protocol.load import Protocol
+from kit.status import RunStatus
 from kit.telemetry import kernels, libraries
 from kit.telemetry import sampler as telemetry
 
@@ -98,7 +99,7 @@ def kernel_tables(
     families_path = protocol.beside(FAMILIES)
     families = kernels.load_families(families_path) if families_path.exists() else []
     tables, grouped, attention = [], [], {}
-    for _, r in runs[(runs["kind"] == "profile") & (runs["status"] == "ok")].iterrows():
+    for _, r in runs[(runs["kind"] == "profile") & (runs["status"] == RunStatus.OK)].iterrows():
         try:
             t = extras.kernel_table(rd.root / r["log_dir"])
         except (kernels.KernelTableError, FileNotFoundError):
@@ -129,7 +130,7 @@ def graph_breaks_table(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
     """§6: per compiled mode, graph breaks, distinct break sites and recompiles."""
     rows = []
     for _, r in runs[runs["kind"] == "graph-breaks"].iterrows():
-        if r["status"] != "ok":
+        if r["status"] != RunStatus.OK:
             rows.append({"config": r["config"], "status": r["status"], "graph_breaks": None,
                          "break_sites": None, "recompiles": None})  # fmt: skip
             continue
@@ -152,7 +153,7 @@ def missing_records(runs: pd.DataFrame) -> list[str]:
     """Amendment 8.3: the configurations whose kernel table or break counts the series lacks."""
     out = []
     for _, r in runs[runs["kind"].isin(["profile", "graph-breaks"])].iterrows():
-        if r["status"] == "ok":
+        if r["status"] == RunStatus.OK:
             continue
         what = "kernel table" if r["kind"] == "profile" else "graph-break counts"
         why = (

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import UserError
+from kit.telemetry import sdpa_probe
 
 # §6: the families explain a step time and never stand in for one; they say what they are.
 KERNEL_TIME_LABEL = "profiled run's kernel time"
@@ -271,24 +272,8 @@ def attention_kind(table: pd.DataFrame) -> str:
 # ---------------------------------------------------------------------------------------------
 # The attention backends PyTorch allows, read in the same environment (§6)
 
-SDPA_PROBE_MARKER = "MICAKIT_SDPA_BACKENDS"
-
-# Run inside the image as `python -c SDPA_BACKENDS_PROBE`; it prints one marked JSON line.
-# Attributes that a torch version lacks are reported as null rather than failing.
-SDPA_BACKENDS_PROBE = f"""\
-import json
-import torch
-cuda = torch.backends.cuda
-report = {{"torch_version": torch.__version__, "cuda_available": torch.cuda.is_available()}}
-for name in ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled",
-             "cudnn_sdp_enabled", "is_flash_attention_available"):
-    fn = getattr(cuda, name, None)
-    try:
-        report[name] = bool(fn()) if callable(fn) else None
-    except Exception:
-        report[name] = None
-print("{SDPA_PROBE_MARKER} " + json.dumps(report, sort_keys=True), flush=True)
-"""
+# kit.telemetry.sdpa_probe, run in that environment, prints one line marked so
+SDPA_PROBE_MARKER = sdpa_probe.MARKER
 
 
 @dataclass(frozen=True)
@@ -312,7 +297,8 @@ class SdpaProbeError(ValueError):
 
 
 def parse_sdpa_probe(output: str) -> SdpaBackends:
-    """Read the report `SDPA_BACKENDS_PROBE` printed, among whatever else the run printed."""
+    """Read the report the SDPA probe (kit.telemetry.sdpa_probe) printed, among whatever else
+    the run printed."""
     line = next(
         (ln for ln in reversed(output.splitlines()) if ln.startswith(SDPA_PROBE_MARKER + " ")),
         None,

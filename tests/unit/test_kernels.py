@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +11,9 @@ import pandas as pd
 import pytest
 
 from kit.errors import UserError
+from kit.executors import programs
 from kit.telemetry.kernels import (
     KERNEL_TIME_LABEL,
-    SDPA_BACKENDS_PROBE,
     KernelTableError,
     SdpaProbeError,
     attention_kind,
@@ -223,10 +224,17 @@ def test_attention_kind_edge_cases() -> None:
 # -- SDPA backends --------------------------------------------------------------------------------
 
 
-def test_sdpa_probe_runs_here_and_parses() -> None:
+def test_sdpa_probe_runs_here_and_parses(tmp_path) -> None:
     pytest.importorskip("torch")
+    # as in a measured image: the probe and nothing else of the kit on the path
+    programs.ship(["telemetry/sdpa_probe.py"], tmp_path)
     run = subprocess.run(
-        [sys.executable, "-c", SDPA_BACKENDS_PROBE], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "kit.telemetry.sdpa_probe"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={**os.environ, **programs.env(str(tmp_path))},
     )
     backends = parse_sdpa_probe("some warning\n" + run.stdout)
     assert backends.torch_version

@@ -381,6 +381,7 @@ class DockerExecutor(Executor):
     """
 
     name = "docker"
+    uses_images = True
 
     def __init__(
         self,
@@ -443,10 +444,11 @@ class DockerExecutor(Executor):
     def footprint(self, ref: str, out_dir: Path) -> dict:
         return footprint(self.client, ref, out_dir)
 
-    def footprint_ratio(self, mica: Mapping, pytorch: Mapping, path: Path) -> dict:
-        ratio = footprint_ratio(mica, pytorch)
-        store.write_json(path, ratio)
-        return ratio
+    def footprint_ratio(self, mica: Mapping, pytorch: Mapping) -> dict:
+        return footprint_ratio(mica, pytorch)
+
+    def image_id(self, ref: str) -> str | None:
+        return image_id(self.client, ref)
 
     def image_info(self, ref: str) -> dict:
         info = self.client.api.inspect_image(ref)

@@ -1,0 +1,114 @@
+"""The kit as a user installs it: a wheel in a fresh venv, outside the checkout, runs a series.
+
+Every file the kit reads (protocol, patch, families, Dockerfiles, rerun.sh's body, the probes it
+ships into a side's environment) must come from the installed package, never the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CONTENDER, FAKE_NANOGPT, FAKES, ROOT, SHARED_INPUT, fake_nanogpt_protocol
+
+# what never goes into a wheel's source tree: history, caches, results, earlier builds
+NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv", "results", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+)
+
+
+def _run(argv: list, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, f"{argv[:3]} exited {run.returncode}:\n{run.stdout}\n{run.stderr}"
+    return run
+
+
+@pytest.mark.slow
+def test_the_wheel_installed_in_a_fresh_venv_runs_a_smoke_series_and_verifies_it(tmp_path):
+    pytest.importorskip("setuptools", reason="the build backend builds the wheel here")
+    # a copy of the checkout: the build writes build/ and *.egg-info beside its sources, and
+    # kit/files' links to the protocol's files must resolve as they do in the checkout
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, symlinks=True, ignore=NOT_SOURCES)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    _run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", src],
+        tmp_path,
+        env,
+    )
+    (wheel,) = (tmp_path / "dist").glob("micakit-*.whl")
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp_path, env)
+    python = venv / "bin" / "python"
+    purelib = _run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path, env
+    ).stdout.strip()
+    # The dependencies (torch among them) are this interpreter's, reached by a path file
+    # rather than installed again; a path file adds its folders and runs none of theirs, so an
+    # editable install of the checkout there is not seen, and the venv's own folder comes first.
+    (Path(purelib) / "micakit-test-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    _run([*pip, "--python", python, "install", "--no-deps", "--no-index", wheel], tmp_path, env)
+
+    where = _run(
+        [python, "-c", "import kit, kit.protocol.load as p; print(kit.__file__); print(p.FILES)"],
+        tmp_path,
+        env,
+    ).stdout.split()
+    assert all(Path(w).is_relative_to(venv) for w in where), where
+    files = Path(where[1])
+    for name in (
+        "protocol.toml",
+        "train.patch",
+        "families.tsv",
+        "Dockerfile.pytorch",
+        "Dockerfile.mica",
+        "Dockerfile.runner",
+        "rerun-body.sh",
+    ):
+        assert (files / name).is_file() and not (files / name).is_symlink(), name
+
+    protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=2)
+    out = tmp_path / "r"
+    env |= {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}",
+        "MICAKIT_FAKE": json.dumps({"step_ms": {"*": 2.0}, "state": str(tmp_path / "state")}),
+        "MICAKIT_FAKES": str(FAKES),
+        "MICAKIT_CACHE": str(tmp_path / "cache"),
+    }
+    micakit = venv / "bin" / "micakit"
+    _run(
+        [
+            micakit,
+            "series",
+            "--smoke",
+            "--device",
+            "cpu",
+            "--executor",
+            "local",
+            "--nanogpt",
+            FAKE_NANOGPT,
+            "--input",
+            SHARED_INPUT,
+            "--protocol",
+            protocol,
+            "--contender",
+            CONTENDER,
+            "--out",
+            out,
+        ],
+        tmp_path,
+        env,
+    )
+    _run([micakit, "verify", out], tmp_path, env)
+    versions = json.loads((out / "versions.json").read_text())
+    assert versions["pytorch"]["sdpa_backends"]["math"] is True  # the shipped probes ran
+    assert (out / "rerun.sh").is_file() and (out / "report.md").is_file()
