@@ -82,6 +82,8 @@ def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
         "date": manifest.get("started") or manifest.get("date"),
         "configurations": configurations,
         "comparisons": _rows(t.comparison),
+        # what compiling costs (per complete PyTorch mode): warm-up and break-even against eager
+        "compile_costs": _rows(t.compile_costs),
         "conditions": {
             "flagged_runs": int(runs["flagged"].sum()) if "flagged" in runs else 0,
         },

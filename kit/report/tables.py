@@ -21,12 +21,12 @@ from kit.engine.store import ResultsDir
 from kit.executors.base import RunOutcome
 from kit.measure import timing
 from kit.protocol.load import Protocol
+from kit.report import compile_cost, verdict
 from kit.report import separate as sidetables
-from kit.report import verdict
 
 TABLES = (
     "runs", "configurations", "comparison", "libraries", "kernels", "kernel_families",
-    "graph_breaks",
+    "graph_breaks", "compile_costs",
 )  # fmt: skip
 NOT_CHECKED = "correctness not checked"
 
@@ -40,6 +40,7 @@ class Tables:
     kernels: pd.DataFrame
     kernel_families: pd.DataFrame
     graph_breaks: pd.DataFrame
+    compile_costs: pd.DataFrame  # what compiling costs: warm-up and break-even, from stamps
     missing: tuple[str, ...] = ()  # amendment 8.3: configurations lacking a separate record
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
@@ -254,5 +255,6 @@ def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
         kernels=kernel,
         kernel_families=families,
         graph_breaks=sidetables.graph_breaks_table(rd, runs),
+        compile_costs=compile_cost.compile_costs(rd, runs, protocol.timing.window[0]),
         missing=tuple(sidetables.missing_records(runs)),
     )
