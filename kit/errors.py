@@ -33,3 +33,9 @@ class SeriesFailed(UserError):
     """A run failed in a way that ends the series; finished runs are kept."""
 
     exit_code = ExitCode.SERIES_FAILED
+
+
+class DirectoryDiffers(UserError):
+    """A results directory that is no longer what its series wrote: `verify` names each part."""
+
+    exit_code = ExitCode.VERIFY_MISMATCH

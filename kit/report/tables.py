@@ -243,6 +243,7 @@ def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
         checks = rd.read_json(GATING)["statuses"]
     protocol = store.load_protocol(rd)
     plan = rd.read_json(store.PLAN)
+    store.refuse_if_altered(rd)  # D6: numbers only from the records and folders a series wrote
     runs = runs_table(rd, protocol)
     configs = configurations_table(runs, plan)
     kernel, families, attention = sidetables.kernel_tables(rd, runs, protocol)
