@@ -246,7 +246,7 @@ def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
     store.refuse_if_altered(rd)  # D6: numbers only from the records and folders a series wrote
     runs = runs_table(rd, protocol)
     configs = configurations_table(runs, plan)
-    kernel, families, attention = sidetables.kernel_tables(rd, runs, protocol)
+    kernel, families, attention, unreadable = sidetables.kernel_tables(rd, runs, protocol)
     return Tables(
         runs=runs,
         configurations=configs,
@@ -255,5 +255,5 @@ def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
         kernels=kernel,
         kernel_families=families,
         graph_breaks=sidetables.graph_breaks_table(rd, runs),
-        missing=tuple(sidetables.missing_records(runs)),
+        missing=(*sidetables.missing_records(runs), *unreadable),
     )

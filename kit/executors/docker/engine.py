@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import tarfile
@@ -29,7 +30,7 @@ import requests
 
 from kit import __version__
 from kit.errors import UserError
-from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
+from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
 from kit.executors.docker.containers import (
     CACHE_DIR,
     CACHE_ENV,
@@ -42,6 +43,7 @@ from kit.executors.docker.containers import (
     cache_volume_name,
     engine_error,
     host_paths_from_inspect,
+    nsys_profiler,
     own_container_ids,
     owner_alive,
     owner_label,
@@ -367,6 +369,7 @@ class DockerExecutor(Executor):
         self.drain_s = drain_s  # how long the output may trail the exit before it is cut
         self._host_paths: HostPaths | None = None
         self._volume_ready = False
+        self._profiler: Profiler | str | None = None  # looked up once a series
 
     def use_series(self, series_id: str) -> None:
         """Name the series (labels, cache volume); a resumed series passes the same id."""
@@ -403,6 +406,14 @@ class DockerExecutor(Executor):
 
     def footprint(self, ref: str, out_dir: Path) -> dict:
         return footprint(self.client, ref, out_dir)
+
+    def profiler(self, image: str | None, scratch: Path) -> Profiler | str:
+        """§6: the host's Nsight Systems, mounted read-only into profiled runs only, so that
+        neither measured image holds it; looked up once, and the reason kept when there is
+        none."""
+        if self._profiler is None:
+            self._profiler = nsys_profiler(os.environ, shutil.which, self.host_paths)
+        return self._profiler
 
     def footprint_ratio(self, mica: Mapping, pytorch: Mapping, path: Path) -> dict:
         from kit.engine import store
