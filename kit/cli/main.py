@@ -214,6 +214,7 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
     """Record both measured images' sizes and file lists in OUT, and their ratio (§8)."""
     from kit.engine import store
     from kit.executors.docker import engine as dockerapi
+    from kit.executors.docker import footprint as footprint_mod
     from kit.executors.docker import images as images_mod
     from kit.protocol import load as protocol_mod
 
@@ -223,6 +224,10 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
             "mica": mica_ref or images_mod.ref("mica", p)}  # fmt: skip
     found = {side: dockerapi.footprint(client, r, out / "footprint" / side)
              for side, r in refs.items()}  # fmt: skip
+    for side, info in found.items():
+        base = info.get("labels", {}).get(footprint_mod.BASE_LABEL)
+        if base:  # what the image adds beyond its side's minimum is told against it (§8)
+            dockerapi.footprint(client, base, out / "footprint" / side / footprint_mod.BASE)
     ratio = dockerapi.footprint_ratio(found["mica"], found["pytorch"])
     store.write_json(out / "footprint" / "ratio.json", ratio)
     click.echo(json.dumps(ratio, indent=2))
