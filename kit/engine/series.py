@@ -39,7 +39,7 @@ RECORD_SCHEMA = 1
 # a run with one of these is never run again
 DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 SEPARATE = (PROFILE, GRAPH_BREAKS)
-ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
+ADJUSTMENTS = store.ADJUSTMENTS  # amendment 5.1: a model whose batch this series halved
 
 
 class Interrupted(Exception):
