@@ -41,3 +41,9 @@ class Interrupted(Exception):
     Kept here rather than beside the series that raises it, so that the CLI maps it to its exit
     code without importing the engine at start-up.
     """
+
+
+class DirectoryDiffers(UserError):
+    """A results directory that is no longer what its series wrote: `verify` names each part."""
+
+    exit_code = ExitCode.VERIFY_MISMATCH

@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
-from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
+from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.measure.clock import read_stamped
 from kit.protocol.load import Grammar, Timing
@@ -35,11 +35,17 @@ def prepare(kind: str, spec: RunSpec, executor: Executor, log_dir: Path) -> Prep
         return Prepared(dataclasses.replace(spec, env={**spec.env, **graphbreaks.GRAPH_BREAK_ENV}))
     if kind != PROFILE:
         return Prepared(spec)
-    if not executor.which("nsys", spec.image, log_dir / "which-nsys"):
-        return Prepared(spec, f"{NOT_PROFILED}: nsys not found")
+    # §6: Nsight Systems is in neither measured image; the executor finds it outside (the
+    # Docker executor mounts the host's installation read-only, for this run only)
+    found = executor.profiler(spec.image, log_dir / "which-nsys")
+    if not isinstance(found, Profiler):
+        return Prepared(spec, f"{NOT_PROFILED}: {found}")
     out = Mount("profile", log_dir, read_only=False)
-    profile, _ = kernels.nsys_commands(spec.argv, f"{executor.where(out)}/{REPORT}")
-    return Prepared(dataclasses.replace(spec, argv=tuple(profile), mounts=(*spec.mounts, out)))
+    profile, _ = kernels.nsys_commands(
+        spec.argv, f"{executor.where(out)}/{REPORT}", nsys=found.nsys
+    )
+    mounts = (*spec.mounts, *found.mounts, out)
+    return Prepared(dataclasses.replace(spec, argv=tuple(profile), mounts=mounts))
 
 
 def finish(
@@ -51,15 +57,19 @@ def finish(
     if kind != PROFILE or outcome.exit_code != 0:
         return {}
     out = Mount("profile", log_dir, read_only=False)
-    _, stats = kernels.nsys_commands(spec.argv, f"{executor.where(out)}/{REPORT}")
-    stats_spec = RunSpec(label=f"{spec.label} nsys stats", argv=tuple(stats), mounts=(out,),
-                         image=spec.image)  # fmt: skip
+    found = executor.profiler(spec.image, log_dir / "which-nsys")
+    assert isinstance(found, Profiler), "the profiled run itself found it"
+    _, stats = kernels.nsys_commands(spec.argv, f"{executor.where(out)}/{REPORT}", nsys=found.nsys)
+    stats_spec = RunSpec(label=f"{spec.label} nsys stats", argv=tuple(stats),
+                         mounts=(*found.mounts, out), image=spec.image)  # fmt: skip
     result = executor.run(stats_spec, log_dir / STATS_DIR)
     try:
         table = kernel_table(log_dir)
     except kernels.KernelTableError as e:
-        return {"kernel_table_error": str(e), "nsys_stats_exit_code": result.exit_code}
-    return {"kernels": len(table), "nsys_stats_exit_code": result.exit_code}
+        return {"kernel_table_error": str(e), "nsys_stats_exit_code": result.exit_code,
+                "nsys": found.nsys, "nsys_from": found.origin}  # fmt: skip
+    return {"kernels": len(table), "nsys_stats_exit_code": result.exit_code,
+            "nsys": found.nsys, "nsys_from": found.origin}  # fmt: skip
 
 
 def kernel_table(log_dir: Path):

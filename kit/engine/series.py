@@ -28,6 +28,7 @@ from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, Planned
 from kit.engine.store import ResultsDir
 from kit.errors import Interrupted, SeriesFailed, UserError
 from kit.executors.base import Executor
+from kit.executors.docker import footprint
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import separate as sidetables
@@ -37,7 +38,7 @@ RECORD_SCHEMA = 1
 # a run with one of these is never run again
 DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 SEPARATE = (PROFILE, GRAPH_BREAKS)
-ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
+ADJUSTMENTS = store.ADJUSTMENTS  # amendment 5.1: a model whose batch this series halved
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,14 @@ class Series:
                 self.hooks.message(f"footprint of {ref} (§8)")
                 self.executor.footprint(ref, folder)
             found[name] = self.rd.read_json(f"footprint/{name}/footprint.json")
+            base = found[name].get("labels", {}).get(footprint.BASE_LABEL)
+            if base and not (folder / footprint.BASE / footprint.JSON_NAME).exists():
+                # §8 told whole: the base's file list shows what the image adds beyond it
+                self.hooks.message(f"footprint of {base}, the base of {ref} (§8)")
+                try:
+                    self.executor.footprint(base, folder / footprint.BASE)
+                except UserError as e:  # a base no longer on the engine: the report says so
+                    self.hooks.message(f"{base}: {e.message}; what {ref} adds is not told")
         if "pytorch" in found and "contender" in found:
             ratio = self.executor.footprint_ratio(found["contender"], found["pytorch"])
             self.rd.write_json("footprint/ratio.json", ratio)

@@ -26,7 +26,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kit.errors import UserError
+from kit.engine import separate as extras
+from kit.errors import DirectoryDiffers, UserError
+from kit.measure import timing
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
 
@@ -67,6 +69,10 @@ def _chmod(path: Path, mode: int) -> None:
             os.chmod(path, mode)
     except PermissionError:
         pass  # not ours to change
+
+ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
+# a record with one of these is a run's final record: the series never runs it again
+FINAL = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
@@ -222,6 +228,122 @@ class ResultsDir:
 
     def rel(self, path: Path) -> str:
         return str(Path(path).resolve().relative_to(self.root.resolve()))
+
+
+def audit(rd: ResultsDir) -> list[str]:
+    """What makes the records and run folders other than a series writes them (D6).
+
+    Each record belongs to a planned run (same run, configuration and kind), in a folder of its
+    own under that run's `runs/<id>-<config>/`, which exists; no two records share a folder,
+    and no planned run has two final records at the batch in force (amendment 5.1). A run
+    folder without a record is an attempt the series was stopped in: either its run was tried
+    again later, or the series has not yet recorded any run planned after it. Anything else
+    (a record dropped, duplicated, re-pointed or added, a folder deleted) is named here.
+    """
+    plan = rd.read_json(PLAN)
+    planned = {r["run_id"]: (position, r) for position, r in enumerate(plan["order"])}
+    models = {c["id"]: c["model"] for c in plan["configurations"]}
+    adjustments = rd.read_json(ADJUSTMENTS) if (rd.root / ADJUSTMENTS).exists() else {}
+    batches = {model: a["batch_size"] for model, a in adjustments.items()}
+    problems: list[str] = []
+    folders: dict[str, int] = {}
+    finals: dict[int, str] = {}
+    for number, record in enumerate(rd.records(), 1):
+        where = f"{RECORDS} line {number}"
+        run_id, log_dir = record.get("run_id"), str(record.get("log_dir", ""))
+        position_run = planned.get(run_id) if isinstance(run_id, int) else None
+        if position_run is None:
+            problems.append(f"{where}: run {run_id!r} is not in {PLAN}")
+            continue
+        run = position_run[1]
+        if (record.get("config"), record.get("kind", "timed")) != (
+            run["config"],
+            run.get("kind", "timed"),
+        ):
+            problems.append(
+                f"{where}: run {run_id} is planned as {run.get('kind', 'timed')} "
+                f"{run['config']}, the record says {record.get('kind')} {record.get('config')}"
+            )
+            continue
+        own = f"runs/{run_id:04d}-{run['config'].replace('/', '.')}/"
+        if not (log_dir.startswith(own) and log_dir.count("/") == 2):
+            problems.append(f"{where}: run {run_id}'s record points at {log_dir}, not under {own}")
+        elif not (rd.root / log_dir).is_dir():
+            problems.append(f"{where}: run {run_id}'s folder {log_dir} is missing")
+        if log_dir in folders:
+            problems.append(
+                f"{where}: run {run_id}'s record duplicates line {folders[log_dir]}'s "
+                f"(both name {log_dir})"
+            )
+            continue
+        folders[log_dir] = number
+        current = record.get("batch_size") == batches.get(models.get(run["config"], ""))
+        if record.get("status") in FINAL and current:
+            if run_id in finals:
+                problems.append(
+                    f"{where}: run {run_id} has a second final record ({finals[run_id]} "
+                    f"and {log_dir})"
+                )
+            finals[run_id] = log_dir
+    problems += _unrecorded_attempts(rd, planned, folders, finals)
+    return problems
+
+
+def refuse_if_altered(rd: ResultsDir) -> None:
+    """No table is computed from a directory whose records or run folders were altered."""
+    problems = audit(rd)
+    problems += [p for r in rd.records() if (rd.root / str(r.get("log_dir", ""))).is_dir()
+                 for p in missing_files(rd, r)]  # fmt: skip
+    if problems:
+        shown = "\n  ".join(problems[:20]) + ("\n  …" if len(problems) > 20 else "")
+        raise DirectoryDiffers(
+            f"{rd.root} is not as its series wrote it:\n  {shown}",
+            f"`micakit verify {rd.root}` names every difference; restore the directory from "
+            "its copy, or measure the series again",
+        )
+
+
+def missing_files(rd: ResultsDir, record: dict) -> list[str]:
+    """The raw files a record lists that are gone."""
+    return [
+        f"{rel}: raw file missing (run {record.get('run_id')})"
+        for rel in record.get("files", {})
+        if not (rd.root / rel).is_file()
+    ]
+
+
+def _unrecorded_attempts(
+    rd: ResultsDir, planned: dict[int, tuple[int, dict]], folders: dict[str, int],
+    finals: dict[int, str],
+) -> list[str]:  # fmt: skip
+    latest = max((planned[r][0] for r in finals if r in planned), default=-1)
+    recorded_attempt: dict[int, int] = {}
+    for log_dir in folders:
+        run_id, attempt = _attempt_of(log_dir)
+        if run_id is not None:
+            recorded_attempt[run_id] = max(recorded_attempt.get(run_id, 0), attempt)
+    out = []
+    for path in sorted((rd.root / "runs").glob("*/attempt-*")):
+        rel = f"runs/{path.parent.name}/{path.name}"
+        if rel in folders:
+            continue
+        run_id, attempt = _attempt_of(rel)
+        if run_id is None or run_id not in planned:
+            out.append(f"{rel}: a run folder that no planned run owns")
+            continue
+        retried = recorded_attempt.get(run_id, 0) > attempt
+        stopped_in = planned[run_id][0] > latest  # no final record of a later run yet
+        if not (retried or stopped_in) and any(path.iterdir()):
+            out.append(f"{rel}: run {run_id}'s logs, with no record in {RECORDS}")
+    return out
+
+
+def _attempt_of(log_dir: str) -> tuple[int | None, int]:
+    try:
+        _, folder, attempt = log_dir.split("/")
+        return int(folder.split("-", 1)[0]), int(attempt.removeprefix("attempt-"))
+    except ValueError:
+        return None, 0
 
 
 def load_protocol(rd: ResultsDir) -> Protocol:

@@ -40,6 +40,16 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class Profiler:
+    """How a profiled run starts Nsight Systems (§6): the program's path where the run sees it,
+    and what must be mounted for it (nothing when it is installed where the run runs)."""
+
+    nsys: str
+    mounts: tuple[Mount, ...] = ()
+    origin: str = ""  # where it came from, for the record: "PATH", "the host, read-only"
+
+
+@dataclass(frozen=True)
 class RunOutcome:
     """What the executor saw. Step times are never computed here, only from the stamped logs."""
 
@@ -101,6 +111,12 @@ class Executor(abc.ABC):
             image=image,
         )
         return self.run(spec, scratch).exit_code == 0
+
+    def profiler(self, image: str | None, scratch: Path) -> Profiler | str:
+        """Nsight Systems for a profiled run of `image` (§6), or why there is none."""
+        if self.which("nsys", image, scratch):
+            return Profiler("nsys", origin="PATH")
+        return "nsys not found"
 
     def versions(self) -> dict[str, str]:
         """Versions this executor contributes to the series record (e.g. the Docker engine)."""

@@ -435,7 +435,8 @@ class _Enrich(Treeprocessor):
         h2b.text = "Raw files (§3 rule 7)"
         ul = ET.Element("ul")
         for name, what in RAW_FILES:
-            if (self.ctx.rd.root / name.rstrip("/")).exists():
+            # report.md is published with this page, so listed before it is written
+            if name == "report.md" or (self.ctx.rd.root / name.rstrip("/")).exists():
                 _add(ET.SubElement(ul, "li"), [(name, name), f": {what}"])
         return [h2, p, pre, h2b, ul]
 
@@ -509,15 +510,19 @@ def page(ctx: _Context, markdown_text: str, rerun: str, secs: list[Section]) -> 
     )
 
 
-def write(rd: ResultsDir, t: Tables, markdown_text: str, rerun: str) -> list[Path]:
-    """plots/*.png and report.html, each written whole (store.write_atomic)."""
+def rendered(rd: ResultsDir, t: Tables, markdown_text: str, rerun: str) -> dict[str, bytes]:
+    """plots/*.png and report.html, by their paths in the directory, built in memory."""
     ctx = _context(rd, t)
     secs = sections(ctx)
+    out = {f"{PLOTS}/{plot.name}": plot.png for s in secs for plot in s.plots}
+    out[HTML] = page(ctx, markdown_text, rerun, secs).encode("utf-8")
+    return out
+
+
+def write(rd: ResultsDir, t: Tables, markdown_text: str, rerun: str) -> list[Path]:
+    """plots/*.png and report.html, each written whole (store.write_atomic)."""
     written = []
-    for s in secs:
-        for plot in s.plots:
-            path = rd.root / PLOTS / plot.name
-            store.write_atomic(path, plot.png)
-            written.append(path)
-    rd.write_text(HTML, page(ctx, markdown_text, rerun, secs))
-    return [*written, rd.root / HTML]
+    for rel, data in rendered(rd, t, markdown_text, rerun).items():
+        store.write_atomic(rd.root / rel, data)
+        written.append(rd.root / rel)
+    return written

@@ -15,6 +15,7 @@ import pandas as pd
 from kit.engine import store
 from kit.engine.store import ResultsDir
 from kit.report import separate as sidetables
+from kit.report.footprint import footprint_lines
 from kit.status import RunStatus
 from kit.telemetry import kernels
 
@@ -226,6 +227,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
         lines += ["## Not measured", ""]
         lines += [f"- {n['model']} {n['precision']}: {n['why']}" for n in plan["not_measured"]]
         lines.append("")
+    lines += footprint_lines(rd.root)  # §8, where the series measured images
     lines += ["## What each side opened (amendment 2, discarded runs)", ""]
     lines += sidetables.library_lines(t.libraries)
     lines.append("")

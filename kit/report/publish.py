@@ -16,40 +16,59 @@ from kit.report.markdown import markdown_report  # the wording lives apart from 
 from kit.report.tables import Tables
 
 
-def write(rd: ResultsDir, t: Tables) -> list[Path]:
-    """The tables in CSV (every digit), report.md, rerun.sh, plots/ and report.html.
+def render(rd: ResultsDir, t: Tables) -> dict[str, bytes]:
+    """report.md, rerun.sh, plots/ and report.html by their paths, built in memory.
 
-    Each file is written whole (atomically). The HTML is the Markdown's own text with plots
-    added, so §9's wording holds in both; rerun.sh carries rule 7's "every ... script".
+    The HTML is the Markdown's own text with plots added, so §9's wording holds in both;
+    rerun.sh carries rule 7's "every ... script".
     """
+    text = markdown_report(rd, t)
+    script = rerun.script(rd)
+    return {
+        "report.md": text.encode("utf-8"),
+        summary.SUMMARY: summary.text(rd, t).encode("utf-8"),  # the one file other tools read
+        rerun.RERUN: script.encode("utf-8"),
+        **html.rendered(rd, t, text, script),
+    }
+
+
+def write(rd: ResultsDir, t: Tables) -> list[Path]:
+    """The tables in CSV (every digit), then what `render` builds, each file written whole."""
     written = []
     for name, df in t.items():
         rd.write_text(f"tables/{name}.csv", df.to_csv(index=False, float_format="%.17g"))
         written.append(rd.root / "tables" / f"{name}.csv")
-    text = markdown_report(rd, t)
-    rd.write_text("report.md", text)
-    written.append(rd.root / "report.md")
-    rd.write_text(summary.SUMMARY, summary.text(rd, t))  # the one file other tools read
-    written.append(rd.root / summary.SUMMARY)
-    written.append(rerun.write(rd))
-    written += html.write(rd, t, text, (rd.root / rerun.RERUN).read_text("utf-8"))
+    for rel, data in render(rd, t).items():
+        store.write_atomic(rd.root / rel, data)
+        written.append(rd.root / rel)
+    (rd.root / rerun.RERUN).chmod(0o755)
     return written
 
 
 def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
-    """Every difference between what the directory publishes and the recomputation."""
-    problems = []
+    """Every difference between what the directory publishes and the recomputation.
+
+    First the directory itself (D6): each planned run's one final record in a folder of its
+    own, every raw file as its run wrote it. Then the tables, report.md, report.html, rerun.sh
+    and the plots, each recomputed from the raw files and compared whole.
+    """
+    problems = store.audit(rd)
     for record in rd.records():
+        if not (rd.root / str(record.get("log_dir", ""))).is_dir():
+            continue  # the audit names the missing folder once, not each of its files
+        problems += store.missing_files(rd, record)
         for rel, digest in record.get("files", {}).items():
             path = rd.root / rel
-            if not path.exists():
-                problems.append(f"{rel}: raw file missing (run {record['run_id']})")
-            elif store.sha256_file(path) != digest:
-                problems.append(f"{rel}: raw file changed since run {record['run_id']} wrote it")
+            if path.is_file() and store.sha256_file(path) != digest:
+                run_id = record.get("run_id")
+                problems.append(f"{rel}: raw file changed since run {run_id} wrote it")
+    if problems:
+        return [*problems, "not recomputed: the records and raw files above come first"]
     try:
         fresh = tables.tables(rd, checks)
+        published_files = render(rd, fresh)
     except ValueError as e:  # a raw log that no longer parses
-        return [*problems, f"cannot recompute: {e}"]
+        return [f"cannot recompute: {e}"]
     for name, df in fresh.items():
         path = rd.root / "tables" / f"{name}.csv"
         if not path.exists():
@@ -58,7 +77,37 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
         published = pd.read_csv(path, keep_default_na=False, na_values=[""])
         recomputed = pd.read_csv(_as_csv_buffer(df), keep_default_na=False, na_values=[""])
         problems += _diff_frames(f"tables/{name}.csv", published, recomputed)
+    for rel, data in published_files.items():
+        problems += _diff_file(rd.root, rel, data)
     return problems
+
+
+def _diff_file(root: Path, rel: str, recomputed: bytes) -> list[str]:
+    """A published file against its re-rendering: the first line that differs, named."""
+    path = root / rel
+    if not path.is_file():
+        return [f"{rel}: missing"]
+    published = path.read_bytes()
+    if published == recomputed:
+        return []
+    if rel.endswith(".png"):
+        return [f"{rel}: differs from the plot recomputed from the raw logs"]
+    old = published.decode("utf-8", "replace").splitlines()
+    new = recomputed.decode("utf-8", "replace").splitlines()
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            return [f"{rel} line {i + 1}: published {_clip(a, b)!r}, recomputed {_clip(b, a)!r}"]
+    return [f"{rel}: {len(old)} lines published, {len(new)} recomputed"]
+
+
+def _clip(line: str, other: str, width: int = 100) -> str:
+    """The part of a long line (an HTML table row) around where it differs from `other`."""
+    if len(line) <= width:
+        return line
+    same = (i for i, (a, b) in enumerate(zip(line, other)) if a != b)
+    at = next(same, min(len(line), len(other)))
+    lo = max(0, at - width // 2)
+    return ("…" if lo else "") + line[lo : lo + width] + ("…" if lo + width < len(line) else "")
 
 
 def _as_csv_buffer(df: pd.DataFrame):

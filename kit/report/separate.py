@@ -90,19 +90,30 @@ def libraries_table(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
 
 def kernel_tables(
     rd: ResultsDir, runs: pd.DataFrame, protocol: Protocol
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
-    """§6: every profiled run's kernel table, its families, and PyTorch's attention by config.
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], list[str]]:
+    """§6: every profiled run's kernel table, its families, PyTorch's attention by config, and
+    each profiled run whose table cannot be read, with why (listed, never dropped silently).
 
     Labelled everywhere as the profiled run's kernel time: it explains a step time, never
     stands in for one.
     """
     families_path = protocol.beside(FAMILIES)
     families = kernels.load_families(families_path) if families_path.exists() else []
-    tables, grouped, attention = [], [], {}
+    tables, grouped, attention, unreadable = [], [], {}, []
     for _, r in runs[(runs["kind"] == "profile") & (runs["status"] == RunStatus.OK)].iterrows():
         try:
             t = extras.kernel_table(rd.root / r["log_dir"])
-        except (kernels.KernelTableError, FileNotFoundError):
+        except kernels.KernelTableError as e:
+            where = f"{r['log_dir']}/{extras.STATS_DIR}"
+            unreadable.append(
+                f"{r['config']} has no kernel table: nsys stats' output in {where} "
+                f"cannot be read ({e})"
+            )
+            continue
+        except FileNotFoundError:
+            unreadable.append(
+                f"{r['config']} has no kernel table: {r['log_dir']} holds no output of nsys stats"
+            )
             continue
         tables.append(t.assign(config=r["config"]))
         grouped.append(kernels.group_families(t, families).assign(config=r["config"]))
@@ -123,7 +134,7 @@ def kernel_tables(
     )
     kernel["label"] = label
     fams["label"] = label
-    return kernel, fams, attention
+    return kernel, fams, attention, unreadable
 
 
 def graph_breaks_table(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
@@ -150,8 +161,12 @@ def graph_breaks_table(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def missing_records(runs: pd.DataFrame) -> list[str]:
-    """Amendment 8.3: the configurations whose kernel table or break counts the series lacks."""
-    out = []
+    """Amendment 8.3: the configurations whose kernel table or break counts the series lacks.
+
+    Configurations that lack one for the same reason (no nsys on the machine, say) share one
+    line, so the reason is said once.
+    """
+    by_why: dict[tuple[str, str], list[str]] = {}
     for _, r in runs[runs["kind"].isin(["profile", "graph-breaks"])].iterrows():
         if r["status"] == RunStatus.OK:
             continue
@@ -161,7 +176,11 @@ def missing_records(runs: pd.DataFrame) -> list[str]:
             if str(r["reason"]).startswith(r["status"])
             else (f"{r['status']} ({r['reason']})" if r["reason"] else r["status"])
         )
-        out.append(f"{r['config']} has no {what}: {why}")
+        by_why.setdefault((what, why), []).append(r["config"])
+    out = []
+    for (what, why), configs in by_why.items():
+        who = configs[0] if len(configs) == 1 else ", ".join(configs[:-1]) + " and " + configs[-1]
+        out.append(f"{who} {'has' if len(configs) == 1 else 'have'} no {what}: {why}")
     return out
 
 

@@ -244,9 +244,10 @@ def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
         checks = rd.read_json(GATING)["statuses"]
     protocol = store.load_protocol(rd)
     plan = rd.read_json(store.PLAN)
+    store.refuse_if_altered(rd)  # D6: numbers only from the records and folders a series wrote
     runs = runs_table(rd, protocol)
     configs = configurations_table(runs, plan)
-    kernel, families, attention = sidetables.kernel_tables(rd, runs, protocol)
+    kernel, families, attention, unreadable = sidetables.kernel_tables(rd, runs, protocol)
     return Tables(
         runs=runs,
         configurations=configs,
@@ -256,5 +257,5 @@ def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
         kernel_families=families,
         graph_breaks=sidetables.graph_breaks_table(rd, runs),
         compile_costs=compile_cost.compile_costs(rd, runs, protocol.timing.window[0]),
-        missing=tuple(sidetables.missing_records(runs)),
+        missing=(*sidetables.missing_records(runs), *unreadable),
     )

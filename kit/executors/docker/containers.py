@@ -10,11 +10,12 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import UserError
+from kit.executors.base import Mount, Profiler
 
 TOOLKIT_URL = (
     "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
@@ -22,6 +23,8 @@ TOOLKIT_URL = (
 MOUNT_ROOT = "/micakit"  # where a run sees its mounts: /micakit/<mount name>
 CACHE_DIR = f"{MOUNT_ROOT}/cache"
 LD_DEBUG_DIR = f"{MOUNT_ROOT}/ld_debug"
+NSYS_DIR = f"{MOUNT_ROOT}/nsys"  # the host's Nsight Systems, read-only, in profiled runs only
+NSYS_ENV = "MICAKIT_NSYS"  # the nsys program, or the folder Nsight Systems is installed in
 LABEL_SERIES = "micakit.series"  # every run container carries it; sweep() finds them by it
 LABEL_RUN = "micakit.run"
 LABEL_OWNER = "micakit.owner"  # the process that runs the series: host/pid/start
@@ -138,6 +141,75 @@ def owner_alive(owner: str | None, running_containers: Iterable[str]) -> bool:
     if host == socket.gethostname():
         return start != "gone" and _start_ticks(pid_n) == start
     return any(cid.startswith(host) for cid in running_containers)
+
+
+@dataclass(frozen=True)
+class HostNsys:
+    """Nsight Systems installed on the host: its folder, mounted whole at NSYS_DIR, and the
+    program's path inside that folder."""
+
+    root: Path
+    program: str  # relative to root, e.g. "bin/nsys" or "target-linux-x64/nsys"
+
+    @property
+    def in_run(self) -> str:
+        return f"{NSYS_DIR}/{self.program}"
+
+
+# folders that hold far more than one installation: never mounted into a run
+_SHARED_ROOTS = ("/", "/usr", "/usr/local", "/opt", "/bin", "/home", "/snap")
+
+
+def host_nsys(environ: Mapping[str, str], which: Callable[[str], str | None]) -> HostNsys | str:
+    """§6: where the host's Nsight Systems lies, from MICAKIT_NSYS or else PATH; or why not.
+
+    Neither measured image holds nsys, so a profiled run gets the host's installation, mounted
+    read-only; nsys on PATH is usually a link into its installation folder (bin/nsys), which is
+    what must be mounted, since nsys finds its libraries and targets beside itself.
+    """
+    named = environ.get(NSYS_ENV, "").strip()
+    if named:
+        path = Path(named).expanduser()
+        if path.is_dir():
+            for rel in ("bin/nsys", "target-linux-x64/nsys", "nsys"):
+                if (path / rel).is_file():
+                    return HostNsys(path.resolve(), rel)
+            return f"{NSYS_ENV}={named} holds no bin/nsys"
+        if not path.is_file():
+            return f"{NSYS_ENV}={named} does not exist"
+        program = path.resolve()
+        source = NSYS_ENV
+    else:
+        found = which("nsys")
+        if found is None:
+            return f"nsys not found on the host (PATH, or {NSYS_ENV})"
+        program = Path(found).resolve()
+        source = "PATH"
+    root = program.parent.parent
+    if str(root) in _SHARED_ROOTS:
+        return (
+            f"nsys from {source} is {program}, which has no installation folder of its own "
+            f"to mount; set {NSYS_ENV} to the folder Nsight Systems is installed in"
+        )
+    return HostNsys(root, str(program.relative_to(root)))
+
+
+def nsys_profiler(
+    environ: Mapping[str, str], which: Callable[[str], str | None], paths: HostPaths
+) -> Profiler | str:
+    """The host's nsys as a run's mount (a read-only bind at NSYS_DIR), or why there is none."""
+    found = host_nsys(environ, which)
+    if isinstance(found, str):
+        return found
+    try:
+        paths.to_host(found.root)  # the engine must see it on its own host
+    except UserError as e:
+        return f"nsys at {found.root} cannot be mounted: {e.message}"
+    return Profiler(
+        found.in_run,
+        (Mount("nsys", found.root, read_only=True),),
+        origin=f"the host's {found.root}, mounted read-only",
+    )
 
 
 def engine_error(label: str, text: str) -> UserError | None:

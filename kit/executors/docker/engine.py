@@ -31,7 +31,8 @@ import requests
 from kit import __version__
 from kit.engine import store
 from kit.errors import UserError
-from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
+from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
+from kit.executors.docker import footprint as footprint_mod
 from kit.executors.docker.containers import (
     CACHE_DIR,
     CACHE_ENV,
@@ -44,6 +45,7 @@ from kit.executors.docker.containers import (
     cache_volume_name,
     engine_error,
     host_paths_from_inspect,
+    nsys_profiler,
     own_container_ids,
     owner_alive,
     owner_label,
@@ -334,6 +336,11 @@ def measure_footprints(client: docker.DockerClient, refs: Mapping[str, str], out
     shutil.rmtree(partial, ignore_errors=True)
     try:
         found = {side: footprint(client, ref, partial / side) for side, ref in refs.items()}
+        for side, info in found.items():
+            base = info.get("labels", {}).get(footprint_mod.BASE_LABEL)
+            if base and _image_exists(client, base):
+                # what the image adds beyond its side's minimum is told against its base (§8)
+                footprint(client, base, partial / side / footprint_mod.BASE)
         ratio = footprint_ratio(found["mica"], found["pytorch"])
         store.write_json(partial / "ratio.json", ratio)
         store.publish_modes(partial)
@@ -402,6 +409,7 @@ class DockerExecutor(Executor):
         self.drain_s = drain_s  # how long the output may trail the exit before it is cut
         self._host_paths: HostPaths | None = None
         self._volume_ready = False
+        self._profiler: Profiler | str | None = None  # looked up once a series
 
     def use_series(self, series_id: str) -> None:
         """Name the series (labels, cache volume); a resumed series passes the same id."""
@@ -443,6 +451,14 @@ class DockerExecutor(Executor):
 
     def footprint(self, ref: str, out_dir: Path) -> dict:
         return footprint(self.client, ref, out_dir)
+
+    def profiler(self, image: str | None, scratch: Path) -> Profiler | str:
+        """§6: the host's Nsight Systems, mounted read-only into profiled runs only, so that
+        neither measured image holds it; looked up once, and the reason kept when there is
+        none."""
+        if self._profiler is None:
+            self._profiler = nsys_profiler(os.environ, shutil.which, self.host_paths)
+        return self._profiler
 
     def footprint_ratio(self, mica: Mapping, pytorch: Mapping) -> dict:
         return footprint_ratio(mica, pytorch)

@@ -10,9 +10,12 @@ import hashlib
 import json
 import tarfile
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 SCHEMA_VERSION = 1
+BASE = "base"  # footprint/<side>/base/: the image the measured one is built FROM
+BASE_LABEL = "org.micakit.base"  # the measured images name their base (Dockerfile.*)
 JSON_NAME = "footprint.json"
 FILES_NAME = "files.tsv"
 FILES_HEADER = ("path", "size_bytes", "type", "mode", "link")
@@ -179,3 +182,78 @@ def footprint_ratio(mica: Mapping, pytorch: Mapping) -> dict:
             "Container Toolkit mounts it when a run starts) and is in neither size (§8)"
         ),
     }
+
+
+# --- what an image holds beyond its side's minimum (§8) -------------------------------------
+
+# §8: "Mica's holds the binary and the NVIDIA libraries it opens, PyTorch's holds Python and what
+# pip install torch numpy brings". Python is the base image's; the rest lies under these folders
+# (Dockerfile.pytorch, Dockerfile.mica). What an image adds to its base outside them is beyond
+# the minimum, and is told with its size.
+SIDE_MINIMUM = {
+    "pytorch": ("/opt/venv",),  # what pip install torch numpy brings
+    "contender": ("/opt/mica",),  # the program and the libraries it opens
+    "mica": ("/opt/mica",),
+}
+# named parts of what lies beyond: the folder, and what it is
+NAMED_PARTS = {"/opt/nanogpt": "nanoGPT's files and the kit's patch (§4)"}
+DPKG_LIST = "/var/lib/dpkg/info/"
+
+
+@dataclass(frozen=True)
+class Addition:
+    """A part of an image beyond its side's minimum: what it is, its files and their bytes."""
+
+    what: str
+    files: int  # entries other than folders
+    size_bytes: int  # regular files' bytes, a hardlinked file's once
+    packages: tuple[str, ...] = ()  # the Debian packages whose files these are, when known
+
+
+def beyond_minimum(
+    side: str, files: list[dict[str, str | int]], base_files: list[dict[str, str | int]]
+) -> list[Addition]:
+    """What the measured image adds to its base outside its side's minimum, from the two file
+    lists alone: each named part (nanoGPT), then the rest, named by the Debian packages whose
+    lists (/var/lib/dpkg/info/<package>.list) it adds. A file the image changes in its base
+    (dpkg's status) counts by the bytes it grew."""
+    minimum = SIDE_MINIMUM.get(side, ())
+    base = {str(r["path"]): int(r["size_bytes"]) for r in base_files}
+    parts: dict[str, list[dict]] = {}
+    for row in files:
+        path = str(row["path"])
+        if row["type"] == "dir" or _under(path, minimum):
+            continue
+        grown = int(row["size_bytes"]) - base.get(path, 0)
+        if path in base and grown <= 0:
+            continue
+        part = next((what for root, what in NAMED_PARTS.items() if _under(path, (root,))), "")
+        parts.setdefault(part, []).append({**row, "size_bytes": grown})
+    out = [_addition(what, rows) for what, rows in parts.items() if what]
+    if "" in parts:
+        rows = parts[""]
+        packages = sorted(
+            str(r["path"])[len(DPKG_LIST) : -len(".list")].split(":")[0]
+            for r in rows
+            if str(r["path"]).startswith(DPKG_LIST) and str(r["path"]).endswith(".list")
+        )
+        what = "Debian packages" if packages else "other files"
+        out.append(_addition(what, rows, tuple(packages)))
+    return sorted(out, key=lambda a: -a.size_bytes)
+
+
+def _addition(what: str, rows: list[dict], packages: tuple[str, ...] = ()) -> Addition:
+    return Addition(what, len(rows), sum(int(r["size_bytes"]) for r in rows), packages)
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def ratio_without(
+    mica_size: int, pytorch_size: int, mica_extra: list[Addition], pytorch_extra: list[Addition]
+) -> float:
+    """The ratio of §8 with each image's additions beyond its side's minimum taken out."""
+    p = pytorch_size - sum(a.size_bytes for a in pytorch_extra)
+    m = mica_size - sum(a.size_bytes for a in mica_extra)
+    return p / m

@@ -1,0 +1,146 @@
+"""`verify` proves the whole directory (D6): each way of altering a finished series is caught,
+exit 4, named, never a traceback; `report` refuses what it cannot recompute honestly."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kit.errors import ExitCode
+from tests.conftest import contender_args, records, write_protocol
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """One small finished series, copied by each test before it alters the copy."""
+    from click.testing import CliRunner
+
+    from kit.cli.main import main
+
+    root = tmp_path_factory.mktemp("series")
+    protocol = write_protocol(root / "protocol.toml", runs=3)
+    out = root / "r"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 2.0},
+                                              "state": str(root / "state")}))  # fmt: skip
+        res = CliRunner().invoke(main, [str(a) for a in contender_args(out, protocol)],
+                                 catch_exceptions=False)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture
+def series(finished: Path, tmp_path: Path, cli) -> Path:
+    out = tmp_path / "r"
+    shutil.copytree(finished, out, symlinks=True)
+    assert cli("verify", out).exit_code == 0  # the copy verifies before it is altered
+    return out
+
+
+def timed(out: Path) -> list[dict]:
+    return [r for r in records(out) if r["kind"] == "timed"]
+
+
+def write_records(out: Path, recs: list[dict]) -> None:
+    (out / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def refused(cli, out: Path, *names: str) -> str:
+    """`verify` exits 4 and names each of `names`; the text it printed."""
+    res = cli("verify", out)
+    assert res.exit_code == ExitCode.VERIFY_MISMATCH, res.output
+    assert "Traceback" not in res.output
+    for name in names:
+        assert name in res.output, (name, res.output)
+    return res.output
+
+
+def median_shown(out: Path) -> str:
+    configs = pd.read_csv(out / "tables" / "configurations.csv")
+    return f"{configs['median_step_s'].iloc[0] * 1e3:.3f}"
+
+
+def test_an_edited_number_in_report_md_is_caught(series, cli):
+    shown = median_shown(series)
+    md = series / "report.md"
+    assert shown in md.read_text()
+    md.write_text(md.read_text().replace(shown, "1.000", 1))
+    refused(cli, series, "report.md line", shown, "1.000")
+
+
+def test_an_edited_number_in_report_html_is_caught(series, cli):
+    shown = median_shown(series)
+    page = series / "report.html"
+    cell = re.compile(rf"(<td[^>]*>){re.escape(shown)}</td>")
+    assert cell.search(page.read_text())
+    page.write_text(cell.sub(r"\g<1>1.000</td>", page.read_text(), count=1))
+    refused(cli, series, "report.html line", shown, "1.000")
+
+
+def test_a_record_dropped_then_reported_is_caught(series, cli):
+    recs = records(series)
+    dropped = timed(series)[1]
+    write_records(series, [r for r in recs if r["run_id"] != dropped["run_id"]])
+    res = cli("report", series)
+    assert res.exit_code == ExitCode.VERIFY_MISMATCH and "Traceback" not in res.output
+    assert dropped["log_dir"] in res.output and "micakit verify" in res.output
+    refused(cli, series, f"{dropped['log_dir']}: run {dropped['run_id']}'s logs, with no record")
+
+
+def test_a_record_pointed_at_another_runs_logs_is_caught(series, cli):
+    recs = records(series)
+    a, b = timed(series)[:2]
+    for r in recs:
+        if r["run_id"] == b["run_id"]:
+            r["log_dir"] = a["log_dir"]
+    write_records(series, recs)
+    refused(cli, series, f"run {b['run_id']}'s record points at {a['log_dir']}")
+
+
+def test_a_deleted_run_folder_is_caught_by_verify_and_report(series, cli):
+    gone = timed(series)[0]
+    shutil.rmtree(series / gone["log_dir"])
+    refused(cli, series, f"run {gone['run_id']}'s folder {gone['log_dir']} is missing")
+    res = cli("report", series)
+    assert res.exit_code == ExitCode.VERIFY_MISMATCH and "Traceback" not in res.output
+    assert gone["log_dir"] in res.output
+
+
+def test_a_duplicated_record_is_caught(series, cli):
+    recs = records(series)
+    twice = timed(series)[2]
+    write_records(series, [*recs, twice])
+    refused(cli, series, f"run {twice['run_id']}'s record duplicates line")
+
+
+def test_a_record_outside_the_plan_is_caught(series, cli):
+    recs = records(series)
+    plan = json.loads((series / "plan.json").read_text())
+    extra = {**timed(series)[0], "run_id": len(plan["order"]) + 7}
+    write_records(series, [*recs, extra])
+    refused(cli, series, f"run {extra['run_id']} is not in plan.json")
+    # and a record whose run is planned as another configuration or kind
+    other = {**timed(series)[0], "kind": "profile"}
+    write_records(series, [*recs, other])
+    refused(cli, series, f"run {other['run_id']} is planned as timed")
+
+
+def test_a_changed_raw_log_is_caught(series, cli):
+    run = timed(series)[0]
+    log = series / run["log_dir"] / "stdout.log"
+    text = log.read_text()
+    os.chmod(log, 0o644)
+    log.write_text(text.replace("loss", "loss ", 1))
+    refused(cli, series, f"{run['log_dir']}/stdout.log: raw file changed since run")
+
+
+def test_a_missing_raw_file_is_caught(series, cli):
+    run = timed(series)[0]
+    (series / run["log_dir"] / "command.json").unlink()
+    refused(cli, series, f"{run['log_dir']}/command.json: raw file missing")
