@@ -279,6 +279,7 @@ class CheckRunner:
 
     def run(self) -> Judged:
         """Every planned run without a finished record, in order; then the verdict."""
+        self.rd.lock("a check")  # one writer per results directory (kit.engine.lock)
         latest = {r["run_id"]: r for r in self.rd.records()}
         done = {i for i, r in latest.items() if r["status"] == timing.OK}
         self.say(f"{len(self.plan)} runs planned, {len(done)} already done")

@@ -218,6 +218,7 @@ class Series:
 
     def run(self) -> None:
         """Run every planned run that has no finished record yet, in the planned order."""
+        self.rd.lock()  # one writer (kit.engine.lock); taken already where the CLI made it
         self.hooks.planned(self.configs, self.order, self._done())
         self.executor.sweep()
         self._versions()

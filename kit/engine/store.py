@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kit.engine.lock import LOCK, WriterLock
 from kit.errors import UserError
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
@@ -74,23 +75,44 @@ class ResultsDir:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self.writer = WriterLock(self.root)
+
+    def lock(self, what: str = "a series") -> ResultsDir:
+        """Become this directory's one writer, or be refused at once (kit.engine.lock)."""
+        self.writer.acquire(what)
+        return self
 
     # -- creating and opening -------------------------------------------------------------
 
     @classmethod
-    def create(cls, root: Path) -> ResultsDir:
+    def create(cls, root: Path, what: str = "a series") -> ResultsDir:
+        """A new results directory, locked for its one writer before anything is written."""
         root = Path(root)
-        # a series' own directory that never got as far as its manifest measured nothing:
-        # the same command starts it again; any other non-empty directory is left alone
-        unstarted = (root / STARTING).exists() and not (root / MANIFEST).exists()
-        if root.exists() and any(root.iterdir()) and not unstarted:
+        if root.exists() and not root.is_dir():
             raise UserError(
-                f"the results directory {root} already exists; a series never overwrites one",
-                f"resume it with `micakit series --resume {root}`, or name a new one with --out",
+                f"--out {root} names a file, not a folder",
+                "name a new folder for the results directory",
             )
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(
+                f"cannot make the results directory {root}: {e.strerror}",
+                "name a folder you can write to (check the parent folder's permissions and "
+                "free space)",
+            ) from None
+        _refuse_foreign(root)
+        rd = cls(root)
+        # the lock next: a second `--out` racing the first is refused here, before it could
+        # take the first's fresh directory for one that never started
+        rd.lock(what)
+        try:
+            _refuse_foreign(root)  # again, now that no one else writes here
+        except UserError:
+            rd.writer.release()
+            raise
         (root / STARTING).touch()
-        return cls(root)
+        return rd
 
     @classmethod
     def open(cls, root: Path) -> ResultsDir:
@@ -180,6 +202,17 @@ class ResultsDir:
 
     def rel(self, path: Path) -> str:
         return str(Path(path).resolve().relative_to(self.root.resolve()))
+
+
+def _refuse_foreign(root: Path) -> None:
+    """A series' own directory that never got as far as its manifest measured nothing: the
+    same command starts it again; any other non-empty directory is left alone."""
+    unstarted = (root / STARTING).exists() and not (root / MANIFEST).exists()
+    if any(p.name != LOCK for p in root.iterdir()) and not unstarted:
+        raise UserError(
+            f"the results directory {root} already exists; a series never overwrites one",
+            f"resume it with `micakit series --resume {root}`, or name a new one with --out",
+        )
 
 
 def load_protocol(rd: ResultsDir) -> Protocol:
