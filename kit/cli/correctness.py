@@ -23,9 +23,9 @@ from kit.correctness import checks
 from kit.correctness import methods as corr
 from kit.correctness import run as checkrun
 from kit.engine import store
+from kit.engine.lock import LOCK
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import ADJUSTMENTS, Interrupted
-from kit.engine.lock import LOCK
 from kit.engine.store import ResultsDir
 from kit.engine.versions import VERSIONS
 from kit.errors import ExitCode, UserError
