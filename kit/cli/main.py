@@ -15,6 +15,7 @@ from rich.console import Console
 
 from kit import __version__
 from kit.cli import assemble
+from kit.engine import lock
 from kit.engine.series import Interrupted
 from kit.engine.store import ResultsDir
 from kit.errors import ExitCode, UserError
@@ -40,6 +41,8 @@ class KitGroup(click.Group):
             if resume:
                 click.echo(f"  resume with: micakit series --resume {resume}", err=True)
             ctx.exit(int(ExitCode.INTERRUPTED))
+        finally:
+            lock.release_all()
 
 
 @click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]})

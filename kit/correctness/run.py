@@ -36,6 +36,7 @@ from kit.engine.store import ResultsDir
 from kit.errors import SeriesFailed, UserError
 from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
 from kit.measure import timing
+from kit.measure.clock import read_stamped
 from kit.protocol.load import Protocol
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, fill_template
 from kit.sides.workspace import PATCHED
@@ -343,6 +344,7 @@ class CheckRunner:
             "start_ns": outcome.start_ns,
             "end_ns": outcome.end_ns,
             "exit_code": outcome.exit_code,
+            "stopped": outcome.stopped,
             "status": status,
             "reason": reason,
             "executor": self.executor.name,
@@ -487,16 +489,16 @@ class CheckRunner:
 
     def _judge(self, run: CheckRun, outcome: RunOutcome) -> tuple[str, str]:
         """A run's status from its exit code and stamped logs (the curves are judged later)."""
-        if outcome.exit_code is None:
-            return timing.FAILED, "the run did not finish"
         grammar = self.pytorch.grammar(self.p) if run.side == PYTORCH else self.p.contender
-        if outcome.exit_code != 0:
-            lines = corr.read_log_lines(outcome.stdout_log)
-            lines += corr.read_log_lines(outcome.stderr_log)
-            oom = next((x for x in lines for pat in grammar.oom_patterns if pat in x), None)
-            if oom:
-                return timing.OOM, oom.strip()[:200]
-            return timing.FAILED, f"exit code {outcome.exit_code}"
+        ended = timing.exit_outcome(
+            list(read_stamped(outcome.stdout_log)),
+            list(read_stamped(outcome.stderr_log)),
+            outcome.exit_code,
+            grammar,
+            outcome.stopped,
+        )
+        if ended is not None:
+            return ended.status, ended.reason
         if run.kind == SHARED_START:
             return timing.OK, ""
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from kit.errors import UserError
 
 LOCK = ".micakit-lock"
+_HELD: set[WriterLock] = set()  # every lock this process holds, released when a command ends
 
 
 class WriterLock:
@@ -60,11 +61,20 @@ class WriterLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, note.encode() + b"\n", 0)
         self._fd = fd
+        _HELD.add(self)
 
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor releases the flock
             self._fd = None
+        _HELD.discard(self)
+
+
+def release_all() -> None:
+    """A command's end: whatever it held is released, however it ended (the CLI run in-process
+    by tests and tools runs many commands in one process)."""
+    for held in list(_HELD):
+        held.release()
 
 
 def _holder(fd: int) -> dict:

@@ -395,6 +395,7 @@ class Series:
             "start_ns": outcome.start_ns if outcome else None,
             "end_ns": outcome.end_ns if outcome else None,
             "exit_code": outcome.exit_code if outcome else None,
+            "stopped": outcome.stopped if outcome else None,
             "status": judged.status,
             "reason": judged.reason,
             "step_s": judged.step_s,

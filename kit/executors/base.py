@@ -40,12 +40,13 @@ class RunSpec:
 class RunOutcome:
     """What the executor saw. Step times are never computed here, only from the stamped logs."""
 
-    exit_code: int | None  # None: the run did not finish (interrupted)
+    exit_code: int | None  # None: the run did not finish (interrupted); < 0: killed by signal
     start_ns: int  # time.monotonic_ns() just before the program was started
     end_ns: int  # time.monotonic_ns() once its output had closed and it had exited
     stdout_log: Path
     stderr_log: Path
     libraries_dir: Path | None = None  # raw LD_DEBUG output, when trace_libraries was asked
+    stopped: str | None = None  # why the kit stopped the run (a stall, the whole-run limit)
 
 
 class Executor(abc.ABC):

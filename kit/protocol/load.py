@@ -44,7 +44,7 @@ class Grammar:
     line_regex: str
     step_prefix: str  # a line that starts like a step line but breaks the grammar is an error
     own_clock: str  # "cumulative": time_ms since start; "per_step": the last step's time
-    oom_patterns: list[str]
+    oom_patterns: list[str]  # regular expressions: a line matching one, then an exit status
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,6 +284,15 @@ def _validate(p: Protocol) -> None:
                     f"protocol file: {side}.line_regex must have the groups (?P<step>...) "
                     "and (?P<loss>...)"
                 )
+        for pattern in grammar.oom_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise UserError(
+                    f"protocol file: {side}.oom_patterns {pattern!r} is not a regular "
+                    f"expression: {e}",
+                    "write each pattern as a regular expression (escape . and parentheses)",
+                ) from None
         if grammar.own_clock not in ("cumulative", "per_step"):
             raise UserError(f"protocol file: {side}.own_clock must be 'cumulative' or 'per_step'")
     for mode in p.pytorch.patched_modes:
