@@ -323,6 +323,8 @@ class CheckRunner:
         log_dir = self.rd.new_attempt_dir(run.run_id, run.slug)
         scratch = self.work / "method_b" / f"{run.run_id:04d}-{log_dir.name}"
         spec = self._spec(run, scratch)
+        # a hang is stopped at the protocol's stall limit and fails like any other failure
+        spec = dataclasses.replace(spec, stall_s=self.p.timing.stall_s)
         store.write_json(log_dir / "command.json", {"argv": list(spec.argv), "env": spec.env})
         started = _now()
         try:

@@ -343,8 +343,14 @@ class Series:
         label = f"run {planned.run_id} {config.id}"
         batch = self.batches().get(config.model)
         spec = side.spec(config, label, self.ctx, batch_size=batch)
-        # amendment 2: which libraries the loader opened, during the discarded run
-        spec = dataclasses.replace(spec, trace_libraries=planned.discarded)
+        # amendment 2: which libraries the loader opened, during the discarded run; a hang is
+        # stopped at the protocol's limits and fails like any other failure
+        spec = dataclasses.replace(
+            spec,
+            trace_libraries=planned.discarded,
+            stall_s=self.protocol.timing.stall_s,
+            limit_s=self._limit_s(planned),
+        )
         log_dir = self.rd.new_attempt_dir(planned.run_id, config.slug)
         self.hooks.run_started(planned, config, position, len(self.order))
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -360,6 +366,22 @@ class Series:
         except KeyboardInterrupt:
             raise Interrupted(label) from None
         return self._record(planned, log_dir, started, outcome, None, extra)
+
+    def _limit_s(self, planned: PlannedRun) -> float | None:
+        """A timed run's whole-run limit: the protocol's factor times its configuration's
+        discarded run (which compiled, loaded and warmed everything a timed run reuses), and
+        never less than the stall limit."""
+        if planned.kind != "timed":
+            return None
+        for r in reversed(self.rd.records()):
+            usable = r.get("start_ns") is not None and r.get("end_ns") is not None
+            if r["config"] == planned.config and r["discarded"] and usable:
+                if r["status"] in (timing.OK, timing.VOID):
+                    seconds = (r["end_ns"] - r["start_ns"]) / 1e9
+                    t = self.protocol.timing
+                    # never below the stall limit: a short run's few seconds of jitter are no hang
+                    return max(t.run_limit_factor * seconds, t.stall_s)
+        return None
 
     def _record(
         self,

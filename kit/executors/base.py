@@ -34,6 +34,8 @@ class RunSpec:
     image: str | None = None  # the measured image of this side (Docker executor)
     gpu: str | None = None  # None: no card; "all", an index or a UUID (Docker device request)
     trace_libraries: bool = False  # amendment 2: log which shared libraries the program opens
+    stall_s: float | None = None  # stop the run when no output line came for this long
+    limit_s: float | None = None  # stop the run when it has run this long (a whole-run limit)
 
 
 @dataclass(frozen=True)

@@ -141,11 +141,15 @@ def stamp(
     stdout_path: Path,
     stderr_path: Path,
     ready_fd: int | None = None,
+    watch_fd: int | None = None,
 ) -> None:
     """Read every source until it closes, stamping lines into the two logs.
 
     `ready_fd`, when given, is written to and closed once the reader waits on its sources, so
     the program is started only then and its first lines are stamped like its last.
+    `watch_fd`, when given, is a pipe from the kit: it names the run's process group, and its
+    end before the sources' means the kit died, so the reader ends that group (kill -9 of the
+    kit leaves no program on the card, nor this reader waiting on pipes the program holds).
     """
     with open(stdout_path, "ab") as out_f, open(stderr_path, "ab") as err_f:
         writers = {STDOUT: _Writer(out_f), STDERR: _Writer(err_f)}
@@ -159,12 +163,22 @@ def stamp(
             feeders[fd] = _Demux(splitters) if kind == "mux" else splitters[kind]
             sel.register(fd, selectors.EVENT_READ)
         open_fds = set(feeders)
+        watched = b""
+        if watch_fd is not None:
+            sel.register(watch_fd, selectors.EVENT_READ)
         if ready_fd is not None:
             os.write(ready_fd, b"1")
             os.close(ready_fd)
         while open_fds:
             for key, _ in sel.select():
                 fd = key.fd
+                if fd == watch_fd:
+                    said = os.read(fd, 64)
+                    watched += said
+                    if not said:
+                        sel.unregister(fd)
+                        _end_group(watched)
+                    continue
                 try:
                     chunk = os.read(fd, _READ_SIZE)
                 except ConnectionResetError:
@@ -184,8 +198,21 @@ def stamp(
             w.join()
 
 
+def _end_group(watched: bytes) -> None:
+    """The kit is gone: SIGKILL the run's process group it named, if it named one."""
+    for line in watched.split(b"\n"):
+        if line.strip().isdigit():
+            try:
+                os.killpg(int(line), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def start_reader(
-    sources: list[tuple[int, str]], stdout_path: Path, stderr_path: Path
+    sources: list[tuple[int, str]],
+    stdout_path: Path,
+    stderr_path: Path,
+    watch_fd: int | None = None,
 ) -> subprocess.Popen:
     """Start the reader process on inherited descriptors and wait until it is reading.
 
@@ -195,11 +222,13 @@ def start_reader(
     ready_r, ready_w = os.pipe()
     argv = [sys.executable, "-m", "kit.measure.clock", spec, str(stdout_path), str(stderr_path)]
     argv += ["--ready-fd", str(ready_w)]
+    passed = [fd for fd, _ in sources] + [ready_w]
+    if watch_fd is not None:
+        argv += ["--watch-fd", str(watch_fd)]
+        passed.append(watch_fd)
     env = _reader_env()
     try:
-        reader = subprocess.Popen(
-            argv, pass_fds=[fd for fd, _ in sources] + [ready_w], env=env, stdin=subprocess.DEVNULL
-        )
+        reader = subprocess.Popen(argv, pass_fds=passed, env=env, stdin=subprocess.DEVNULL)
     finally:
         os.close(ready_w)
     with os.fdopen(ready_r, "rb") as ready:
@@ -282,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stderr_log", type=Path)
     parser.add_argument("--ready-fd", type=int, default=None)
     parser.add_argument("--receive-fd", type=int, default=None)
+    parser.add_argument("--watch-fd", type=int, default=None)
     args = parser.parse_args(argv)
     # Ctrl-C reaches the whole process group; the reader keeps reading until the streams
     # close, so the program's last lines are kept whatever stopped it.
@@ -307,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unknown source kind {kind!r}")
             sources.append((int(fd), kind))
     _never_starved()
-    stamp(sources, args.stdout_log, args.stderr_log, ready_fd)
+    stamp(sources, args.stdout_log, args.stderr_log, ready_fd, args.watch_fd)
     return 0
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kit.errors import ExitCode
 from tests.conftest import SHARED_INPUT, contender_args, records, write_protocol
 
@@ -194,3 +196,39 @@ def test_a_versions_probe_stopped_midway_leaves_nothing_behind(
     (probe / "stdout.log").write_text("1 fake contender 1.0.0, commit 0000000, release\n")
     res = cli("series", "--resume", out)
     assert res.exit_code == 0, res.output
+
+
+def _limits(tmp_path, stall_s: float, factor: float = 3.0):
+    return write_protocol(
+        tmp_path / "p.toml",
+        runs=2,
+        **{"verdict_margin = 0.05\n": f"verdict_margin = 0.05\nstall_s = {stall_s}\n"
+           f"run_limit_factor = {factor}\n"},
+    )  # fmt: skip
+
+
+def test_a_hang_is_stopped_recorded_as_failed_and_resume_runs_it_again(tmp_path, fake_env, cli):
+    protocol = _limits(tmp_path, stall_s=2.0)
+    fake_env(step_ms={"*": 2.0}, events={"mica#1": "hang-midway"})
+    out = tmp_path / "r"
+    res = cli(*contender_args(out, protocol, "--precision", "float32"))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    failed = records(out)[-1]
+    assert failed["status"] == "failed" and "no output line for 2 s" in failed["reason"]
+    assert failed["stopped"] == failed["reason"]
+    assert "step 40 loss" in res.output  # the output's tail, in the series' message
+    assert cli("series", "--resume", out).exit_code == 0
+    assert cli("verify", out).exit_code == 0
+
+
+def test_a_timed_run_past_the_whole_run_limit_is_stopped(tmp_path, fake_env, cli):
+    protocol = _limits(tmp_path, stall_s=1.5, factor=2.0)
+    fake_env(step_ms={"*": 2.0}, events={"mica#2": "slow"})
+    out = tmp_path / "r"
+    res = cli(*contender_args(out, protocol, "--precision", "float32"))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    failed = records(out)[-1]
+    assert failed["kind"] == "timed" and "whole-run limit" in failed["reason"]
+    discarded = records(out)[0]
+    limit_s = max(2.0 * (discarded["end_ns"] - discarded["start_ns"]) / 1e9, 1.5)
+    assert (failed["end_ns"] - failed["start_ns"]) / 1e9 == pytest.approx(limit_s, abs=3.0)
