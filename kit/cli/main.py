@@ -6,6 +6,7 @@ failed and ended the series; 4 `verify` found a difference; 130 interrupted, res
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,14 @@ from kit.errors import ExitCode, UserError
 from kit.report import publish
 from kit.report import tables as report
 
+_MACHINE_ERRORS = {
+    errno.ENOSPC: "free space on that file system",
+    errno.EDQUOT: "free space within your quota",
+    errno.EROFS: "name a folder on a writable file system",
+    errno.EACCES: "name a folder you can write to, or change its permissions",
+    errno.EPERM: "name a folder you can write to, or change its permissions",
+}
+
 
 class KitGroup(click.Group):
     """Maps what the user must fix to a message and an exit code; bugs keep their traceback."""
@@ -34,6 +43,18 @@ class KitGroup(click.Group):
             if e.fix:
                 click.echo(f"  fix: {e.fix}", err=True)
             ctx.exit(int(e.exit_code))
+        except OSError as e:
+            if e.errno not in _MACHINE_ERRORS:
+                raise  # a bug keeps its traceback
+            # the machine's, not the kit's: a full disk, a quota, a read-only or unwritable
+            # folder; every finished run is kept (fsynced records), so freeing it and resuming
+            # goes on
+            where = f" ({e.filename})" if e.filename else ""
+            click.echo(f"micakit: error: {e.strerror}{where}", err=True)
+            resume = ctx.meta.get("resume_hint")
+            then = f", then `micakit {ctx.invoked_subcommand} --resume {resume}`" if resume else ""
+            click.echo(f"  fix: {_MACHINE_ERRORS[e.errno]}{then}", err=True)
+            ctx.exit(int(ExitCode.USER_ERROR))
         except (KeyboardInterrupt, Interrupted) as e:
             where = f" during {e}" if str(e) else ""
             click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)

@@ -275,6 +275,7 @@ class CheckRunner:
                 f"the planned runs of {self.rd.root} differ from what this kit plans now",
                 "resume with the kit version named in its manifest.json",
             )
+        self.rd.check_raw_files()
 
     # -- running ---------------------------------------------------------------------------
 

@@ -207,6 +207,7 @@ class Series:
                 f"the planned runs of {self.rd.root} differ from what this kit plans now",
                 "resume with the kit version named in its manifest.json",
             )
+        self.rd.check_raw_files()
 
     # -- running ------------------------------------------------------------------------
 
@@ -260,7 +261,10 @@ class Series:
                 if planned.discarded and self._halve_if_no_mode_fits(planned):
                     return True
             elif record["status"] == timing.FAILED:
-                raise SeriesFailed(self._failure_message(planned, record))
+                raise SeriesFailed(
+                    self._failure_message(planned, record),
+                    f"fix the cause shown above, then `micakit series --resume {self.rd.root}`",
+                )
         return False
 
     # -- amendment 5.1: a batch that no mode of a side can hold -------------------------------

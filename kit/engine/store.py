@@ -180,6 +180,20 @@ class ResultsDir:
                 raise UserError(f"{path}:{number} is not a JSON record: {e}") from None
         return records
 
+    def check_raw_files(self) -> None:
+        """Every finished run's raw logs are here: every number is recomputed from them (D6)."""
+        for r in self.records():
+            folder = self.root / r["log_dir"]
+            missing = [rel for rel in r.get("files", {}) if not (self.root / rel).is_file()]
+            if missing or not folder.is_dir():
+                raise UserError(
+                    f"the raw files of run {r['run_id']} ({r['config']}) are missing: "
+                    f"{missing[0] if missing else r['log_dir']}; every number of the results "
+                    "is recomputed from them",
+                    f"restore {folder} from a copy of this results directory, or start a "
+                    "new series with --out",
+                )
+
     def append_record(self, record: dict) -> None:
         line = json.dumps(record, sort_keys=False) + "\n"
         with open(self.root / RECORDS, "ab") as f:

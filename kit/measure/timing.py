@@ -67,7 +67,13 @@ def step_lines(lines: list[StampedLine], grammar: Grammar, where: str) -> list[S
             raise OutputError(
                 f"{where}:{number}: the loss {m['loss']!r} at step {step} is not a number"
             ) from None
-        time_ms = float(m["time_ms"]) if "time_ms" in m.re.groupindex else None
+        try:
+            time_ms = float(m["time_ms"]) if "time_ms" in m.re.groupindex else None
+        except ValueError:
+            # the grammar's character class admits `-` or `e` alone; they are no reading
+            raise OutputError(
+                f"{where}:{number}: the time {m['time_ms']!r} at step {step} is not a number"
+            ) from None
         if out and step <= out[-1].step:
             raise OutputError(
                 f"{where}:{number}: step {step} comes after step {out[-1].step}: "

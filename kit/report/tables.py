@@ -104,6 +104,8 @@ def rejudge(log_dir: Path, record: dict, grammar, protocol: Protocol) -> timing.
     """A run judged again from its raw logs and exit code; a skipped record keeps its reason."""
     if record["status"] == extras.NOT_PROFILED:
         return timing.Outcome(extras.NOT_PROFILED, None, None, record["reason"])
+    if not (log_dir / "stdout.log").is_file():
+        raise ValueError(f"run {record['run_id']}'s raw log {log_dir / 'stdout.log'} is missing")
     outcome = RunOutcome(
         record["exit_code"],
         0,
