@@ -40,7 +40,7 @@ from typing import BinaryIO
 STDOUT, STDERR = "stdout", "stderr"
 _MUX_HEADER = struct.Struct(">BxxxL")
 _MUX_STREAMS = {1: STDOUT, 2: STDERR}
-_READ_SIZE = 1 << 16
+_READ_SIZE = 1 << 20  # a long line arrives in few reads; a short one is read as it comes
 
 
 @dataclass(frozen=True)
