@@ -91,6 +91,13 @@ class ContenderSide(Side):
         spec = RunSpec("versions of the contender", argv, mounts=(program,), image=self.image)
         said = versions.contender_versions(ctx.executor, spec, ctx.protocol, scratch)
         said["program_sha256"] = store.sha256_file(self.program)
+        # the contender's identity, compared at every resume whatever it says of itself: its
+        # program's SHA-256, or under Docker its measured image's id
+        said["identity"] = (
+            ctx.executor.image_info(self.image).get("image_id", self.image)
+            if self.image
+            else f"sha256:{said['program_sha256']}"
+        )
         return said
 
     def spec(
