@@ -280,7 +280,11 @@ def start_reader(
         passed.append(watch_fd)
     env = _reader_env()
     try:
-        reader = subprocess.Popen(argv, pass_fds=passed, env=env, stdin=subprocess.DEVNULL)
+        # a session of its own: the reader outlives a kill of the kit's whole group, to end the
+        # run's group through its watch and to keep the program's last lines
+        reader = subprocess.Popen(
+            argv, pass_fds=passed, env=env, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     finally:
         os.close(ready_w)
     with os.fdopen(ready_r, "rb") as ready:

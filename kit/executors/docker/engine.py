@@ -33,6 +33,7 @@ from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
 from kit.executors.docker.containers import (
     CACHE_DIR,
     CACHE_ENV,
+    CONTAINED_ENV,
     LABEL_OWNER,
     LABEL_RUN,
     LABEL_SERIES,
@@ -40,6 +41,7 @@ from kit.executors.docker.containers import (
     MOUNT_ROOT,
     HostPaths,
     cache_volume_name,
+    contained,
     engine_error,
     host_paths_from_inspect,
     own_container_ids,
@@ -443,7 +445,7 @@ class DockerExecutor(Executor):
         log_dir.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
         env = {**CACHE_ENV, **spec.env}
-        mounts = [self._cache_mount()] + [self._bind(m) for m in spec.mounts]
+        mounts = [self._cache_mount(spec.image)] + [self._bind(m) for m in spec.mounts]
         libraries_dir = None
         if spec.trace_libraries:
             # amendment 2: the loader writes what it opens, one file per process, to the host
@@ -453,11 +455,14 @@ class DockerExecutor(Executor):
             env.update(LD_DEBUG="libs", LD_DEBUG_OUTPUT=f"{LD_DEBUG_DIR}/ld")
         if spec.gpu is not None:
             env.setdefault("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+        as_user, limits = contained()
+        env = {**CONTAINED_ENV, **env}
         host_config = api.create_host_config(
             mounts=mounts,
             device_requests=device_requests(spec.gpu),
             init=True,  # a real PID 1 reaps the compile workers and forwards signals
             shm_size=self.shm_size,
+            **limits,
         )
         labels = {
             LABEL_SERIES: self.series_id,
@@ -478,6 +483,7 @@ class DockerExecutor(Executor):
                 host_config=host_config,
                 tty=False,  # two streams, multiplexed on the attach socket
                 stdin_open=False,
+                **as_user,
             )["Id"]
         except BaseException as e:
             if pending is not None:
@@ -583,12 +589,34 @@ class DockerExecutor(Executor):
         except docker.errors.APIError:
             pass
 
-    def _cache_mount(self) -> docker.types.Mount:
+    def _cache_mount(self, image: str) -> docker.types.Mount:
+        mount = docker.types.Mount(target=CACHE_DIR, source=self.cache_volume, type="volume")
         if not self._volume_ready:
             # created explicitly, to carry the series' label; an existing one is kept
             self.client.api.create_volume(self.cache_volume, labels={LABEL_SERIES: self.series_id})
+            self._own_volume(image, mount)
             self._volume_ready = True
-        return docker.types.Mount(target=CACHE_DIR, source=self.cache_volume, type="volume")
+        return mount
+
+    def _own_volume(self, image: str, mount: docker.types.Mount) -> None:
+        """A new volume belongs to root; the runs, as the invoking user, must write the cache.
+        One unmeasured container, with only the capability to chown, hands it over."""
+        api = self.client.api
+        owner = f"{os.getuid()}:{os.getgid()}"
+        container = api.create_container(
+            image,
+            entrypoint=["chown", owner, CACHE_DIR],
+            labels={LABEL_SERIES: self.series_id, LABEL_OWNER: owner_label()},
+            host_config=api.create_host_config(
+                mounts=[mount], network_mode="none", cap_drop=["ALL"], cap_add=["CHOWN"]
+            ),
+            user="0:0",
+        )["Id"]
+        try:
+            api.start(container)
+            api.wait(container, timeout=60)
+        finally:
+            self._remove(container)
 
     def _bind(self, mount: Mount) -> docker.types.Mount:
         if not mount.host.exists():
