@@ -305,12 +305,14 @@ class CheckRunner:
     def _versions(self) -> None:
         """Rule 4: recorded before the first run, unchanged at every resume."""
         scratch = self.work / "versions"
+        path = self.rd.root / versions.VERSIONS
+        before = self.rd.read_json(versions.VERSIONS) if path.exists() else {}
         found = versions.collect(
             versions.kit_commit(),
             self.o["card_info"],
             self.executor,
             {
-                s.name: s.versions(self.ctx, scratch / s.name)
+                s.name: s.versions(self.ctx, scratch / s.name, before.get(s.name))
                 for s in (self.pytorch, self.contender)
             },
         )

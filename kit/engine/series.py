@@ -321,11 +321,16 @@ class Series:
     def _versions(self) -> None:
         """Rule 4: the versions, recorded before the first run and unchanged at every resume."""
         scratch = self.rd.root / "work" / "versions"
+        path = self.rd.root / versions.VERSIONS
+        before = self.rd.read_json(versions.VERSIONS) if path.exists() else {}
         found = versions.collect(
             versions.kit_commit(),
             self.card_info,
             self.executor,
-            {name: side.versions(self.ctx, scratch / name) for name, side in self.sides.items()},
+            {
+                name: side.versions(self.ctx, scratch / name, before.get(name))
+                for name, side in self.sides.items()
+            },
         )
         images = {
             name: self.executor.image_info(side.image)

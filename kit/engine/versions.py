@@ -100,7 +100,11 @@ ANSWER_S = 30.0  # a program asked its version answers within this, or it gave n
 
 
 def contender_versions(
-    executor: Executor, spec: RunSpec, protocol: Protocol, scratch: Path
+    executor: Executor,
+    spec: RunSpec,
+    protocol: Protocol,
+    scratch: Path,
+    recorded: dict | None = None,
 ) -> dict[str, Any]:
     """What the contender says of itself, and whether it is a release or a development build.
 
@@ -109,11 +113,15 @@ def contender_versions(
     version, compared at every resume; none, or two that differ, are recorded as
     "gave no version information", the answers kept beside it and never compared: the
     program's identity is its SHA-256 (its image's id under Docker), recorded by the side.
+    At a resume (`recorded`) it is asked once, its answer compared with the recorded one; one
+    that gave none is not asked again (its identity is checked all the same).
     Rule 9: a development build's numbers are preparation, and are labelled so everywhere.
     """
+    if recorded is not None and recorded.get("says") == NO_VERSION:
+        return {k: recorded[k] for k in ("says", "build_kind", ANSWERS) if k in recorded}
     asked = dataclasses.replace(spec, stall_s=ANSWER_S, limit_s=ANSWER_S)
     answers = []
-    for k in (1, 2):
+    for k in (1,) if recorded is not None else (1, 2):
         outcome, lines = _probe_outcome(executor, asked, scratch / f"ask-{k}")
         answers.append(
             {
@@ -123,7 +131,7 @@ def contender_versions(
             }
         )
     text, code = answers[0]["text"], answers[0]["exit_code"]
-    answered = all(a["stopped"] is None for a in answers) and answers[0] == answers[1]
+    answered = all(a["stopped"] is None for a in answers) and answers[0] == answers[-1]
     if not answered:
         return {"says": NO_VERSION, "build_kind": NO_VERSION, ANSWERS: answers}
     development = bool(re.search(protocol.contender.development_pattern, text)) or code != 0
