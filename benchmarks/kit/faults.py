@@ -212,7 +212,9 @@ def main() -> None:
         t0 = time.monotonic()
         kill = stopping(tmp / "kill9", proto, env, log, args.kills, signal.SIGKILL, rng, args.max_s)
         print(f"kill -9:  {kill}", flush=True)
-        term = stopping(tmp / "sigterm", proto, env, log, args.sigterms, signal.SIGTERM, rng, args.max_s)
+        term = stopping(
+            tmp / "sigterm", proto, env, log, args.sigterms, signal.SIGTERM, rng, args.max_s
+        )
         print(f"SIGTERM:  {term}", flush=True)
         two = two_writers(tmp, proto, env, log)
         print(f"writers:  {two}", flush=True)
