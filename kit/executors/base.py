@@ -8,6 +8,7 @@ the same thing whichever executor ran it (§5: one instrument for both sides).
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,35 @@ class RunOutcome:
     stderr_log: Path
     libraries_dir: Path | None = None  # raw LD_DEBUG output, when trace_libraries was asked
     stopped: str | None = None  # why the kit stopped the run (a stall, the whole-run limit)
+
+
+class Limits:
+    """A run's stall and whole-run limits, checked from its stamped logs' growth (either
+    executor polls `check` while it waits): the reason to stop it, or None."""
+
+    def __init__(self, spec: RunSpec, logs: tuple[Path, ...]) -> None:
+        self.spec = spec
+        self.logs = logs
+        self.start = self.last_change = time.monotonic()
+        self.size = -1
+
+    def check(self) -> str | None:
+        now = time.monotonic()
+        grown = sum(p.stat().st_size if p.exists() else 0 for p in self.logs)
+        if grown != self.size:
+            self.size, self.last_change = grown, now
+        if self.spec.stall_s and now - self.last_change > self.spec.stall_s:
+            return (
+                f"stopped by the kit: no output line for {self.spec.stall_s:g} s "
+                "(the protocol's stall limit, timing.stall_s)"
+            )
+        if self.spec.limit_s and now - self.start > self.spec.limit_s:
+            return (
+                f"stopped by the kit: still running after {self.spec.limit_s:.0f} s, the "
+                "whole-run limit (timing.run_limit_factor times its configuration's "
+                "discarded run)"
+            )
+        return None
 
 
 class Executor(abc.ABC):

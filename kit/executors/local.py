@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kit.errors import UserError
-from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
+from kit.executors.base import Executor, Limits, Mount, RunOutcome, RunSpec
 from kit.measure import clock
 
 _PR_SET_PDEATHSIG = 1
@@ -164,28 +164,12 @@ class LocalExecutor(Executor):
         """Wait for the program; stop it past the stall or whole-run limit, and say why."""
         if not spec.stall_s and not spec.limit_s:
             return proc.wait(), None
-        start = last_change = time.monotonic()
-        size = -1
+        limits = Limits(spec, (stdout_log, stderr_log))
         with _exit_waiter(proc) as wait_s:
             while True:
                 if wait_s(POLL_S):
                     return proc.returncode, None
-                now = time.monotonic()
-                grown = _size(stdout_log) + _size(stderr_log)
-                if grown != size:
-                    size, last_change = grown, now
-                why = None
-                if spec.stall_s and now - last_change > spec.stall_s:
-                    why = (
-                        f"stopped by the kit: no output line for {spec.stall_s:g} s "
-                        "(the protocol's stall limit, timing.stall_s)"
-                    )
-                elif spec.limit_s and now - start > spec.limit_s:
-                    why = (
-                        f"stopped by the kit: still running after {spec.limit_s:.0f} s, the "
-                        "whole-run limit (timing.run_limit_factor times its configuration's "
-                        "discarded run)"
-                    )
+                why = limits.check()
                 if why:
                     _terminate(proc, self.grace_s)
                     return proc.returncode, why
@@ -219,13 +203,6 @@ def _exit_waiter(proc: subprocess.Popen):
     finally:
         if pidfd is not None:
             os.close(pidfd)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _kill_group(pgid: int, sig: int) -> None:

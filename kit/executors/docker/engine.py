@@ -29,7 +29,7 @@ import requests
 
 from kit import __version__
 from kit.errors import UserError
-from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
+from kit.executors.base import Executor, Limits, Mount, RunOutcome, RunSpec
 from kit.executors.docker.containers import (
     CACHE_DIR,
     CACHE_ENV,
@@ -52,6 +52,7 @@ from kit.executors.docker.containers import (
 from kit.executors.docker.footprint import ChunkReader, FootprintWriter, footprint_ratio  # noqa: F401
 from kit.measure import clock
 
+POLL_S = 1  # how often a running container's output is checked for a stall (seconds)
 _NO_ENGINE_FIX = (
     "start the engine (`sudo dockerd &`, or `sudo systemctl start docker`; on a fresh machine "
     "`bash scripts/ci-setup.sh` installs and starts it), or choose `--executor local`"
@@ -492,7 +493,7 @@ class DockerExecutor(Executor):
                 raise _run_error(spec, e) from None
             raise
         try:
-            start_ns, exit_code = self._attach_start_wait(
+            start_ns, exit_code, stopped = self._attach_start_wait(
                 container, spec, stdout_log, stderr_log, pending
             )
             end_ns = time.monotonic_ns()
@@ -506,6 +507,7 @@ class DockerExecutor(Executor):
             stdout_log=stdout_log,
             stderr_log=stderr_log,
             libraries_dir=libraries_dir,
+            stopped=stopped,
         )
 
     def _take_reader(self) -> clock.PendingReader:
@@ -532,7 +534,7 @@ class DockerExecutor(Executor):
         stdout_log: Path,
         stderr_log: Path,
         pending: clock.PendingReader | None = None,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, str | None]:
         api = self.client.api
         # Attached before the start, as `docker run` does, so no line can come before the
         # reader waits, and nothing sits in the HTTP client's buffer when the reader takes over.
@@ -564,7 +566,7 @@ class DockerExecutor(Executor):
                 self._remove(container)  # closes the stream, so the reader ends
                 reader.wait()
                 raise _run_error(spec, e) from None
-            status = api.wait(container, timeout=None)
+            status, stopped = self._wait_within(container, spec, stdout_log, stderr_log)
             self._drain(container, reader)
         except UserError:
             raise
@@ -574,7 +576,25 @@ class DockerExecutor(Executor):
             self._stop(container)
             self._drain(container, reader)
             raise
-        return start_ns, exit_code_of(int(status["StatusCode"]))
+        return start_ns, exit_code_of(int(status["StatusCode"])), stopped
+
+    def _wait_within(
+        self, container: str, spec: RunSpec, stdout_log: Path, stderr_log: Path
+    ) -> tuple[dict, str | None]:
+        """The container's exit; past the stall or whole-run limit it is stopped, and why."""
+        api = self.client.api
+        if not spec.stall_s and not spec.limit_s:
+            return api.wait(container, timeout=None), None
+        limits = Limits(spec, (stdout_log, stderr_log))
+        while True:
+            try:
+                return api.wait(container, timeout=POLL_S), None
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                pass  # still running
+            why = limits.check()
+            if why:
+                self._stop(container)
+                return api.wait(container, timeout=None), why
 
     def _drain(self, container: str, reader: subprocess.Popen) -> None:
         try:
