@@ -137,53 +137,63 @@ def moment(out: Path, proc: subprocess.Popen, rng, max_s: float) -> float:
 
 
 def stopping(
-    out: Path, proto: Path, env: dict, log: Path, n: int, sig: int, rng, args_max_s: float
+    base: Path, proto: Path, env: dict, log: Path, n: int, sig: int, rng, args_max_s: float
 ) -> dict:
-    """n stops with `sig` at random moments (see `moment`), each followed by a resume; then
-    to the end."""
-    args = series_args(out, proto)
-    proc = start(args, env, log)
+    """n stops with `sig` at random moments (see `moment`), each followed by a resume, each
+    series then run to its end; a series that ends before the n-th stop is followed by
+    another (base-1, base-2, ...)."""
     stops = resumes = honoured = left = failures = 0
-    while True:
-        try:
-            proc.wait(timeout=moment(out, proc, rng, args_max_s) if stops < n else 600)
-            if stops >= n or proc.returncode == 0:
-                break
-        except subprocess.TimeoutExpired:
-            if sig == signal.SIGKILL:
-                os.kill(proc.pid, signal.SIGKILL)  # micakit alone: its tree must end itself
-            else:
-                os.killpg(proc.pid, sig)  # as a terminal or a supervisor sends it
-            stops += 1
+    lost = repeated = 0
+    verdicts = []
+    index = 0
+    while stops < n and failures <= 5:
+        index += 1
+        out = base.with_name(f"{base.name}-{index}")
+        args = series_args(out, proto)
+        proc = start(args, env, log)
+        while True:
             try:
-                code = proc.wait(timeout=60)
+                proc.wait(timeout=moment(out, proc, rng, args_max_s) if stops < n else 900)
+                if stops >= n or proc.returncode == 0:
+                    break
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                code = None
-            stranded = left_behind(out)
-            left += stranded
-            if code in (130, -sig) and not stranded:
-                honoured += 1
-        if proc.returncode not in (None, 0, 130, -signal.SIGKILL, -signal.SIGTERM):
-            failures += 1
-            print(f"  micakit exited {proc.returncode}:", log.read_text()[-600:], file=sys.stderr)
-            if failures > 5:
-                break
-        if (out / "manifest.json").exists():
-            proc = start(["series", "--resume", str(out)], env, log)
-            resumes += 1
-        else:
-            proc = start(args, env, log)  # stopped before its first run: started again
-    lost, repeated = tally(out)
+                if sig == signal.SIGKILL:
+                    os.kill(proc.pid, signal.SIGKILL)  # micakit alone: its tree must end itself
+                else:
+                    os.killpg(proc.pid, sig)  # as a terminal or a supervisor sends it
+                stops += 1
+                try:
+                    code = proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    code = None
+                stranded = left_behind(out)
+                left += stranded
+                if code in (130, -sig) and not stranded:
+                    honoured += 1
+            if proc.returncode not in (None, 0, 130, -signal.SIGKILL, -signal.SIGTERM):
+                failures += 1
+                print(f"  exit {proc.returncode}:", log.read_text()[-600:], file=sys.stderr)
+                if failures > 5:
+                    break
+            if (out / "manifest.json").exists():
+                proc = start(["series", "--resume", str(out)], env, log)
+                resumes += 1
+            else:
+                proc = start(args, env, log)  # stopped before its first run: started again
+        if (out / "plan.json").exists():
+            a, b = tally(out)
+            lost, repeated = lost + a, repeated + b
+            verdicts.append(verify(out, env))
     return {
+        "series": index,
         "stops": stops,
         "resumes": resumes,
-        "last exit": proc.returncode,
         "runs lost": lost,
         "runs repeated": repeated,
         "left behind": left,
         "honoured": honoured,
-        "verify": verify(out, env),
+        "verify": verdicts,
     }
 
 
@@ -242,7 +252,7 @@ def main() -> None:
             f"{kill['left behind'] + term['left behind']}; signals honoured "
             f"{term['honoured']}/{term['stops']}; the second writer: exit "
             f"{two['resume beside a series']}, two --out: exits {two['two --out at once']}; "
-            f"verify: {[kill['verify'], term['verify'], two['verify']]} "
+            f"verify: {kill['verify'] + term['verify'] + [two['verify']]} "
             f"({time.monotonic() - t0:.0f} s)"
         )
 
