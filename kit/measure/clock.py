@@ -219,7 +219,12 @@ def stamp(
         if watch_fd is not None:
             sel.register(watch_fd, selectors.EVENT_READ)
         if ready_fd is not None:
-            os.write(ready_fd, b"1")
+            try:
+                os.write(ready_fd, b"1")
+            except BrokenPipeError:
+                # the kit died while starting this reader: no program was started, and the
+                # streams close with the kit's last copies; nothing is lost by reading on
+                pass
             os.close(ready_fd)
         while open_fds:
             for key, _ in sel.select():
