@@ -291,3 +291,11 @@ def test_a_measured_container_is_contained(tmp_path: Path) -> None:
     assert run["environment"]["HOME"] == "/tmp"
     # the cache volume is handed to the user by one unmeasured container that may only chown
     assert chown["host_config"]["CapAdd"] == ["CHOWN"] and chown["user"] == "0:0"
+
+
+def test_a_containers_death_by_signal_is_told_from_an_exit_status() -> None:
+    # the engine says 128 + N for a death by signal N; the kit says -N, as subprocess does,
+    # so it is never taken for an exit after an out-of-memory line (amendment 8)
+    assert dockerapi.exit_code_of(139) == -11
+    assert dockerapi.exit_code_of(137) == -9
+    assert dockerapi.exit_code_of(1) == 1 and dockerapi.exit_code_of(0) == 0
