@@ -193,7 +193,8 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     if resume and options.get("out"):
         raise UserError("give either --out (a new series) or --resume (an existing one)")
     if resume:
-        rd = ResultsDir.open(Path(resume))
+        # one writer per results directory, from before anything in it is read or written
+        rd = ResultsDir.open(Path(resume)).lock()
         o = rd.manifest()["options"]
         # the protocol file: the one named now, else the series' own copy; hashes must agree
         p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)

@@ -23,6 +23,7 @@ from kit.correctness import checks
 from kit.correctness import methods as corr
 from kit.correctness import run as checkrun
 from kit.engine import store
+from kit.engine.lock import LOCK
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import ADJUSTMENTS
 from kit.engine.store import ResultsDir
@@ -182,7 +183,7 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
     if resume and options.get("out"):
         raise UserError("give either --out (a new check) or --resume (an existing one)")
     if resume:
-        rd = ResultsDir.open(Path(resume))
+        rd = ResultsDir.open(Path(resume)).lock("a check")
         if rd.manifest().get("kind") != checkrun.KIND:
             raise UserError(
                 f"{resume} is not a correctness check's results directory",
@@ -197,12 +198,12 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
         p = protocol_mod.load(Path(o["protocol"]))
         root = Path(o["out"])
         unstarted = (root / store.STARTING).exists() and not (root / store.MANIFEST).exists()
-        if root.exists() and any(root.iterdir()) and not unstarted:
+        if root.is_dir() and any(p.name != LOCK for p in root.iterdir()) and not unstarted:
             raise UserError(
                 f"the results directory {root} already exists; a check never overwrites one",
                 f"resume it with `micakit correctness --resume {root}`, or name a new --out",
             )
-        rd = ResultsDir.create(root)
+        rd = ResultsDir.create(root, "a check")
     ex = assemble_mod.executor(o["executor"], o.get("docker_host"))
     if ex.name == "docker":  # the cache volume of Inductor and the driver, kept across resumes
         digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]

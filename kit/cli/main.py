@@ -6,6 +6,7 @@ failed and ended the series; 4 `verify` found a difference; 130 interrupted, res
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import sys
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kit import __version__
+from kit.engine import lock
 from kit.errors import ExitCode, Interrupted, UserError
 
 if TYPE_CHECKING:
@@ -23,6 +25,14 @@ if TYPE_CHECKING:
 # `micakit --help` and `--version` import nothing but click: pandas, matplotlib, rich, docker and
 # the kit's engine and report are imported inside the commands that use them (start-up speed,
 # measured by benchmarks/kit/startup.py).
+
+_MACHINE_ERRORS = {
+    errno.ENOSPC: "free space on that file system",
+    errno.EDQUOT: "free space within your quota",
+    errno.EROFS: "name a folder on a writable file system",
+    errno.EACCES: "name a folder you can write to, or change its permissions",
+    errno.EPERM: "name a folder you can write to, or change its permissions",
+}
 
 
 class KitGroup(click.Group):
@@ -72,6 +82,18 @@ class KitGroup(click.Group):
             if e.fix:
                 click.echo(f"  fix: {e.fix}", err=True)
             ctx.exit(int(e.exit_code))
+        except OSError as e:
+            if e.errno not in _MACHINE_ERRORS:
+                raise  # a bug keeps its traceback
+            # the machine's, not the kit's: a full disk, a quota, a read-only or unwritable
+            # folder; every finished run is kept (fsynced records), so freeing it and resuming
+            # goes on
+            where = f" ({e.filename})" if e.filename else ""
+            click.echo(f"micakit: error: {e.strerror}{where}", err=True)
+            resume = ctx.meta.get("resume_hint")
+            then = f", then `micakit {ctx.invoked_subcommand} --resume {resume}`" if resume else ""
+            click.echo(f"  fix: {_MACHINE_ERRORS[e.errno]}{then}", err=True)
+            ctx.exit(int(ExitCode.USER_ERROR))
         except (KeyboardInterrupt, Interrupted) as e:
             where = f" during {e}" if str(e) else ""
             click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)
@@ -79,6 +101,8 @@ class KitGroup(click.Group):
             if resume:
                 click.echo(f"  resume with: micakit series --resume {resume}", err=True)
             ctx.exit(int(ExitCode.INTERRUPTED))
+        finally:
+            lock.release_all()
 
 
 @click.group(

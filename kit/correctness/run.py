@@ -35,6 +35,7 @@ from kit.errors import SeriesFailed, UserError
 from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
 from kit.measure import timing
+from kit.measure.clock import read_stamped
 from kit.protocol.load import Protocol
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, fill_template
 from kit.sides.workspace import PATCHED
@@ -272,11 +273,13 @@ class CheckRunner:
                 f"the planned runs of {self.rd.root} differ from what this kit plans now",
                 "resume with the kit version named in its manifest.json",
             )
+        self.rd.check_raw_files()
 
     # -- running ---------------------------------------------------------------------------
 
     def run(self) -> Judged:
         """Every planned run without a finished record, in order; then the verdict."""
+        self.rd.lock("a check")  # one writer per results directory (kit.engine.lock)
         latest = {r["run_id"]: r for r in self.rd.records()}
         done = {i for i, r in latest.items() if r["status"] == timing.OK}
         self.say(f"{len(self.plan)} runs planned, {len(done)} already done")
@@ -300,12 +303,14 @@ class CheckRunner:
     def _versions(self) -> None:
         """Rule 4: recorded before the first run, unchanged at every resume."""
         scratch = self.work / "versions"
+        path = self.rd.root / versions.VERSIONS
+        before = self.rd.read_json(versions.VERSIONS) if path.exists() else {}
         found = versions.collect(
             versions.kit_commit(),
             self.o["card_info"],
             self.executor,
             {
-                s.name: s.versions(self.ctx, scratch / s.name)
+                s.name: s.versions(self.ctx, scratch / s.name, before.get(s.name))
                 for s in (self.pytorch, self.contender)
             },
         )
@@ -319,6 +324,8 @@ class CheckRunner:
         log_dir = self.rd.new_attempt_dir(run.run_id, run.slug)
         scratch = self.work / "method_b" / f"{run.run_id:04d}-{log_dir.name}"
         spec = self._spec(run, scratch)
+        # a hang is stopped at the protocol's stall limit and fails like any other failure
+        spec = dataclasses.replace(spec, stall_s=self.p.timing.stall_s)
         store.write_json(log_dir / "command.json", {"argv": list(spec.argv), "env": spec.env})
         started = _now()
         try:
@@ -340,6 +347,7 @@ class CheckRunner:
             "start_ns": outcome.start_ns,
             "end_ns": outcome.end_ns,
             "exit_code": outcome.exit_code,
+            "stopped": outcome.stopped,
             "status": status,
             "reason": reason,
             "executor": self.executor.name,
@@ -480,16 +488,16 @@ class CheckRunner:
 
     def _judge(self, run: CheckRun, outcome: RunOutcome) -> tuple[str, str]:
         """A run's status from its exit code and stamped logs (the curves are judged later)."""
-        if outcome.exit_code is None:
-            return timing.FAILED, "the run did not finish"
         grammar = self.pytorch.grammar(self.p) if run.side == PYTORCH else self.p.contender
-        if outcome.exit_code != 0:
-            lines = corr.read_log_lines(outcome.stdout_log)
-            lines += corr.read_log_lines(outcome.stderr_log)
-            oom = next((x for x in lines for pat in grammar.oom_patterns if pat in x), None)
-            if oom:
-                return timing.OOM, oom.strip()[:200]
-            return timing.FAILED, f"exit code {outcome.exit_code}"
+        ended = timing.exit_outcome(
+            list(read_stamped(outcome.stdout_log)),
+            list(read_stamped(outcome.stderr_log)),
+            outcome.exit_code,
+            grammar,
+            outcome.stopped,
+        )
+        if ended is not None:
+            return ended.status, ended.reason
         if run.kind == SHARED_START:
             return timing.OK, ""
         try:

@@ -87,7 +87,9 @@ def graph_break_counts(log_dir: Path) -> dict:
 
 
 def judge(kind: str, outcome: RunOutcome, grammar: Grammar, t: Timing) -> timing.Outcome:
-    judged = timing.judge(outcome.stdout_log, outcome.stderr_log, outcome.exit_code, grammar, t)
+    judged = timing.judge(
+        outcome.stdout_log, outcome.stderr_log, outcome.exit_code, grammar, t, outcome.stopped
+    )
     if kind in (PROFILE, GRAPH_BREAKS) and judged.status in (timing.OK, timing.VOID):
         # a separate record never yields a step time (§5 "Profiled runs are separate")
         return timing.Outcome(timing.OK, None, None, "", judged.final_loss, judged.last_step,

@@ -203,6 +203,7 @@ class Series:
                 f"the planned runs of {self.rd.root} differ from what this kit plans now",
                 "resume with the kit version named in its manifest.json",
             )
+        self.rd.check_raw_files()
 
     # -- running ------------------------------------------------------------------------
 
@@ -214,6 +215,7 @@ class Series:
 
     def run(self) -> None:
         """Run every planned run that has no finished record yet, in the planned order."""
+        self.rd.lock()  # one writer (kit.engine.lock); taken already where the CLI made it
         self.hooks.planned(self.configs, self.order, self._done())
         self.executor.sweep()
         self._versions()
@@ -255,7 +257,10 @@ class Series:
                 if planned.discarded and self._halve_if_no_mode_fits(planned):
                     return True
             elif record["status"] == timing.FAILED:
-                raise SeriesFailed(self._failure_message(planned, record))
+                raise SeriesFailed(
+                    self._failure_message(planned, record),
+                    f"fix the cause shown above, then `micakit series --resume {self.rd.root}`",
+                )
         return False
 
     # -- amendment 5.1: a batch that no mode of a side can hold -------------------------------
@@ -320,11 +325,16 @@ class Series:
     def _versions(self) -> None:
         """Rule 4: the versions, recorded before the first run and unchanged at every resume."""
         scratch = self.rd.root / "work" / "versions"
+        path = self.rd.root / versions.VERSIONS
+        before = self.rd.read_json(versions.VERSIONS) if path.exists() else {}
         found = versions.collect(
             versions.kit_commit(),
             self.card_info,
             self.executor,
-            {name: side.versions(self.ctx, scratch / name) for name, side in self.sides.items()},
+            {
+                name: side.versions(self.ctx, scratch / name, before.get(name))
+                for name, side in self.sides.items()
+            },
         )
         images = {
             name: self.executor.image_info(side.image)
@@ -346,8 +356,14 @@ class Series:
         label = f"run {planned.run_id} {config.id}"
         batch = self.batches().get(config.model)
         spec = side.spec(config, label, self.ctx, batch_size=batch)
-        # amendment 2: which libraries the loader opened, during the discarded run
-        spec = dataclasses.replace(spec, trace_libraries=planned.discarded)
+        # amendment 2: which libraries the loader opened, during the discarded run; a hang is
+        # stopped at the protocol's limits and fails like any other failure
+        spec = dataclasses.replace(
+            spec,
+            trace_libraries=planned.discarded,
+            stall_s=self.protocol.timing.stall_s,
+            limit_s=self._limit_s(planned),
+        )
         log_dir = self.rd.new_attempt_dir(planned.run_id, config.slug)
         self.hooks.run_started(planned, config, position, len(self.order))
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -363,6 +379,22 @@ class Series:
         except KeyboardInterrupt:
             raise Interrupted(label) from None
         return self._record(planned, log_dir, started, outcome, None, extra)
+
+    def _limit_s(self, planned: PlannedRun) -> float | None:
+        """A timed run's whole-run limit: the protocol's factor times its configuration's
+        discarded run (which compiled, loaded and warmed everything a timed run reuses), and
+        never less than the stall limit."""
+        if planned.kind != "timed":
+            return None
+        for r in reversed(self.rd.records()):
+            usable = r.get("start_ns") is not None and r.get("end_ns") is not None
+            if r["config"] == planned.config and r["discarded"] and usable:
+                if r["status"] in (timing.OK, timing.VOID):
+                    seconds = (r["end_ns"] - r["start_ns"]) / 1e9
+                    t = self.protocol.timing
+                    # never below the stall limit: a short run's few seconds of jitter are no hang
+                    return max(t.run_limit_factor * seconds, t.stall_s)
+        return None
 
     def _record(
         self,
@@ -398,6 +430,7 @@ class Series:
             "start_ns": outcome.start_ns if outcome else None,
             "end_ns": outcome.end_ns if outcome else None,
             "exit_code": outcome.exit_code if outcome else None,
+            "stopped": outcome.stopped if outcome else None,
             "status": judged.status,
             "reason": judged.reason,
             "step_s": judged.step_s,

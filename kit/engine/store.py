@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.engine import separate as extras
+from kit.engine.lock import LOCK, WriterLock
 from kit.errors import DirectoryDiffers, UserError
 from kit.measure import timing
 from kit.protocol import load as protocol_mod
@@ -69,6 +70,7 @@ def _chmod(path: Path, mode: int) -> None:
             os.chmod(path, mode)
     except PermissionError:
         pass  # not ours to change
+
 
 ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
 # a record with one of these is a run's final record: the series never runs it again
@@ -119,24 +121,45 @@ class ResultsDir:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self.writer = WriterLock(self.root)
+
+    def lock(self, what: str = "a series") -> ResultsDir:
+        """Become this directory's one writer, or be refused at once (kit.engine.lock)."""
+        self.writer.acquire(what)
+        return self
 
     # -- creating and opening -------------------------------------------------------------
 
     @classmethod
-    def create(cls, root: Path) -> ResultsDir:
+    def create(cls, root: Path, what: str = "a series") -> ResultsDir:
+        """A new results directory, locked for its one writer before anything is written."""
         root = Path(root)
-        # a series' own directory that never got as far as its manifest measured nothing:
-        # the same command starts it again; any other non-empty directory is left alone
-        unstarted = (root / STARTING).exists() and not (root / MANIFEST).exists()
-        if root.exists() and any(root.iterdir()) and not unstarted:
+        if root.exists() and not root.is_dir():
             raise UserError(
-                f"the results directory {root} already exists; a series never overwrites one",
-                f"resume it with `micakit series --resume {root}`, or name a new one with --out",
+                f"--out {root} names a file, not a folder",
+                "name a new folder for the results directory",
             )
-        mkdir(root)
+        try:
+            mkdir(root)
+        except OSError as e:
+            raise UserError(
+                f"cannot make the results directory {root}: {e.strerror}",
+                "name a folder you can write to (check the parent folder's permissions and "
+                "free space)",
+            ) from None
+        _refuse_foreign(root)
+        rd = cls(root)
+        # the lock next: a second `--out` racing the first is refused here, before it could
+        # take the first's fresh directory for one that never started
+        rd.lock(what)
+        try:
+            _refuse_foreign(root)  # again, now that no one else writes here
+        except UserError:
+            rd.writer.release()
+            raise
         (root / STARTING).touch(mode=FILE_MODE)
         os.chmod(root / STARTING, FILE_MODE)
-        return cls(root)
+        return rd
 
     @classmethod
     def open(cls, root: Path) -> ResultsDir:
@@ -203,6 +226,20 @@ class ResultsDir:
             except json.JSONDecodeError as e:
                 raise UserError(f"{path}:{number} is not a JSON record: {e}") from None
         return records
+
+    def check_raw_files(self) -> None:
+        """Every finished run's raw logs are here: every number is recomputed from them (D6)."""
+        for r in self.records():
+            folder = self.root / r["log_dir"]
+            missing = [rel for rel in r.get("files", {}) if not (self.root / rel).is_file()]
+            if missing or not folder.is_dir():
+                raise UserError(
+                    f"the raw files of run {r['run_id']} ({r['config']}) are missing: "
+                    f"{missing[0] if missing else r['log_dir']}; every number of the results "
+                    "is recomputed from them",
+                    f"restore {folder} from a copy of this results directory, or start a "
+                    "new series with --out",
+                )
 
     def append_record(self, record: dict) -> None:
         line = json.dumps(record, sort_keys=False) + "\n"
@@ -344,6 +381,17 @@ def _attempt_of(log_dir: str) -> tuple[int | None, int]:
         return int(folder.split("-", 1)[0]), int(attempt.removeprefix("attempt-"))
     except ValueError:
         return None, 0
+
+
+def _refuse_foreign(root: Path) -> None:
+    """A series' own directory that never got as far as its manifest measured nothing: the
+    same command starts it again; any other non-empty directory is left alone."""
+    unstarted = (root / STARTING).exists() and not (root / MANIFEST).exists()
+    if any(p.name != LOCK for p in root.iterdir()) and not unstarted:
+        raise UserError(
+            f"the results directory {root} already exists; a series never overwrites one",
+            f"resume it with `micakit series --resume {root}`, or name a new one with --out",
+        )
 
 
 def load_protocol(rd: ResultsDir) -> Protocol:

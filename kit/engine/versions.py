@@ -7,6 +7,7 @@ go on if any changed: a series' numbers all carry one set of conditions.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from kit.protocol.load import Protocol
 from kit.telemetry import kernels
 
 VERSIONS = "versions.json"
+ANSWERS = "answers"  # a program's answers when it gave no version: recorded, never compared
 
 # The PyTorch side's probe: a module of the kit run where nanoGPT's runs run (rule 4), with the
 # SDPA probe it imports (§6); the rest of the kit is not there.
@@ -39,10 +41,15 @@ def _clear(scratch: Path) -> None:
     shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _probe(executor: Executor, spec: RunSpec, scratch: Path) -> tuple[int | None, list[str]]:
+def _probe_outcome(executor: Executor, spec: RunSpec, scratch: Path) -> tuple[Any, list[str]]:
     outcome = executor.run(spec, scratch)
     lines = [x.text for x in read_stamped(outcome.stdout_log)]
     lines += [x.text for x in read_stamped(outcome.stderr_log)]
+    return outcome, lines
+
+
+def _probe(executor: Executor, spec: RunSpec, scratch: Path) -> tuple[int | None, list[str]]:
+    outcome, lines = _probe_outcome(executor, spec, scratch)
     return outcome.exit_code, lines
 
 
@@ -94,19 +101,49 @@ def torch_pin(protocol: Protocol, found: dict[str, Any], allowed: bool) -> dict[
     return {"torch_pinned": pinned, "torch_other_allowed": True}
 
 
+NO_VERSION = "gave no version information"
+ANSWER_S = 30.0  # a program asked its version answers within this, or it gave none
+
+
 def contender_versions(
-    executor: Executor, spec: RunSpec, protocol: Protocol, scratch: Path
+    executor: Executor,
+    spec: RunSpec,
+    protocol: Protocol,
+    scratch: Path,
+    recorded: dict | None = None,
 ) -> dict[str, Any]:
     """What the contender says of itself, and whether it is a release or a development build.
 
+    Asked twice, each time within ANSWER_S seconds (a program that does not know
+    `+mica info -mica` may start training instead: it is stopped). Two equal answers are its
+    version, compared at every resume; none, or two that differ, are recorded as
+    "gave no version information", the answers kept beside it and never compared: the
+    program's identity is its SHA-256 (its image's id under Docker), recorded by the side.
+    At a resume (`recorded`) it is asked once, its answer compared with the recorded one; one
+    that gave none is not asked again (its identity is checked all the same).
     Rule 9: a development build's numbers are preparation, and are labelled so everywhere.
     """
-    _clear(scratch)
-    code, lines = _probe(executor, spec, scratch)
-    text = "\n".join(lines).strip()
+    if recorded is not None and recorded.get("says") == NO_VERSION:
+        return {k: recorded[k] for k in ("says", "build_kind", ANSWERS) if k in recorded}
+    asked = dataclasses.replace(spec, stall_s=ANSWER_S, limit_s=ANSWER_S)
+    answers = []
+    for k in (1,) if recorded is not None else (1, 2):
+        _clear(scratch / f"ask-{k}")
+        outcome, lines = _probe_outcome(executor, asked, scratch / f"ask-{k}")
+        answers.append(
+            {
+                "exit_code": outcome.exit_code,
+                "stopped": outcome.stopped,
+                "text": "\n".join(lines).strip()[:2000],
+            }
+        )
+    text, code = answers[0]["text"], answers[0]["exit_code"]
+    answered = all(a["stopped"] is None for a in answers) and answers[0] == answers[-1]
+    if not answered:
+        return {"says": NO_VERSION, "build_kind": NO_VERSION, ANSWERS: answers}
     development = bool(re.search(protocol.contender.development_pattern, text)) or code != 0
     return {
-        "says": text[:2000],
+        "says": text,
         "exit_code": code,
         "build_kind": "development" if development else "release",
     }
@@ -127,7 +164,7 @@ def check_unchanged(recorded: dict, now: dict) -> None:
 
     def walk(a: Any, b: Any, where: str) -> None:
         if isinstance(a, dict) and isinstance(b, dict):
-            for k in sorted(set(a) | set(b)):
+            for k in sorted((set(a) | set(b)) - {ANSWERS}):  # recorded, never compared
                 walk(a.get(k), b.get(k), f"{where}.{k}" if where else k)
         elif a != b:
             changed.append(f"{where}: {a!r} then, {b!r} now")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ class RunSpec:
     image: str | None = None  # the measured image of this side (Docker executor)
     gpu: str | None = None  # None: no card; "all", an index or a UUID (Docker device request)
     trace_libraries: bool = False  # amendment 2: log which shared libraries the program opens
+    stall_s: float | None = None  # stop the run when no output line came for this long
+    limit_s: float | None = None  # stop the run when it has run this long (a whole-run limit)
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,42 @@ class Profiler:
 class RunOutcome:
     """What the executor saw. Step times are never computed here, only from the stamped logs."""
 
-    exit_code: int | None  # None: the run did not finish (interrupted)
+    exit_code: int | None  # None: the run did not finish (interrupted); < 0: killed by signal
     start_ns: int  # time.monotonic_ns() just before the program was started
     end_ns: int  # time.monotonic_ns() once its output had closed and it had exited
     stdout_log: Path
     stderr_log: Path
     libraries_dir: Path | None = None  # raw LD_DEBUG output, when trace_libraries was asked
+    stopped: str | None = None  # why the kit stopped the run (a stall, the whole-run limit)
+
+
+class Limits:
+    """A run's stall and whole-run limits, checked from its stamped logs' growth (either
+    executor polls `check` while it waits): the reason to stop it, or None."""
+
+    def __init__(self, spec: RunSpec, logs: tuple[Path, ...]) -> None:
+        self.spec = spec
+        self.logs = logs
+        self.start = self.last_change = time.monotonic()
+        self.size = -1
+
+    def check(self) -> str | None:
+        now = time.monotonic()
+        grown = sum(p.stat().st_size if p.exists() else 0 for p in self.logs)
+        if grown != self.size:
+            self.size, self.last_change = grown, now
+        if self.spec.stall_s and now - self.last_change > self.spec.stall_s:
+            return (
+                f"stopped by the kit: no output line for {self.spec.stall_s:g} s "
+                "(the protocol's stall limit, timing.stall_s)"
+            )
+        if self.spec.limit_s and now - self.start > self.spec.limit_s:
+            return (
+                f"stopped by the kit: still running after {self.spec.limit_s:.0f} s, the "
+                "whole-run limit (timing.run_limit_factor times its configuration's "
+                "discarded run)"
+            )
+        return None
 
 
 class Executor(abc.ABC):

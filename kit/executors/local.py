@@ -1,34 +1,71 @@
-"""The local executor: every run a fresh process on this machine, read by the outside clock."""
+"""The local executor: every run a fresh process on this machine, read by the outside clock.
+
+Every run starts in a session (and process group) of its own, so a stop ends the whole tree: a
+contender that is a wrapper script, or a program that starts helpers, leaves nothing behind on
+the card (§5: the card holds no other program) nor holds the reader's pipes open. The kit's own
+death ends it too: the reader, which outlives the kit until the streams close, watches a pipe
+from the kit and kills the run's group when the kit is gone.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import select
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from kit.errors import UserError
-from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
+from kit.executors.base import Executor, Limits, Mount, RunOutcome, RunSpec
 from kit.measure import clock
 
 _PR_SET_PDEATHSIG = 1
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+POLL_S = 1.0  # how often a running program's output is checked for a stall
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def _child_setup() -> None:  # pragma: no cover - runs in the child between fork and exec
+    # the kit holds Ctrl-C and SIGTERM while it starts a run (held_signals); the program must
+    # not inherit that mask, or it could never be stopped
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
     # A series killed with -9 must not leave a training program on the card: the next run,
     # or the resumed series, would find the card busy (§5: the card holds no other program).
+    # This ends the direct child at once; the reader's watch ends the rest of its group.
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
 
 
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait while a run starts, and take effect the moment it has started.
+
+    Raised inside subprocess's start, a KeyboardInterrupt can be swallowed ("Exception ignored
+    in _releaseLock") and the run go on; held, it arrives once the kit knows the program's
+    process group and can end it.
+    """
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    except (ValueError, OSError):  # pragma: no cover - not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class LocalExecutor(Executor):
     name = "local"
+
+    def __init__(self, grace_s: float = 5.0) -> None:
+        self.grace_s = grace_s  # SIGTERM first; SIGKILL after this long
 
     def where(self, mount: Mount) -> str:
         return str(mount.host)
@@ -60,44 +97,70 @@ class LocalExecutor(Executor):
             libraries_dir.mkdir(exist_ok=True)
             env["LD_DEBUG"] = "libs"
             env["LD_DEBUG_OUTPUT"] = str(libraries_dir / "ld")
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        reader = clock.start_reader(
-            [(out_r, clock.STDOUT), (err_r, clock.STDERR)], stdout_log, stderr_log
-        )
-        os.close(out_r)
-        os.close(err_r)
-        start_ns = time.monotonic_ns()
+        proc: subprocess.Popen | None = None
+        reader: subprocess.Popen | None = None
+        watch_w = -1
         try:
-            proc = subprocess.Popen(
-                spec.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                cwd=spec.workdir,
-                env=env,
-                preexec_fn=_die_with_parent,
-            )
-        except OSError as e:
-            proc, error = None, e
-        finally:
-            # the reader sees the streams close only once no copy of their write ends is left
-            os.close(out_w)
-            os.close(err_w)
-        if proc is None:
-            reader.wait()
-            raise UserError(
-                f"{spec.label}: cannot start {spec.argv[0]!r}: {error.strerror or error}",
-                "check the program's path and that it is executable",
-            )
-        try:
-            exit_code = proc.wait()
+            with held_signals():
+                out_r, out_w = os.pipe()
+                err_r, err_w = os.pipe()
+                watch_r, watch_w = os.pipe()
+                try:
+                    reader = clock.start_reader(
+                        [(out_r, clock.STDOUT), (err_r, clock.STDERR)],
+                        stdout_log,
+                        stderr_log,
+                        watch_fd=watch_r,
+                    )
+                finally:
+                    os.close(out_r)
+                    os.close(err_r)
+                    os.close(watch_r)
+                start_ns = time.monotonic_ns()
+                try:
+                    proc = subprocess.Popen(
+                        spec.argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out_w,
+                        stderr=err_w,
+                        cwd=spec.workdir,
+                        env=env,
+                        start_new_session=True,  # its own session and process group
+                        preexec_fn=_child_setup,
+                    )
+                except OSError as e:
+                    error = e
+                finally:
+                    # the reader sees the streams close only once no copy of their write ends
+                    # is left
+                    os.close(out_w)
+                    os.close(err_w)
+                if proc is None:
+                    os.close(watch_w)
+                    watch_w = -1
+                    reader.wait()
+                    raise UserError(
+                        f"{spec.label}: cannot start {spec.argv[0]!r}: {error.strerror or error}",
+                        "check the program's path and that it is executable",
+                    )
+                # the reader's watch: should the kit die, it ends this group
+                os.write(watch_w, b"%d\n" % proc.pid)
+            exit_code, stopped = self._wait(proc, spec, stdout_log, stderr_log)
+            # whatever the program left in its group (a wrapper's child, a helper) ends with it
+            _kill_group(proc.pid, signal.SIGKILL)
             reader.wait()
         except BaseException:
-            # Ctrl-C or SIGTERM: end the program, keep what the reader already wrote
-            _terminate(proc)
-            reader.wait()
+            # Ctrl-C or SIGTERM: end the whole tree, keep what the reader already wrote; a
+            # second signal waits until that is done, so it cannot orphan the program
+            with held_signals():
+                if proc is not None:
+                    _terminate(proc, self.grace_s)
+                if reader is not None:
+                    reader.wait()
             raise
+        finally:
+            if watch_w >= 0:
+                os.close(watch_w)
         return RunOutcome(
             exit_code=exit_code,
             start_ns=start_ns,
@@ -105,15 +168,69 @@ class LocalExecutor(Executor):
             stdout_log=stdout_log,
             stderr_log=stderr_log,
             libraries_dir=libraries_dir,
+            stopped=stopped,
         )
+
+    def _wait(
+        self, proc: subprocess.Popen, spec: RunSpec, stdout_log: Path, stderr_log: Path
+    ) -> tuple[int, str | None]:
+        """Wait for the program; stop it past the stall or whole-run limit, and say why."""
+        if not spec.stall_s and not spec.limit_s:
+            return proc.wait(), None
+        limits = Limits(spec, (stdout_log, stderr_log))
+        with _exit_waiter(proc) as wait_s:
+            while True:
+                if wait_s(POLL_S):
+                    return proc.returncode, None
+                why = limits.check()
+                if why:
+                    _terminate(proc, self.grace_s)
+                    return proc.returncode, why
+
+
+@contextlib.contextmanager
+def _exit_waiter(proc: subprocess.Popen):
+    """A function that waits up to N seconds for the program's exit; True once it exited.
+
+    A pidfd wakes the kit only when the program ends (no polling of waitpid); elsewhere
+    Popen.wait with a timeout does the same, less frugally.
+    """
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+
+    def wait_s(seconds: float) -> bool:
+        if pidfd is not None:
+            ready, _, _ = select.select([pidfd], [], [], seconds)
+            if not ready:
+                return False
+        try:
+            proc.wait(None if pidfd is not None else seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    try:
+        yield wait_s
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
 
 
 def _terminate(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    """SIGTERM to the run's whole process group, SIGKILL to what is left after the grace."""
+    if proc.poll() is None:
+        _kill_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # a wrapper that exited on SIGTERM may leave its child; nothing of the run outlives it
+    _kill_group(proc.pid, signal.SIGKILL)

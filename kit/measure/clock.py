@@ -40,7 +40,7 @@ from typing import BinaryIO
 STDOUT, STDERR = "stdout", "stderr"
 _MUX_HEADER = struct.Struct(">BxxxL")
 _MUX_STREAMS = {1: STDOUT, 2: STDERR}
-_READ_SIZE = 1 << 16
+_READ_SIZE = 1 << 20  # a long line arrives in few reads; a short one is read as it comes
 
 
 @dataclass(frozen=True)
@@ -61,50 +61,102 @@ def read_stamped(path: Path) -> Iterator[StampedLine]:
                 stamp_ns = int(stamp)
             except ValueError:
                 raise ValueError(f"{path}:{number}: not a stamped line: {raw[:80]!r}") from None
-            yield StampedLine(stamp_ns, text.decode("utf-8", "replace"))
+            yield StampedLine(stamp_ns, shown(text).decode("utf-8", "replace"))
+
+
+def shown(raw: bytes) -> bytes:
+    """What a terminal shows of a line: the text after its last carriage return (a progress
+    bar redrawn with `\r` on the line of a step must not hide the step). A `\r` just before
+    the newline (CRLF) ends the line and hides nothing. The log keeps the bytes as written."""
+    raw = raw.rstrip(b"\r")
+    return raw.rpartition(b"\r")[2]
+
+
+LINE_CAP = 1 << 20  # a line's bytes kept in the log; the rest is counted, and cut
 
 
 class _Splitter:
-    """Turns chunks of one stream into whole lines, keeping the unfinished tail."""
+    """Turns chunks of one stream into whole lines, keeping the unfinished tail.
 
-    def __init__(self, sink: queue.SimpleQueue) -> None:
-        self._tail = b""
+    Linear in a line's length: the tail is a list of pieces joined once, when its newline
+    comes, so an 8 MB line read 64 KiB at a time costs one copy, not 128 growing ones, and no
+    later line's stamp waits on it. A line over LINE_CAP keeps its first LINE_CAP bytes and a
+    marker saying how long it was.
+    """
+
+    def __init__(self, sink: queue.SimpleQueue, cap: int = LINE_CAP) -> None:
+        self._parts: list[bytes] = []
+        self._kept = 0  # bytes of the tail held
+        self._length = 0  # bytes of the tail seen
+        self._cap = cap
         self._sink = sink
 
+    def _add(self, piece: bytes) -> None:
+        self._length += len(piece)
+        room = self._cap - self._kept
+        if room > 0 and piece:
+            kept = piece[:room]
+            self._parts.append(kept)
+            self._kept += len(kept)
+
+    def _take(self) -> bytes:
+        line = b"".join(self._parts)
+        if self._length > self._kept:
+            line += b" [micakit: line cut: %d of its %d bytes kept]" % (self._kept, self._length)
+        self._parts, self._kept, self._length = [], 0, 0
+        return line
+
     def feed(self, chunk: bytes, stamp_ns: int) -> None:
-        if b"\n" not in chunk:
-            self._tail += chunk
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            self._add(chunk)
             return
-        lines = (self._tail + chunk).split(b"\n")
-        self._tail = lines.pop()
+        lines = chunk[:last].split(b"\n")
+        self._add(lines[0])
+        lines[0] = self._take()
+        if self._cap and any(len(x) > self._cap for x in lines[1:]):
+            lines[1:] = [self._cut(x) for x in lines[1:]]
+        self._add(chunk[last + 1 :])
         prefix = b"%d " % stamp_ns
         self._sink.put(b"".join(prefix + line + b"\n" for line in lines))
 
+    def _cut(self, line: bytes) -> bytes:
+        self._add(line)
+        return self._take()
+
     def close(self, stamp_ns: int) -> None:
-        if self._tail:
-            self._sink.put(b"%d %s\n" % (stamp_ns, self._tail))
-            self._tail = b""
+        if self._length:
+            self._sink.put(b"%d %s\n" % (stamp_ns, self._take()))
 
 
 class _Demux:
-    """Docker's multiplexed attach stream: frames of header + payload, split across reads."""
+    """Docker's multiplexed attach stream: frames of header + payload, split across reads.
+
+    A bytearray grows in place and drops what was handed on, so a frame of many megabytes is
+    gathered in linear time; each piece of a payload goes on as it arrives.
+    """
 
     def __init__(self, splitters: dict[str, _Splitter]) -> None:
-        self._buf = b""
+        self._buf = bytearray()
+        self._stream = 0  # the stream of the frame being read, and its bytes still to come
+        self._left = 0
         self._splitters = splitters
 
     def feed(self, chunk: bytes, stamp_ns: int) -> None:
         self._buf += chunk
-        while len(self._buf) >= _MUX_HEADER.size:
-            stream, size = _MUX_HEADER.unpack_from(self._buf)
-            end = _MUX_HEADER.size + size
-            if len(self._buf) < end:
-                return
-            payload = self._buf[_MUX_HEADER.size : end]
-            self._buf = self._buf[end:]
+        while self._buf:
+            if self._left == 0:
+                if len(self._buf) < _MUX_HEADER.size:
+                    return
+                self._stream, self._left = _MUX_HEADER.unpack_from(self._buf)
+                del self._buf[: _MUX_HEADER.size]
+                continue
+            piece = bytes(self._buf[: self._left])
+            del self._buf[: len(piece)]
+            self._left -= len(piece)
             # stream 0 is stdin echoed back; it carries nothing of the program's
-            if stream in _MUX_STREAMS:
-                self._splitters[_MUX_STREAMS[stream]].feed(payload, stamp_ns)
+            if self._stream in _MUX_STREAMS:
+                self._splitters[_MUX_STREAMS[self._stream]].feed(piece, stamp_ns)
 
     def close(self, stamp_ns: int) -> None:
         pass
@@ -141,11 +193,15 @@ def stamp(
     stdout_path: Path,
     stderr_path: Path,
     ready_fd: int | None = None,
+    watch_fd: int | None = None,
 ) -> None:
     """Read every source until it closes, stamping lines into the two logs.
 
     `ready_fd`, when given, is written to and closed once the reader waits on its sources, so
     the program is started only then and its first lines are stamped like its last.
+    `watch_fd`, when given, is a pipe from the kit: it names the run's process group, and its
+    end before the sources' means the kit died, so the reader ends that group (kill -9 of the
+    kit leaves no program on the card, nor this reader waiting on pipes the program holds).
     """
     with open(stdout_path, "ab") as out_f, open(stderr_path, "ab") as err_f:
         writers = {STDOUT: _Writer(out_f), STDERR: _Writer(err_f)}
@@ -159,12 +215,27 @@ def stamp(
             feeders[fd] = _Demux(splitters) if kind == "mux" else splitters[kind]
             sel.register(fd, selectors.EVENT_READ)
         open_fds = set(feeders)
+        watched = b""
+        if watch_fd is not None:
+            sel.register(watch_fd, selectors.EVENT_READ)
         if ready_fd is not None:
-            os.write(ready_fd, b"1")
+            try:
+                os.write(ready_fd, b"1")
+            except BrokenPipeError:
+                # the kit died while starting this reader: no program was started, and the
+                # streams close with the kit's last copies; nothing is lost by reading on
+                pass
             os.close(ready_fd)
         while open_fds:
             for key, _ in sel.select():
                 fd = key.fd
+                if fd == watch_fd:
+                    said = os.read(fd, 64)
+                    watched += said
+                    if not said:
+                        sel.unregister(fd)
+                        _end_group(watched)
+                    continue
                 try:
                     chunk = os.read(fd, _READ_SIZE)
                 except ConnectionResetError:
@@ -184,8 +255,21 @@ def stamp(
             w.join()
 
 
+def _end_group(watched: bytes) -> None:
+    """The kit is gone: SIGKILL the run's process group it named, if it named one."""
+    for line in watched.split(b"\n"):
+        if line.strip().isdigit():
+            try:
+                os.killpg(int(line), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def start_reader(
-    sources: list[tuple[int, str]], stdout_path: Path, stderr_path: Path
+    sources: list[tuple[int, str]],
+    stdout_path: Path,
+    stderr_path: Path,
+    watch_fd: int | None = None,
 ) -> subprocess.Popen:
     """Start the reader process on inherited descriptors and wait until it is reading.
 
@@ -195,10 +279,16 @@ def start_reader(
     ready_r, ready_w = os.pipe()
     argv = [sys.executable, "-m", "kit.measure.clock", spec, str(stdout_path), str(stderr_path)]
     argv += ["--ready-fd", str(ready_w)]
+    passed = [fd for fd, _ in sources] + [ready_w]
+    if watch_fd is not None:
+        argv += ["--watch-fd", str(watch_fd)]
+        passed.append(watch_fd)
     env = _reader_env()
     try:
+        # a session of its own: the reader outlives a kill of the kit's whole group, to end the
+        # run's group through its watch and to keep the program's last lines
         reader = subprocess.Popen(
-            argv, pass_fds=[fd for fd, _ in sources] + [ready_w], env=env, stdin=subprocess.DEVNULL
+            argv, pass_fds=passed, env=env, stdin=subprocess.DEVNULL, start_new_session=True
         )
     finally:
         os.close(ready_w)
@@ -282,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stderr_log", type=Path)
     parser.add_argument("--ready-fd", type=int, default=None)
     parser.add_argument("--receive-fd", type=int, default=None)
+    parser.add_argument("--watch-fd", type=int, default=None)
     args = parser.parse_args(argv)
     # Ctrl-C reaches the whole process group; the reader keeps reading until the streams
     # close, so the program's last lines are kept whatever stopped it.
@@ -307,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unknown source kind {kind!r}")
             sources.append((int(fd), kind))
     _never_starved()
-    stamp(sources, args.stdout_log, args.stderr_log, ready_fd)
+    stamp(sources, args.stdout_log, args.stderr_log, ready_fd, args.watch_fd)
     return 0
 
 

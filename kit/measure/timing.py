@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,7 +69,13 @@ def step_lines(lines: list[StampedLine], grammar: Grammar, where: str) -> list[S
             raise OutputError(
                 f"{where}:{number}: the loss {m['loss']!r} at step {step} is not a number"
             ) from None
-        time_ms = float(m["time_ms"]) if "time_ms" in m.re.groupindex else None
+        try:
+            time_ms = float(m["time_ms"]) if "time_ms" in m.re.groupindex else None
+        except ValueError:
+            # the grammar's character class admits `-` or `e` alone; they are no reading
+            raise OutputError(
+                f"{where}:{number}: the time {m['time_ms']!r} at step {step} is not a number"
+            ) from None
         if out and step <= out[-1].step:
             raise OutputError(
                 f"{where}:{number}: step {step} comes after step {out[-1].step}: "
@@ -79,10 +86,45 @@ def step_lines(lines: list[StampedLine], grammar: Grammar, where: str) -> list[S
 
 
 def _matches_oom(lines: list[StampedLine], patterns: list[str]) -> str | None:
+    """The first line that matches the side's out-of-memory grammar (regular expressions)."""
+    compiled = [re.compile(p) for p in patterns]
     for line in lines:
-        for p in patterns:
-            if p in line.text:
-                return line.text.strip()
+        if any(rx.search(line.text) for rx in compiled):
+            return line.text.strip()
+    return None
+
+
+def signal_name(exit_code: int) -> str:
+    """`SIGSEGV (11)` for a death by signal (a negative exit code, as subprocess gives it)."""
+    try:
+        return f"{signal.Signals(-exit_code).name} ({-exit_code})"
+    except ValueError:
+        return f"signal {-exit_code}"
+
+
+def exit_outcome(
+    out: list[StampedLine],
+    err: list[StampedLine],
+    exit_code: int | None,
+    grammar: Grammar,
+    stopped: str | None = None,
+) -> Outcome | None:
+    """How a run that did not exit 0 ended (failed, or out of memory); None for an exit 0."""
+    if stopped:
+        # the kit stopped it: a stall, or past the whole-run limit (kit.engine.limits)
+        return Outcome(FAILED, None, None, stopped)
+    if exit_code is None:
+        return Outcome(FAILED, None, None, "the run did not finish")
+    if exit_code < 0:
+        # a death by signal is never out of memory, whatever was printed before it: only a
+        # program that said so and then exited with a status ran out (D4, amendment 8)
+        return Outcome(FAILED, None, None, f"killed by {signal_name(exit_code)}")
+    if exit_code != 0:
+        # D4 / amendment 8: out of memory is a line of the side's grammar, then an exit status
+        oom_line = _matches_oom(out + err, grammar.oom_patterns)
+        if oom_line:
+            return Outcome(OOM, None, None, oom_line[:200])
+        return Outcome(FAILED, None, None, f"exit code {exit_code}")
     return None
 
 
@@ -92,18 +134,17 @@ def judge(
     exit_code: int | None,
     grammar: Grammar,
     timing: Timing,
+    stopped: str | None = None,
 ) -> Outcome:
-    """The outcome of one run, from its raw stamped logs and exit code alone."""
+    """The outcome of one run, from its raw stamped logs and exit code alone.
+
+    A negative exit code is a death by that signal; `stopped` is why the kit stopped the run
+    (a stall or the whole-run limit), recorded with the run.
+    """
     out = list(read_stamped(stdout_log))
-    err = list(read_stamped(stderr_log))
-    if exit_code is None:
-        return Outcome(FAILED, None, None, "the run did not finish")
-    if exit_code != 0:
-        # D4 / amendment 8: out of memory is a line, printed before a non-zero exit
-        oom_line = _matches_oom(out + err, grammar.oom_patterns)
-        if oom_line:
-            return Outcome(OOM, None, None, oom_line[:200])
-        return Outcome(FAILED, None, None, f"exit code {exit_code}")
+    ended = exit_outcome(out, list(read_stamped(stderr_log)), exit_code, grammar, stopped)
+    if ended is not None:
+        return ended
     if not out:
         return Outcome(FAILED, None, None, "the program printed nothing on stdout")
     try:

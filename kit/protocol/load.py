@@ -35,6 +35,10 @@ class Timing:
     log_interval: int
     cross_check_tolerance: float
     verdict_margin: float
+    # hangs: a run with no output line for stall_s seconds, or running longer than
+    # run_limit_factor times its configuration's discarded run, is stopped and fails
+    stall_s: float = 600.0
+    run_limit_factor: float = 3.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,7 +48,7 @@ class Grammar:
     line_regex: str
     step_prefix: str  # a line that starts like a step line but breaks the grammar is an error
     own_clock: str  # "cumulative": time_ms since start; "per_step": the last step's time
-    oom_patterns: list[str]
+    oom_patterns: list[str]  # regular expressions: a line matching one, then an exit status
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,12 +269,49 @@ def _validate(p: Protocol) -> None:
     """Cross-field rules a type cannot say."""
     lo, hi = p.timing.window
     t = p.timing
-    if not (0 <= lo < hi <= t.steps):
-        raise UserError(f"protocol file: timing.window {p.timing.window} must lie in 0..steps")
+    for key, value, ok, want in (
+        ("timing.steps", t.steps, t.steps >= 1, "at least 1"),
+        ("timing.window", t.window, lo >= 0 and hi >= 0, "two steps, neither negative"),
+        ("timing.runs", t.runs, t.runs >= 1, "at least 1"),
+        ("timing.discarded_runs", t.discarded_runs, t.discarded_runs >= 0, "0 or more"),
+        ("timing.log_interval", t.log_interval, t.log_interval >= 1, "at least 1"),
+        ("timing.cross_check_tolerance", t.cross_check_tolerance,
+         0 < t.cross_check_tolerance < 1, "between 0 and 1 (0.01 is 1%)"),
+        ("timing.verdict_margin", t.verdict_margin, 0 <= t.verdict_margin < 1,
+         "between 0 and 1 (0.05 is 5%)"),
+        ("timing.stall_s", t.stall_s, t.stall_s > 0, "more than 0 seconds"),
+        ("timing.run_limit_factor", t.run_limit_factor, t.run_limit_factor >= 1, "at least 1"),
+        ("smoke.runs", p.smoke.runs, p.smoke.runs >= 1, "at least 1"),
+        ("smoke.discarded_runs", p.smoke.discarded_runs, p.smoke.discarded_runs >= 0,
+         "0 or more"),
+        ("correctness.step0_tolerance", p.correctness.step0_tolerance,
+         0 < p.correctness.step0_tolerance < 1, "between 0 and 1"),
+        ("correctness.step_tolerance", p.correctness.step_tolerance,
+         0 < p.correctness.step_tolerance < 1, "between 0 and 1"),
+    ):  # fmt: skip
+        if not ok:
+            raise UserError(
+                f"protocol file: {key} is {value!r}; it must be {want}",
+                "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
+            )
     if lo % t.log_interval or hi % t.log_interval:
         raise UserError("protocol file: timing.window must fall on logged steps (log_interval)")
-    if t.runs < 1 or t.discarded_runs < 0:
-        raise UserError("protocol file: timing.runs must be at least 1, discarded_runs >= 0")
+    if not lo < hi:
+        raise UserError(
+            f"protocol file: timing.window {list(t.window)} must rise (its first step before "
+            "its last)"
+        )
+    if hi > t.steps:
+        raise UserError(
+            f"protocol file: timing.window ends at step {hi}, beyond timing.steps = {t.steps}",
+            "end the window at or before the last step trained",
+        )
+    for name, m in p.models.items():
+        if m.batch_size < 1 or m.full_steps < 1:
+            raise UserError(
+                f"protocol file: models.{name}: batch_size and full_steps must be at least 1",
+                "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
+            )
     for side, grammar in (("pytorch", p.pytorch), ("contender", p.contender)):
         for key in ("line_regex", "step_prefix"):
             try:
@@ -284,6 +325,15 @@ def _validate(p: Protocol) -> None:
                     f"protocol file: {side}.line_regex must have the groups (?P<step>...) "
                     "and (?P<loss>...)"
                 )
+        for pattern in grammar.oom_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise UserError(
+                    f"protocol file: {side}.oom_patterns {pattern!r} is not a regular "
+                    f"expression: {e}",
+                    "write each pattern as a regular expression (escape . and parentheses)",
+                ) from None
         if grammar.own_clock not in ("cumulative", "per_step"):
             raise UserError(f"protocol file: {side}.own_clock must be 'cumulative' or 'per_step'")
     for mode in p.pytorch.patched_modes:

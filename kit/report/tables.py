@@ -105,7 +105,16 @@ def rejudge(log_dir: Path, record: dict, grammar, protocol: Protocol) -> timing.
     """A run judged again from its raw logs and exit code; a skipped record keeps its reason."""
     if record["status"] == extras.NOT_PROFILED:
         return timing.Outcome(extras.NOT_PROFILED, None, None, record["reason"])
-    outcome = RunOutcome(record["exit_code"], 0, 0, log_dir / "stdout.log", log_dir / "stderr.log")
+    if not (log_dir / "stdout.log").is_file():
+        raise ValueError(f"run {record['run_id']}'s raw log {log_dir / 'stdout.log'} is missing")
+    outcome = RunOutcome(
+        record["exit_code"],
+        0,
+        0,
+        log_dir / "stdout.log",
+        log_dir / "stderr.log",
+        stopped=record.get("stopped"),
+    )
     return extras.judge(record.get("kind", "timed"), outcome, grammar, protocol.timing)
 
 

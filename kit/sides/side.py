@@ -47,8 +47,9 @@ class Side(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
-    def versions(self, ctx: RunContext, scratch: Path) -> dict:
-        """What this side runs with (rule 4), read where its runs run."""
+    def versions(self, ctx: RunContext, scratch: Path, recorded: dict | None = None) -> dict:
+        """What this side runs with (rule 4), read where its runs run; `recorded` is what the
+        series recorded at its start, on a resume."""
 
 
 def fill_template(template: list[str], values: dict[str, str], where: str) -> list[str]:
@@ -80,7 +81,7 @@ class ContenderSide(Side):
     def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
         return [(b.name, b.primary) for b in protocol.builds_for(precision)]
 
-    def versions(self, ctx: RunContext, scratch: Path) -> dict:
+    def versions(self, ctx: RunContext, scratch: Path, recorded: dict | None = None) -> dict:
         from kit.engine import store, versions
 
         program = Mount("program", self.program.parent)
@@ -89,8 +90,15 @@ class ContenderSide(Side):
             *ctx.protocol.contender.version_args,
         )
         spec = RunSpec("versions of the contender", argv, mounts=(program,), image=self.image)
-        said = versions.contender_versions(ctx.executor, spec, ctx.protocol, scratch)
+        said = versions.contender_versions(ctx.executor, spec, ctx.protocol, scratch, recorded)
         said["program_sha256"] = store.sha256_file(self.program)
+        # the contender's identity, compared at every resume whatever it says of itself: its
+        # program's SHA-256, or under Docker its measured image's id
+        said["identity"] = (
+            ctx.executor.image_info(self.image).get("image_id", self.image)
+            if self.image
+            else f"sha256:{said['program_sha256']}"
+        )
         return said
 
     def spec(
@@ -172,7 +180,7 @@ class PyTorchSide(Side):
         modes = protocol.smoke.modes if smoke else protocol.pytorch.modes
         return [(m, True) for m in modes]
 
-    def versions(self, ctx: RunContext, scratch: Path) -> dict:
+    def versions(self, ctx: RunContext, scratch: Path, recorded: dict | None = None) -> dict:
         from kit.engine import versions
 
         found = versions.pytorch_versions(

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import FAKE_NANOGPT, ROOT, SHARED_INPUT, fake_nanogpt_protocol
+from tests.conftest import FAKE_NANOGPT, ROOT, TEXT_INPUT, fake_nanogpt_protocol
 
 
 def test_device_check_runs_on_the_cpu_and_names_what_it_skipped(tmp_path, fake_env):
@@ -23,7 +23,7 @@ def test_device_check_runs_on_the_cpu_and_names_what_it_skipped(tmp_path, fake_e
     env["MICAKIT_SITE"] = str(blocked.parent)
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts" / "device-check.sh"), "--device", "cpu",
-         "--nanogpt", str(FAKE_NANOGPT), "--input", str(SHARED_INPUT), "--protocol", str(protocol)],
+         "--nanogpt", str(FAKE_NANOGPT), "--input", str(TEXT_INPUT), "--protocol", str(protocol)],
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

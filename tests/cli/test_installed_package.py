@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CONTENDER, FAKE_NANOGPT, FAKES, ROOT, SHARED_INPUT, fake_nanogpt_protocol
+from tests.conftest import CONTENDER, FAKE_NANOGPT, FAKES, ROOT, TEXT_INPUT, fake_nanogpt_protocol
 
 # what never goes into a wheel's source tree: history, caches, results, earlier builds
 NOT_SOURCES = shutil.ignore_patterns(
@@ -97,7 +97,7 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_smoke_series_and_verifies_it
             "--nanogpt",
             FAKE_NANOGPT,
             "--input",
-            SHARED_INPUT,
+            TEXT_INPUT,
             "--protocol",
             protocol,
             "--contender",

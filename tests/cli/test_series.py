@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
+
+import pytest
 
 from kit.errors import ExitCode
-from tests.conftest import TEXT_INPUT, contender_args, records, write_protocol
+from tests.conftest import CONTENDER, TEXT_INPUT, contender_args, records, write_protocol
 
 
 def test_a_whole_series_rotates_discards_and_reports(tmp_path, fast_protocol, fake_env, cli):
@@ -192,5 +195,74 @@ def test_a_versions_probe_stopped_midway_leaves_nothing_behind(
     probe = out / "work" / "versions" / "contender"
     probe.mkdir(parents=True)
     (probe / "stdout.log").write_text("1 fake contender 1.0.0, commit 0000000, release\n")
+    res = cli("series", "--resume", out)
+    assert res.exit_code == 0, res.output
+
+
+def _limits(tmp_path, stall_s: float, factor: float = 3.0):
+    return write_protocol(
+        tmp_path / "p.toml",
+        runs=2,
+        **{"verdict_margin = 0.05\n": f"verdict_margin = 0.05\nstall_s = {stall_s}\n"
+           f"run_limit_factor = {factor}\n"},
+    )  # fmt: skip
+
+
+def test_a_hang_is_stopped_recorded_as_failed_and_resume_runs_it_again(tmp_path, fake_env, cli):
+    protocol = _limits(tmp_path, stall_s=2.0)
+    fake_env(step_ms={"*": 2.0}, events={"mica#1": "hang-midway"})
+    out = tmp_path / "r"
+    res = cli(*contender_args(out, protocol, "--precision", "float32"))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    failed = records(out)[-1]
+    assert failed["status"] == "failed" and "no output line for 2 s" in failed["reason"]
+    assert failed["stopped"] == failed["reason"]
+    assert "step 40 loss" in res.output  # the output's tail, in the series' message
+    assert cli("series", "--resume", out).exit_code == 0
+    assert cli("verify", out).exit_code == 0
+
+
+def test_a_timed_run_past_the_whole_run_limit_is_stopped(tmp_path, fake_env, cli):
+    protocol = _limits(tmp_path, stall_s=1.5, factor=2.0)
+    fake_env(step_ms={"*": 2.0}, events={"mica#2": "slow"})
+    out = tmp_path / "r"
+    res = cli(*contender_args(out, protocol, "--precision", "float32"))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    failed = records(out)[-1]
+    assert failed["kind"] == "timed" and "whole-run limit" in failed["reason"]
+    discarded = records(out)[0]
+    limit_s = max(2.0 * (discarded["end_ns"] - discarded["start_ns"]) / 1e9, 1.5)
+    assert (failed["end_ns"] - failed["start_ns"]) / 1e9 == pytest.approx(limit_s, abs=3.0)
+
+
+def _no_info_contender(tmp_path):
+    """A contender that keeps D4 but knows no `+mica info -mica`: it starts training instead,
+    and its training output differs at every start (its own clock)."""
+    program = tmp_path / "no-info.sh"
+    program.write_text(
+        f"#!/bin/sh\nif [ \"$1\" = \"+mica\" ] && [ \"$2\" = \"info\" ]; then\n"
+        f"  exec {sys.executable} {CONTENDER} --steps 100000\nfi\n"
+        f"exec {sys.executable} {CONTENDER} \"$@\"\n"
+    )  # fmt: skip
+    program.chmod(0o755)
+    return program
+
+
+def test_a_contender_without_version_information_is_stopped_and_resumes(
+    tmp_path, fast_protocol, fake_env, cli, monkeypatch
+):
+    from kit.engine import versions
+
+    monkeypatch.setattr(versions, "ANSWER_S", 1.5)
+    fake_env(step_ms={"*": 1.0}, events={"mica#3": "crash"})
+    out = tmp_path / "r"
+    args = contender_args(out, fast_protocol, "--precision", "float32")
+    args[args.index("--contender") + 1] = _no_info_contender(tmp_path)
+    assert cli(*args).exit_code == ExitCode.SERIES_FAILED
+    found = json.loads((out / "versions.json").read_text())["contender"]
+    assert found["says"] == "gave no version information"
+    assert [a["stopped"] is not None for a in found["answers"]] == [True, True]
+    assert found["identity"] == f"sha256:{found['program_sha256']}"
+    # its answers differ at every start, and are never compared: the resume goes on
     res = cli("series", "--resume", out)
     assert res.exit_code == 0, res.output

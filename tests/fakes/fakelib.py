@@ -4,7 +4,8 @@ Behaviour comes from the environment variable MICAKIT_FAKE, a JSON object:
   step_ms   {variant: milliseconds per step}, "*" for any other (default 1.0)
   events    {"variant#k": event}: what the k-th start (1-based) of that variant does;
             "variant#*" for every start. Events: oom, crash, malformed, drift, empty,
-            nan-loss, bad-loss, out-of-order, missing-window-end, sleep-forever
+            nan-loss, bad-loss, out-of-order, missing-window-end, sleep-forever,
+            hang-midway (prints its first half, then sleeps), slow (20 times its pace)
   state     a folder where the fakes count their starts (needed for "#k" events)
   offset    {variant: [from_step, amount]}: every loss of that variant from that step on is
             moved by amount (a contender that trains another model, for §7's checks)
@@ -100,6 +101,8 @@ def train(
     pace = cfg.get("step_ms", {})
     step_ms = float(pace.get(variant, pace.get("*", 1.0)))
     drift = 1.05 if event == "drift" else 1.0
+    if event == "slow":
+        step_ms *= 20
     if event == "empty":
         return 0
     if batch > int(cfg.get("max_batch", batch)):
@@ -120,6 +123,8 @@ def train(
         if event == "oom" and step == mid:
             print(oom_message, file=sys.stderr, flush=True)
             return 1
+        if event == "hang-midway" and step == mid:
+            time.sleep(3600)
         if event == "crash" and step == mid:
             print("Segmentation fault (core dumped)", file=sys.stderr, flush=True)
             return 139

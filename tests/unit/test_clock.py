@@ -93,3 +93,53 @@ def test_reader_process_stamps_inherited_pipes(tmp_path):
     assert [x.text for x in read_stamped(tmp_path / "o.log")] == ["a", "b"]
     assert (tmp_path / "e.log").read_bytes() == b""
     assert sys.platform.startswith("linux")
+
+
+def test_a_line_is_what_a_terminal_shows_and_the_log_keeps_the_bytes(tmp_path):
+    code = (
+        "import sys\n"
+        "sys.stdout.write(' 10%|#    |\\r 50%|###  |\\rstep 10 loss 3.0 time_ms 1\\n')\n"
+        "sys.stdout.write('step 20 loss 2.0 time_ms 2\\r\\n')\n"
+        "sys.stdout.write('plain\\n')\n"
+    )
+    o = run(tmp_path, code)
+    assert [x.text for x in read_stamped(o.stdout_log)] == [
+        "step 10 loss 3.0 time_ms 1",
+        "step 20 loss 2.0 time_ms 2",
+        "plain",
+    ]
+    raw = o.stdout_log.read_bytes()
+    assert b" 10%|#    |\r 50%|###  |\rstep 10" in raw and b"time_ms 2\r\n" in raw
+
+
+def test_a_line_over_the_cap_is_cut_with_a_marker_and_later_lines_keep_their_bytes():
+    sink = queue.SimpleQueue()
+    s = clock._Splitter(sink, cap=10)
+    s.feed(b"0123456789abc", 1)
+    s.feed(b"def\nshort\n" + b"x" * 25 + b"\nend", 2)
+    s.close(3)
+    got = b""
+    while not sink.empty():
+        got += sink.get()
+    assert got.split(b"\n")[:-1] == [
+        b"2 0123456789 [micakit: line cut: 10 of its 16 bytes kept]",
+        b"2 short",
+        b"2 xxxxxxxxxx [micakit: line cut: 10 of its 25 bytes kept]",
+        b"3 end",
+    ]
+
+
+def test_a_long_line_costs_time_linear_in_its_length():
+    # 32 MB in 64 KiB reads: quadratic joining took seconds; linear takes a few milliseconds
+    sink = queue.SimpleQueue()
+    s = clock._Splitter(sink)
+    chunk = b"y" * (1 << 16)
+    started = time.perf_counter()
+    for _ in range(512):
+        s.feed(chunk, 1)
+    s.feed(b"\n", 2)
+    elapsed = time.perf_counter() - started
+    line = sink.get()
+    assert line.startswith(b"2 " + b"y" * 100) and b"of its 33554432 bytes kept" in line
+    assert len(line) < clock.LINE_CAP + 100
+    assert elapsed < 0.5, elapsed

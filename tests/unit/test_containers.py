@@ -228,3 +228,74 @@ def test_owner_alive_tells_a_live_series_from_a_crashed_one() -> None:
     assert owner_alive("0123456789ab/7/42", [ID.replace("91afdbd3cf1d", "0123456789ab")])
     assert not owner_alive("0123456789ab/7/42", [ID])
     assert not owner_alive(None, []) and not owner_alive("garbage", [])
+
+
+class _RecordingAPI:
+    """Just enough of the engine's API to see the measured container's spec, never started."""
+
+    base_url = "http+docker://localhost"
+
+    def __init__(self) -> None:
+        self.created: list[dict] = []
+
+    def create_host_config(self, **kw):
+        return docker.types.HostConfig(version="1.44", **kw)  # the SDK's own checks
+
+    def create_volume(self, *a, **kw) -> None:
+        pass
+
+    def create_container(self, image, **kw):
+        self.created.append(kw)
+        if kw.get("entrypoint", [""])[0] != "chown":
+            raise docker.errors.APIError("the spec is all this test needs")
+        return {"Id": "chown"}
+
+    def start(self, *a, **kw) -> None:
+        pass
+
+    def wait(self, *a, **kw) -> dict:
+        return {"StatusCode": 0}
+
+    def remove_container(self, *a, **kw) -> None:
+        pass
+
+
+def test_a_measured_container_is_contained(tmp_path: Path) -> None:
+    import os
+
+    from kit.executors.base import Mount
+
+    api = _RecordingAPI()
+    client = type("Client", (), {"api": api})()
+    ex = dockerapi.DockerExecutor(client, "s")
+    ex._images_seen.add("micakit-mica:x")
+    ex._host_paths = HostPaths(container_id=None)
+    ex._take_reader = lambda: None  # type: ignore[method-assign]
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = RunSpec("run 1", ("/opt/mica/mica",), mounts=(Mount("work", work, read_only=False),),
+                   image="micakit-mica:x")  # fmt: skip
+    with pytest.raises(docker.errors.APIError):
+        ex.run(spec, tmp_path / "logs")
+    chown, run = api.created
+    host = run["host_config"]
+    assert host["NetworkMode"] == "none"  # nothing downloaded or sent while measured
+    assert host["CapDrop"] == ["ALL"] and "CapAdd" not in host
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["ReadonlyRootfs"] is True
+    assert set(host["Tmpfs"]) == {"/tmp"}
+    assert run["user"] == f"{os.getuid()}:{os.getgid()}"
+    # writable only where a run writes: the work folder, the cache volume, /tmp
+    writable = {m["Target"] for m in host["Mounts"] if not m.get("ReadOnly")}
+    assert writable == {"/micakit/cache", "/micakit/work"}
+    assert run["environment"]["HOME"] == "/tmp"
+    # the cache volume is handed to the user by one unmeasured container that may only chown
+    assert chown["host_config"]["CapAdd"] == ["CHOWN"] and chown["user"] == "0:0"
+
+
+def test_a_containers_death_by_signal_is_told_from_an_exit_status() -> None:
+    # the engine says 128 + N for a death by signal N; the kit says -N, as subprocess does,
+    # so it is never taken for an exit after an out-of-memory line (amendment 8)
+    assert dockerapi.exit_code_of(139) == -11
+    assert dockerapi.exit_code_of(137) == -9
+    assert dockerapi.exit_code_of(1) == 1 and dockerapi.exit_code_of(0) == 0

@@ -73,3 +73,12 @@ def test_unknown_model_and_precision():
         p.model("gpt5")
     with pytest.raises(UserError, match="unknown precision 'float8'"):
         p.check_precision("float8")
+
+
+def test_an_out_of_memory_pattern_must_be_a_regular_expression(tmp_path):
+    bad = write_protocol(
+        tmp_path / "p.toml",
+        **{"oom_patterns = ['out of memory']": "oom_patterns = ['out of (memory']"},
+    )
+    with pytest.raises(UserError, match="contender.oom_patterns"):
+        protocol.load(bad)

@@ -123,3 +123,58 @@ def test_nanogpt_lines_and_its_own_time_recorded_not_compared(tmp_path):
 
 def test_unfinished_run(tmp_path):
     assert judge(tmp_path, contender_lines(), code=None).status == timing.FAILED
+
+
+# the messages PyTorch, the CUDA runtime and driver, cuBLAS and cuDNN print when the card's memory
+# runs out, each as the program's last words before an exit status
+REAL_PYTORCH_OOM = [
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+    "capacity of 23.64 GiB of which 1.12 GiB is free.",
+    "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total "
+    "capacity; 6.31 GiB already allocated)",
+    "RuntimeError: CUDA error: out of memory",
+    "RuntimeError: CUDA driver error: out of memory",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+    "cudaErrorMemoryAllocation: out of memory",
+    "triton.runtime.errors: CUDA_ERROR_OUT_OF_MEMORY",
+]
+
+
+@pytest.mark.parametrize("msg", REAL_PYTORCH_OOM)
+def test_real_cuda_out_of_memory_messages_are_in_pytorchs_grammar(tmp_path, msg):
+    r = judge(tmp_path, [], [(1, "Traceback (most recent call last):"), (2, msg)], code=1,
+              grammar=P.pytorch)  # fmt: skip
+    assert r.status == timing.OOM, msg
+    assert r.reason == msg[:200]
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "no retry when out of memory",  # words, not the allocator's message
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "checking CUDA memory: 3.1 GiB free",
+    ],
+)
+def test_other_lines_are_no_pytorch_out_of_memory(tmp_path, msg):
+    r = judge(tmp_path, [], [(1, msg)], code=1, grammar=P.pytorch)
+    assert r.status == timing.FAILED and r.reason == "exit code 1"
+
+
+@pytest.mark.parametrize("grammar", [P.contender, P.pytorch])
+def test_death_by_signal_is_never_out_of_memory(tmp_path, grammar):
+    # the case: a program killed by SIGSEGV after printing an out-of-memory line
+    err = [(1, "mica: cuMemAlloc failed: out of memory"), (2, REAL_PYTORCH_OOM[0])]
+    r = judge(tmp_path, contender_lines()[:3], err, code=-11, grammar=grammar)
+    assert r.status == timing.FAILED
+    assert r.reason == "killed by SIGSEGV (11)"
+    # the same lines and an exit status: out of memory
+    assert judge(tmp_path, contender_lines()[:3], err, code=1, grammar=grammar).status == timing.OOM
+
+
+def test_a_run_the_kit_stopped_fails_with_the_reason(tmp_path):
+    o = write_log(tmp_path / "stdout.log", contender_lines())
+    e = write_log(tmp_path / "stderr.log", [])
+    r = timing.judge(o, e, -9, P.contender, T, stopped="stalled: no line")
+    assert r.status == timing.FAILED and r.reason == "stalled: no line"

@@ -38,6 +38,35 @@ CACHE_ENV = {
 }
 
 
+# Contained runs: a training run needs no network, no capability and no privilege, and writes
+# only where its mounts say (the series' work folder, the cache volume, ld_debug, /tmp).
+TMP_SIZE = "4g"
+
+
+def contained(uid: int | None = None, gid: int | None = None) -> tuple[dict, dict]:
+    """The measured container's limits: (create_container's arguments, create_host_config's).
+
+    No network (a contender can neither download nor send anything while it is measured),
+    every capability dropped, no new privileges, the invoking user's uid:gid (its results are
+    the user's), a read-only root filesystem; /tmp is a tmpfs, as compilers expect one.
+    """
+    uid = os.getuid() if uid is None else uid
+    gid = os.getgid() if gid is None else gid
+    create = {"user": f"{uid}:{gid}"}
+    host = {
+        "network_mode": "none",
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={TMP_SIZE}"},
+    }
+    return create, host
+
+
+# a user with no entry in the image's /etc/passwd has HOME=/, which is read-only there
+CONTAINED_ENV = {"HOME": "/tmp"}
+
+
 def cache_volume_name(series_id: str) -> str:
     """The series' cache volume: Docker allows [a-zA-Z0-9][a-zA-Z0-9_.-] in names."""
     return "micakit-cache-" + (re.sub(r"[^a-zA-Z0-9_.-]+", "-", series_id).strip("-.") or "x")

@@ -31,11 +31,12 @@ import requests
 from kit import __version__
 from kit.engine import store
 from kit.errors import UserError
-from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
+from kit.executors.base import Executor, Limits, Mount, Profiler, RunOutcome, RunSpec
 from kit.executors.docker import footprint as footprint_mod
 from kit.executors.docker.containers import (
     CACHE_DIR,
     CACHE_ENV,
+    CONTAINED_ENV,
     LABEL_OWNER,
     LABEL_RUN,
     LABEL_SERIES,
@@ -43,6 +44,7 @@ from kit.executors.docker.containers import (
     MOUNT_ROOT,
     HostPaths,
     cache_volume_name,
+    contained,
     engine_error,
     host_paths_from_inspect,
     nsys_profiler,
@@ -54,6 +56,7 @@ from kit.executors.docker.containers import (
 from kit.executors.docker.footprint import ChunkReader, FootprintWriter, footprint_ratio  # noqa: F401
 from kit.measure import clock
 
+POLL_S = 1  # how often a running container's output is checked for a stall (seconds)
 _NO_ENGINE_FIX = (
     "start the engine (`sudo dockerd &`, or `sudo systemctl start docker`; on a fresh machine "
     "`bash scripts/ci-setup.sh` installs and starts it), or choose `--executor local`"
@@ -498,7 +501,7 @@ class DockerExecutor(Executor):
         log_dir.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
         env = {**CACHE_ENV, **spec.env}
-        mounts = [self._cache_mount()] + [self._bind(m) for m in spec.mounts]
+        mounts = [self._cache_mount(spec.image)] + [self._bind(m) for m in spec.mounts]
         libraries_dir = None
         if spec.trace_libraries:
             # amendment 2: the loader writes what it opens, one file per process, to the host
@@ -508,11 +511,14 @@ class DockerExecutor(Executor):
             env.update(LD_DEBUG="libs", LD_DEBUG_OUTPUT=f"{LD_DEBUG_DIR}/ld")
         if spec.gpu is not None:
             env.setdefault("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+        as_user, limits = contained()
+        env = {**CONTAINED_ENV, **env}
         host_config = api.create_host_config(
             mounts=mounts,
             device_requests=device_requests(spec.gpu),
             init=True,  # a real PID 1 reaps the compile workers and forwards signals
             shm_size=self.shm_size,
+            **limits,
         )
         labels = {
             LABEL_SERIES: self.series_id,
@@ -533,6 +539,7 @@ class DockerExecutor(Executor):
                 host_config=host_config,
                 tty=False,  # two streams, multiplexed on the attach socket
                 stdin_open=False,
+                **as_user,
             )["Id"]
         except BaseException as e:
             if pending is not None:
@@ -541,7 +548,7 @@ class DockerExecutor(Executor):
                 raise _run_error(spec, e) from None
             raise
         try:
-            start_ns, exit_code = self._attach_start_wait(
+            start_ns, exit_code, stopped = self._attach_start_wait(
                 container, spec, stdout_log, stderr_log, pending
             )
             end_ns = time.monotonic_ns()
@@ -555,6 +562,7 @@ class DockerExecutor(Executor):
             stdout_log=stdout_log,
             stderr_log=stderr_log,
             libraries_dir=libraries_dir,
+            stopped=stopped,
         )
 
     def _take_reader(self) -> clock.PendingReader:
@@ -581,7 +589,7 @@ class DockerExecutor(Executor):
         stdout_log: Path,
         stderr_log: Path,
         pending: clock.PendingReader | None = None,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, str | None]:
         api = self.client.api
         # Attached before the start, as `docker run` does, so no line can come before the
         # reader waits, and nothing sits in the HTTP client's buffer when the reader takes over.
@@ -613,7 +621,7 @@ class DockerExecutor(Executor):
                 self._remove(container)  # closes the stream, so the reader ends
                 reader.wait()
                 raise _run_error(spec, e) from None
-            status = api.wait(container, timeout=None)
+            status, stopped = self._wait_within(container, spec, stdout_log, stderr_log)
             self._drain(container, reader)
         except UserError:
             raise
@@ -623,7 +631,25 @@ class DockerExecutor(Executor):
             self._stop(container)
             self._drain(container, reader)
             raise
-        return start_ns, int(status["StatusCode"])
+        return start_ns, exit_code_of(int(status["StatusCode"])), stopped
+
+    def _wait_within(
+        self, container: str, spec: RunSpec, stdout_log: Path, stderr_log: Path
+    ) -> tuple[dict, str | None]:
+        """The container's exit; past the stall or whole-run limit it is stopped, and why."""
+        api = self.client.api
+        if not spec.stall_s and not spec.limit_s:
+            return api.wait(container, timeout=None), None
+        limits = Limits(spec, (stdout_log, stderr_log))
+        while True:
+            try:
+                return api.wait(container, timeout=POLL_S), None
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                pass  # still running
+            why = limits.check()
+            if why:
+                self._stop(container)
+                return api.wait(container, timeout=None), why
 
     def _drain(self, container: str, reader: subprocess.Popen) -> None:
         try:
@@ -638,12 +664,34 @@ class DockerExecutor(Executor):
         except docker.errors.APIError:
             pass
 
-    def _cache_mount(self) -> docker.types.Mount:
+    def _cache_mount(self, image: str) -> docker.types.Mount:
+        mount = docker.types.Mount(target=CACHE_DIR, source=self.cache_volume, type="volume")
         if not self._volume_ready:
             # created explicitly, to carry the series' label; an existing one is kept
             self.client.api.create_volume(self.cache_volume, labels={LABEL_SERIES: self.series_id})
+            self._own_volume(image, mount)
             self._volume_ready = True
-        return docker.types.Mount(target=CACHE_DIR, source=self.cache_volume, type="volume")
+        return mount
+
+    def _own_volume(self, image: str, mount: docker.types.Mount) -> None:
+        """A new volume belongs to root; the runs, as the invoking user, must write the cache.
+        One unmeasured container, with only the capability to chown, hands it over."""
+        api = self.client.api
+        owner = f"{os.getuid()}:{os.getgid()}"
+        container = api.create_container(
+            image,
+            entrypoint=["chown", owner, CACHE_DIR],
+            labels={LABEL_SERIES: self.series_id, LABEL_OWNER: owner_label()},
+            host_config=api.create_host_config(
+                mounts=[mount], network_mode="none", cap_drop=["ALL"], cap_add=["CHOWN"]
+            ),
+            user="0:0",
+        )["Id"]
+        try:
+            api.start(container)
+            api.wait(container, timeout=60)
+        finally:
+            self._remove(container)
 
     def _bind(self, mount: Mount) -> docker.types.Mount:
         if not mount.host.exists():
@@ -728,3 +776,9 @@ def image_id(client: docker.DockerClient, ref: str) -> str | None:
         return client.api.inspect_image(ref)["Id"]
     except docker.errors.ImageNotFound:
         return None
+
+
+def exit_code_of(status: int) -> int:
+    """The engine reports a death by signal N as 128 + N; the kit, as subprocess does, as -N,
+    so a program killed by a signal is never taken for one out of memory (amendment 8)."""
+    return -(status - 128) if 128 < status <= 128 + 64 else status
