@@ -8,4 +8,5 @@ cd "$ROOT"
 bash scripts/ci-setup.sh
 bash scripts/install.sh
 .venv/bin/ruff check kit tests benchmarks run.py
+.venv/bin/mypy kit
 exec .venv/bin/python -m pytest "$@"

@@ -301,7 +301,7 @@ class Series:
 
     def _footprint(self) -> None:
         """§8: each measured image's size and file list, and the ratio of the two sizes."""
-        images = {n: s.image for n, s in self.sides.items() if getattr(s, "image", None)}
+        images = {n: s.image for n, s in self.sides.items() if s.image}
         found = {}
         for name, ref in images.items():
             folder = self.rd.root / "footprint" / name
@@ -325,7 +325,7 @@ class Series:
         images = {
             name: self.executor.image_info(side.image)
             for name, side in self.sides.items()
-            if getattr(side, "image", None)
+            if side.image
         }
         if images:
             found["images"] = images  # the measured images' ids and digests (rerun.sh)

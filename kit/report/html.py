@@ -152,7 +152,8 @@ def _conditions_words(ctx: _Context) -> list[Piece]:
 def step_time_section(ctx: _Context) -> Section:
     out = []
     for title, g in _groups(ctx):
-        rows, sources = [], []
+        rows: list[plots.StepTimeRow] = []
+        sources: list[Piece] = []
         for _, c in g.iterrows():
             timed = _runs(ctx, c["config"], ["timed"], ok_only=True)
             note = "out of memory: no time (amendment 8)" if c["out_of_memory"] else c["notes"]
@@ -262,7 +263,8 @@ def loss_section(ctx: _Context) -> Section:
 
     out = []
     for title, g in _groups(ctx):
-        curves, sources = [], []
+        curves: list[plots.LossCurve] = []
+        sources: list[Piece] = []
         for _, c in g.iterrows():
             timed = _runs(ctx, c["config"], ["timed"], ok_only=True).sort_values("run_id")
             if timed.empty:
@@ -381,7 +383,7 @@ class _Enrich(Treeprocessor):
     def _comparison_rows(self) -> list[list[list[Piece]]]:
         """Per comparison table, in render's order (card, model, precision), per row."""
         comp = self.ctx.t.comparison
-        tables = []
+        tables: list[list[list[Piece]]] = []
         if comp.empty:
             return tables
         for (_, model, precision), g in comp.groupby(["card", "model", "precision"], sort=False):

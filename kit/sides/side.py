@@ -35,12 +35,23 @@ class RunContext:
 
 class Side(abc.ABC):
     name: str
+    image: str | None = None  # its measured image (§8) under the Docker executor; None: here
 
     @abc.abstractmethod
     def grammar(self, protocol: Protocol) -> Grammar: ...
 
     @abc.abstractmethod
-    def spec(self, config: Config, label: str, ctx: RunContext, **options) -> RunSpec: ...
+    def spec(
+        self,
+        config: Config,
+        label: str,
+        ctx: RunContext,
+        *,
+        extra_mounts: tuple[Mount, ...] = (),
+        batch_size: int | None = None,
+    ) -> RunSpec:
+        """A run of `config`; the engine passes the batch amendment 5.1 halved, the checks
+        their mounts, and each side takes options of its own beside these."""
 
     def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
         """The variants this side runs for a precision, each with whether it is primary."""
