@@ -82,10 +82,24 @@ def cli():
 
 def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
     return [
-        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--no-pytorch",
-        "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
-        "--input", SHARED_INPUT, *extra,
-    ]  # fmt: skip
+        "series",
+        "--out",
+        out,
+        "--protocol",
+        protocol,
+        "--device",
+        "cpu",
+        "--no-pytorch",
+        "--contender",
+        CONTENDER,
+        "--executor",
+        "local",
+        "--model",
+        "shakespeare-char",
+        "--input",
+        SHARED_INPUT,
+        *extra,
+    ]
 
 
 def records(out: Path) -> list[dict]:
@@ -126,7 +140,22 @@ def fake_nanogpt_protocol(path: Path, runs: int = 5, tolerance: float = 0.10) ->
 def pytorch_args(out: Path, protocol: Path, *extra: str) -> list:
     """A series of both sides: the fake nanoGPT through the real PyTorch side, and the contender."""
     return [
-        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--executor", "local",
-        "--nanogpt", FAKE_NANOGPT, "--input", SHARED_INPUT, "--model", "shakespeare-char",
-        "--precision", "float32", *extra,
-    ]  # fmt: skip
+        "series",
+        "--out",
+        out,
+        "--protocol",
+        protocol,
+        "--device",
+        "cpu",
+        "--executor",
+        "local",
+        "--nanogpt",
+        FAKE_NANOGPT,
+        "--input",
+        SHARED_INPUT,
+        "--model",
+        "shakespeare-char",
+        "--precision",
+        "float32",
+        *extra,
+    ]

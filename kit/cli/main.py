@@ -59,8 +59,12 @@ def main() -> None:
 @click.option("--contender", type=click.Path(path_type=Path), help="The contender program (D4).")
 @click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
 @click.option("--no-pytorch", is_flag=True, help="Run the contender's configurations only.")
-@click.option("--executor", type=click.Choice(["local", "docker"]), default=None,
-              help="Default: docker where an engine answers, else local.")  # fmt: skip
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "docker"]),
+    default=None,
+    help="Default: docker where an engine answers, else local.",
+)
 @click.option("--docker-host", help="Drive another machine's engine, e.g. ssh://user@host.")
 @click.option("--env", multiple=True, help="KEY=VALUE for every run of both sides (recorded).")
 @click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
@@ -74,8 +78,11 @@ def main() -> None:
     help="Prepared datasets (default: in the results directory).",
 )
 @click.option("--input", type=click.Path(path_type=Path), help="Your copy of tiny Shakespeare.")
-@click.option("--tiktoken-files", type=click.Path(path_type=Path),
-              help="GPT-2's vocab.bpe and encoder.json, for offline machines.")  # fmt: skip
+@click.option(
+    "--tiktoken-files",
+    type=click.Path(path_type=Path),
+    help="GPT-2's vocab.bpe and encoder.json, for offline machines.",
+)
 @click.pass_context
 def series(ctx: click.Context, **options) -> None:
     """Run a series: one discarded run per configuration, then five rotating rounds."""
@@ -98,9 +105,13 @@ def series(ctx: click.Context, **options) -> None:
 
 @main.command("report")
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--checks", "check_dirs", multiple=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="`micakit correctness` results that gate the verdicts.")  # fmt: skip
+@click.option(
+    "--checks",
+    "check_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="`micakit correctness` results that gate the verdicts.",
+)
 def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
     """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
     rd = _series_dir(results)
@@ -219,20 +230,28 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
 
     p = protocol_mod.load(protocol_path)
     client = dockerapi.connect(docker_host)
-    refs = {"pytorch": pytorch_ref or images_mod.ref("pytorch", p),
-            "mica": mica_ref or images_mod.ref("mica", p)}  # fmt: skip
-    found = {side: dockerapi.footprint(client, r, out / "footprint" / side)
-             for side, r in refs.items()}  # fmt: skip
+    refs = {
+        "pytorch": pytorch_ref or images_mod.ref("pytorch", p),
+        "mica": mica_ref or images_mod.ref("mica", p),
+    }
+    found = {
+        side: dockerapi.footprint(client, r, out / "footprint" / side) for side, r in refs.items()
+    }
     ratio = dockerapi.footprint_ratio(found["mica"], found["pytorch"])
     store.write_json(out / "footprint" / "ratio.json", ratio)
     click.echo(json.dumps(ratio, indent=2))
 
 
 @main.command("merge")
-@click.argument("dirs", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False, path_type=Path))  # fmt: skip
-@click.option("--out", required=True, type=click.Path(path_type=Path),
-              help="A new directory for release.csv and release.md.")  # fmt: skip
+@click.argument(
+    "dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A new directory for release.csv and release.md.",
+)
 def merge_cmd(dirs: tuple[Path, ...], out: Path) -> None:
     """Merge several cards' results directories into one release table, from their raw logs."""
     from kit.report import merge

@@ -52,8 +52,9 @@ def finish(
         return {}
     out = Mount("profile", log_dir, read_only=False)
     _, stats = kernels.nsys_commands(spec.argv, f"{executor.where(out)}/{REPORT}")
-    stats_spec = RunSpec(label=f"{spec.label} nsys stats", argv=tuple(stats), mounts=(out,),
-                         image=spec.image)  # fmt: skip
+    stats_spec = RunSpec(
+        label=f"{spec.label} nsys stats", argv=tuple(stats), mounts=(out,), image=spec.image
+    )
     result = executor.run(stats_spec, log_dir / STATS_DIR)
     try:
         table = kernel_table(log_dir)
@@ -80,6 +81,14 @@ def judge(kind: str, outcome: RunOutcome, grammar: Grammar, t: Timing) -> timing
     judged = timing.judge(outcome.stdout_log, outcome.stderr_log, outcome.exit_code, grammar, t)
     if kind in (PROFILE, GRAPH_BREAKS) and judged.status in (timing.OK, timing.VOID):
         # a separate record never yields a step time (§5 "Profiled runs are separate")
-        return timing.Outcome(timing.OK, None, None, "", judged.final_loss, judged.last_step,
-                              judged.window_start_ns, judged.window_end_ns)  # fmt: skip
+        return timing.Outcome(
+            timing.OK,
+            None,
+            None,
+            "",
+            judged.final_loss,
+            judged.last_step,
+            judged.window_start_ns,
+            judged.window_end_ns,
+        )
     return judged

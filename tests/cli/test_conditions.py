@@ -10,8 +10,15 @@ from kit.telemetry import nvml
 from kit.telemetry.nvml import CardInfo, GpuProcess, Sample
 from tests.conftest import CONTENDER, SHARED_INPUT
 
-INFO = CardInfo("NVIDIA L4", "GPU-00000000-1111-2222-3333-444444444444", (8, 9), "550.54.15",
-                "12.4", 24 * 2**30, 0)  # fmt: skip
+INFO = CardInfo(
+    "NVIDIA L4",
+    "GPU-00000000-1111-2222-3333-444444444444",
+    (8, 9),
+    "550.54.15",
+    "12.4",
+    24 * 2**30,
+    0,
+)
 THERMAL = 0x020  # sw_thermal_slowdown
 
 
@@ -50,9 +57,27 @@ class ScriptedCard:
 
 
 def args(out, protocol, *extra):
-    return ["series", "--out", out, "--protocol", protocol, "--device", "cuda", "--no-pytorch",
-            "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
-            "--precision", "float32", "--input", SHARED_INPUT, *extra]  # fmt: skip
+    return [
+        "series",
+        "--out",
+        out,
+        "--protocol",
+        protocol,
+        "--device",
+        "cuda",
+        "--no-pytorch",
+        "--contender",
+        CONTENDER,
+        "--executor",
+        "local",
+        "--model",
+        "shakespeare-char",
+        "--precision",
+        "float32",
+        "--input",
+        SHARED_INPUT,
+        *extra,
+    ]
 
 
 @pytest.mark.slow

@@ -124,8 +124,18 @@ def test_bad_input_is_a_clear_error(tmp_path, fast_protocol, cli):
     assert (out / "keep").read_text() == "x"
     not_exec = tmp_path / "prog"
     not_exec.write_text("")
-    res = cli("series", "--out", tmp_path / "n", "--device", "cpu", "--no-pytorch",
-              "--contender", not_exec, "--executor", "local")  # fmt: skip
+    res = cli(
+        "series",
+        "--out",
+        tmp_path / "n",
+        "--device",
+        "cpu",
+        "--no-pytorch",
+        "--contender",
+        not_exec,
+        "--executor",
+        "local",
+    )
     assert res.exit_code == ExitCode.USER_ERROR and "not an executable file" in res.output
     bad = write_protocol(tmp_path / "bad.toml", **{"runs = 5": "runs = 5\nrounds = 3"})
     res = cli(*contender_args(tmp_path / "b", bad))
@@ -148,9 +158,24 @@ def test_program_that_cannot_start(tmp_path, fast_protocol, cli):
     prog = tmp_path / "prog"
     prog.write_text("#!/nonexistent/interpreter\n")
     prog.chmod(0o755)
-    res = cli("series", "--out", tmp_path / "r2", "--protocol", fast_protocol, "--device", "cpu",
-              "--no-pytorch", "--contender", prog, "--executor", "local",
-              "--input", SHARED_INPUT, "--model", "shakespeare-char")  # fmt: skip
+    res = cli(
+        "series",
+        "--out",
+        tmp_path / "r2",
+        "--protocol",
+        fast_protocol,
+        "--device",
+        "cpu",
+        "--no-pytorch",
+        "--contender",
+        prog,
+        "--executor",
+        "local",
+        "--input",
+        SHARED_INPUT,
+        "--model",
+        "shakespeare-char",
+    )
     assert res.exit_code == ExitCode.USER_ERROR
     assert "cannot start" in res.output
 
