@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.engine import store, versions
 from kit.engine.scheduler import CONTENDER, PYTORCH, Config
 from kit.errors import UserError
 from kit.executors.base import Executor, Mount, RunSpec
@@ -92,8 +93,6 @@ class ContenderSide(Side):
         return [(b.name, b.primary) for b in protocol.builds_for(precision)]
 
     def versions(self, ctx: RunContext, scratch: Path) -> dict:
-        from kit.engine import store, versions
-
         program = Mount("program", self.program.parent)
         argv = (
             f"{ctx.executor.where(program)}/{self.program.name}",
@@ -181,8 +180,6 @@ class PyTorchSide(Side):
         return [(m, True) for m in modes]
 
     def versions(self, ctx: RunContext, scratch: Path) -> dict:
-        from kit.engine import versions
-
         found = versions.pytorch_versions(
             ctx.executor, self.python, Mount("nanogpt", self.workspace), self.image, scratch
         )
