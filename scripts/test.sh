@@ -17,6 +17,7 @@ if [ "${MICAKIT_TEST_SETUP:-1}" != 0 ]; then
     bash scripts/install.sh
 fi
 "$VENV/bin/ruff" check kit tests benchmarks run.py
+"$VENV/bin/mypy" kit
 
 home=$(mktemp -d)
 trap 'rm -rf "$home"' EXIT

@@ -22,8 +22,19 @@ ROOT = Path(__file__).resolve().parents[2]
 def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "smoke"
-        cmd = [sys.executable, str(ROOT / "run.py"), "series", "--smoke", "--device", "cpu",
-               "--executor", "local", "--out", str(out), *argv]  # fmt: skip
+        cmd = [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "series",
+            "--smoke",
+            "--device",
+            "cpu",
+            "--executor",
+            "local",
+            "--out",
+            str(out),
+            *argv,
+        ]
         start = time.monotonic()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         wall_s = time.monotonic() - start

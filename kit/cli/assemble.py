@@ -58,8 +58,9 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
     smoke = bool(options.get("smoke"))
     device = options.get("device") or (p.smoke.device if smoke else "cuda")
     models = list(options.get("models") or ([next(iter(p.models))] if smoke else p.models))
-    precisions = list(options.get("precisions") or (p.smoke.precisions if smoke else
-                                                    p.precisions.names))  # fmt: skip
+    precisions = list(
+        options.get("precisions") or (p.smoke.precisions if smoke else p.precisions.names)
+    )
     sides = []
     if not options.get("no_pytorch"):
         sides.append(PYTORCH)

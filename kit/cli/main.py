@@ -137,8 +137,12 @@ def main() -> None:
 @click.option("--contender", type=click.Path(path_type=Path), help="The contender program (D4).")
 @click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
 @click.option("--no-pytorch", is_flag=True, help="Run the contender's configurations only.")
-@click.option("--executor", type=click.Choice(["local", "docker"]), default=None,
-              help="Default: docker where an engine answers, else local.")  # fmt: skip
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "docker"]),
+    default=None,
+    help="Default: docker where an engine answers, else local.",
+)
 @click.option("--docker-host", help="Drive another machine's engine, e.g. ssh://user@host.")
 @click.option("--env", multiple=True, help="KEY=VALUE for every run of both sides (recorded).")
 @click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
@@ -190,9 +194,13 @@ def series(ctx: click.Context, **options) -> None:
 
 @main.command("report")
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--checks", "check_dirs", multiple=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="`micakit correctness` results that gate the verdicts.")  # fmt: skip
+@click.option(
+    "--checks",
+    "check_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="`micakit correctness` results that gate the verdicts.",
+)
 def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
     """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
     # lazy: the report imports pandas and matplotlib (start-up speed)
@@ -329,10 +337,15 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
 
 
 @main.command("merge")
-@click.argument("dirs", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False, path_type=Path))  # fmt: skip
-@click.option("--out", required=True, type=click.Path(path_type=Path),
-              help="A new directory for release.csv and release.md.")  # fmt: skip
+@click.argument(
+    "dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A new directory for release.csv and release.md.",
+)
 def merge_cmd(dirs: tuple[Path, ...], out: Path) -> None:
     """Merge several cards' results directories into one release table, from their raw logs."""
     from kit.report import merge

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TextIO
+from typing import IO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -38,7 +38,7 @@ def plan_lines(configs: list[Config], order: list[PlannedRun], done: set[int]) -
 class PlainProgress(Hooks):
     """One line per event, for logs and pipes."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self.total = 0
         self.finished = 0
@@ -86,14 +86,15 @@ class LiveProgress(PlainProgress):
             console=console,
             transient=False,
         )
-        self.task = None
+        # the bar's one task, sized once the plan is known
+        self.task = self.bar.add_task("starting", total=None)
 
     def _print(self, text: str) -> None:
         self.console.print(text, highlight=False, markup=False)
 
     def planned(self, configs: list[Config], order: list[PlannedRun], done: set[int]) -> None:
         super().planned(configs, order, done)
-        self.task = self.bar.add_task("starting", total=len(order), completed=len(done))
+        self.bar.update(self.task, total=len(order), completed=len(done))
         self.bar.start()
 
     def run_started(self, run: PlannedRun, config: Config, position: int, total: int) -> None:

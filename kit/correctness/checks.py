@@ -51,21 +51,36 @@ class CheckRecord:
 
 def record_method_a(result: MethodAResult, card: str, model: str, precision: str, **kw: Any):
     return CheckRecord(
-        "A", card, model, precision, len(result.seeds), result.verdict,
-        result.first_failing_step, result.reason, **kw,
-    )  # fmt: skip
+        "A",
+        card,
+        model,
+        precision,
+        len(result.seeds),
+        result.verdict,
+        result.first_failing_step,
+        result.reason,
+        **kw,
+    )
 
 
 def record_method_b(result: MethodBResult, card: str, model: str, **kw: Any) -> CheckRecord:
     """Method B runs in float32 without TF32 (§7 B); its verdict holds for every precision."""
     beside = result.beside
     return CheckRecord(
-        "B", card, model, "float32", 1, result.passed, result.first_failing_step,
-        result.reason, window=result.judged.window,
+        "B",
+        card,
+        model,
+        "float32",
+        1,
+        result.passed,
+        result.first_failing_step,
+        result.reason,
+        window=result.judged.window,
         beside_window=beside.window if beside else None,
         beside_passed=beside.passed if beside else None,
-        beside_reason=beside.reason if beside else "", **kw,
-    )  # fmt: skip
+        beside_reason=beside.reason if beside else "",
+        **kw,
+    )
 
 
 def append_check(checks_dir: Path, record: CheckRecord) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -51,9 +51,9 @@ _REL_SLACK = 1e-9  # method B, a fraction of the tolerance
 # A printed loss must resolve a tenth of the tolerance it is judged by, or the verdict is chance.
 _RESOLUTION_FRACTION = 0.1
 
-EvalCurve = pd.DataFrame | Sequence[tuple[int, float, float]]
-TrainCurve = pd.DataFrame | Sequence[tuple[int, float]]
-SideCurves = Mapping[int, EvalCurve] | Sequence[tuple[int, EvalCurve]]
+EvalCurve: TypeAlias = "pd.DataFrame | Sequence[tuple[int, float, float]]"
+TrainCurve: TypeAlias = "pd.DataFrame | Sequence[tuple[int, float]]"
+SideCurves: TypeAlias = "Mapping[int, EvalCurve] | Sequence[tuple[int, EvalCurve]]"
 
 
 # -- parsing ---------------------------------------------------------------------------------

@@ -399,8 +399,15 @@ class CheckRunner:
                 "compile": "False", "eval_iters": "1", "eval_interval": str(10 * s.steps),
             }  # fmt: skip
             mounts = (self.shared,)
-        return self.pytorch.spec(s.config(PYTORCH), label, self.ctx, flags=flags, tree=PATCHED,
-                                 extra_mounts=mounts, batch_size=s.batch_size)  # fmt: skip
+        return self.pytorch.spec(
+            s.config(PYTORCH),
+            label,
+            self.ctx,
+            flags=flags,
+            tree=PATCHED,
+            extra_mounts=mounts,
+            batch_size=s.batch_size,
+        )
 
     def _shared_start_spec(self, label: str) -> RunSpec:
         """§7 B: made once by nanoGPT's own initialization, where the PyTorch side runs."""
@@ -532,8 +539,10 @@ class CheckRunner:
             raise UserError(f"{where} printed no {what} line (the grammar {grammar!r})")
         last = int(df["step"].iloc[-1])
         if last != self.spec.steps:
-            raise UserError(f"{where} stopped early: its last {what} is at step {last}, and "
-                            f"the check needs step {self.spec.steps}")  # fmt: skip
+            raise UserError(
+                f"{where} stopped early: its last {what} is at step {last}, and "
+                f"the check needs step {self.spec.steps}"
+            )
         return df
 
     def judge(self) -> Judged:
@@ -550,8 +559,13 @@ class CheckRunner:
         common = {"contender_build": s.contender_build, "logs": "runs", "date_utc": _now()}
         title = f"{self.p.model(s.model).label} ({s.model}), {s.precision}, {s.card}"
         if s.method == "A":
-            a = corr.method_a(curves[PYTORCH], curves[CONTENDER], s.from_step,
-                              eval_interval=s.eval_interval, last_step=s.steps)  # fmt: skip
+            a = corr.method_a(
+                curves[PYTORCH],
+                curves[CONTENDER],
+                s.from_step,
+                eval_interval=s.eval_interval,
+                last_step=s.steps,
+            )
             record = checks.record_method_a(a, s.card, s.model, s.precision, **common)
             plots.plot_method_a(a, root / "method_a.png", f"§7 A: {title}")
             tables = {"method_a": a.table, "method_a_final": a.final, "method_a_curves": a.curves}
@@ -561,8 +575,15 @@ class CheckRunner:
             pt, ct = curves[PYTORCH][s.seeds[0]], curves[CONTENDER][s.seeds[0]]
             b = corr.method_b(pt, ct, c.step0_tolerance, c.step_tolerance, window, beside)
             record = checks.record_method_b(b, s.card, s.model, **common)
-            plots.plot_method_b(pt, ct, window, root / "method_b.png", f"§7 B: {title}",
-                                also_window=beside, step_tol=c.step_tolerance)  # fmt: skip
+            plots.plot_method_b(
+                pt,
+                ct,
+                window,
+                root / "method_b.png",
+                f"§7 B: {title}",
+                also_window=beside,
+                step_tol=c.step_tolerance,
+            )
             tables, result = {"method_b": b.table}, b
         for name, df in tables.items():
             self.rd.write_text(f"tables/{name}.csv", df.to_csv(index=False, float_format="%.17g"))

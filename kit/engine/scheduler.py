@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 PYTORCH, CONTENDER = "pytorch", "contender"
@@ -72,7 +73,7 @@ def plan(
     configs: list[Config],
     runs: int,
     discarded_runs: int,
-    separate: list[tuple[str, list[str]]] = (),
+    separate: Sequence[tuple[str, list[str]]] = (),
 ) -> list[PlannedRun]:
     """Every run of the series, in the order it runs.
 

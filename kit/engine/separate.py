@@ -92,6 +92,14 @@ def judge(kind: str, outcome: RunOutcome, grammar: Grammar, t: Timing) -> timing
     )
     if kind in (PROFILE, GRAPH_BREAKS) and judged.status in (timing.OK, timing.VOID):
         # a separate record never yields a step time (§5 "Profiled runs are separate")
-        return timing.Outcome(timing.OK, None, None, "", judged.final_loss, judged.last_step,
-                              judged.window_start_ns, judged.window_end_ns)  # fmt: skip
+        return timing.Outcome(
+            timing.OK,
+            None,
+            None,
+            "",
+            judged.final_loss,
+            judged.last_step,
+            judged.window_start_ns,
+            judged.window_end_ns,
+        )
     return judged

@@ -281,14 +281,18 @@ class Series:
             return False
         latest = self.latest_records()
         for side in self.sides:
-            ids = [c.id for c in self.configs if c.model == config.model
-                   and c.precision == "float32" and c.side == side]  # fmt: skip
+            ids = [
+                c.id
+                for c in self.configs
+                if c.model == config.model and c.precision == "float32" and c.side == side
+            ]
             first = {r.config: r.run_id for r in self.order if r.discarded and r.config in ids}
             outcomes = [latest.get(first[c]) for c in ids]
             if ids and all(o and o["status"] == timing.OOM and self._current(o) for o in outcomes):
                 batch = self.batches().get(config.model, model.batch_size)
-                adjustments = self.rd.read_json(ADJUSTMENTS) if (
-                    self.rd.root / ADJUSTMENTS).exists() else {}  # fmt: skip
+                adjustments = (
+                    self.rd.read_json(ADJUSTMENTS) if (self.rd.root / ADJUSTMENTS).exists() else {}
+                )
                 adjustments[config.model] = {
                     "batch_size": batch // 2,
                     "because": f"no mode of the {side} side held a batch of {batch} in float32 "
@@ -302,7 +306,7 @@ class Series:
 
     def _footprint(self) -> None:
         """§8: each measured image's size and file list, and the ratio of the two sizes."""
-        images = {n: s.image for n, s in self.sides.items() if getattr(s, "image", None)}
+        images = {n: s.image for n, s in self.sides.items() if s.image}
         found = {}
         for name, ref in images.items():
             folder = self.rd.root / "footprint" / name
@@ -339,7 +343,7 @@ class Series:
         images = {
             name: self.executor.image_info(side.image)
             for name, side in self.sides.items()
-            if getattr(side, "image", None)
+            if side.image
         }
         if images:
             found["images"] = images  # the measured images' ids and digests (rerun.sh)

@@ -315,7 +315,7 @@ def audit(rd: ResultsDir) -> list[str]:
             continue
         folders[log_dir] = number
         current = record.get("batch_size") == batches.get(models.get(run["config"], ""))
-        if record.get("status") in FINAL and current:
+        if record.get("status") in FINAL and current and isinstance(run_id, int):
             if run_id in finals:
                 problems.append(
                     f"{where}: run {run_id} has a second final record ({finals[run_id]} "

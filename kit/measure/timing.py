@@ -11,6 +11,7 @@ import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -166,7 +167,7 @@ def judge(
     step_s = (b.stamp_ns - a.stamp_ns) / 1e9 / (hi - lo)  # §5: the outside clock
     own = _own_step_s(steps, lo, hi, grammar)
     final = steps[-1]
-    common = dict(
+    common: dict[str, Any] = dict(  # the fields every outcome from here shares
         final_loss=final.loss,
         last_step=final.step,
         window_start_ns=a.stamp_ns,

@@ -201,7 +201,7 @@ _INTERNAL = {"path", "sha256"}
 def _check(value: Any, tp: Any, where: str) -> Any:
     """Check `value` against the annotation `tp`; return it converted (lists to tuples etc.)."""
     origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise _wrong(where, "a table", value)
         return _build(tp, value, where)

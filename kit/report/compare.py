@@ -67,15 +67,16 @@ def compare(a: Side, b: Side, *, allow_protocol_change: bool = False) -> dict[st
         )
     rows_a = {tuple(r[k] for k in KEY): r for _, r in a.configurations.iterrows()}
     rows_b = {tuple(r[k] for k in KEY): r for _, r in b.configurations.iterrows()}
-    both, only_a, only_b = [], [], []
+    both: list[dict[str, Any]] = []
+    only_a: list[dict[str, Any]] = []
+    only_b: list[dict[str, Any]] = []
     for key in sorted(set(rows_a) | set(rows_b)):
         ra, rb = rows_a.get(key), rows_b.get(key)
         ident = dict(zip(KEY, key))
-        if ra is None:
-            only_b.append({**ident, "card": rb["card"]})
-            continue
-        if rb is None:
-            only_a.append({**ident, "card": ra["card"]})
+        if ra is None or rb is None:
+            present = ra if ra is not None else rb
+            assert present is not None  # the key came from one of the two
+            (only_a if rb is None else only_b).append({**ident, "card": present["card"]})
             continue
         ta, tb = _timed(ra), _timed(rb)
         entry: dict[str, Any] = {

@@ -141,9 +141,10 @@ def _conditions_words(ctx: _Context) -> list[Piece]:
     says = ctx.found.get("contender", {}).get("says")
     words: list[Piece] = [
         f" Card {ctx.found.get('card', {}).get('name', manifest['series']['card'])}; every "
-        "software version in ", _file("versions.json"),
+        "software version in ",
+        _file("versions.json"),
         f"; series of {manifest['date_utc']}, kit {manifest['kit_version']}",
-    ]  # fmt: skip
+    ]
     if says:
         words.append(f"; the contender says of itself: {says!r}")
     return [*words, "."]
@@ -152,7 +153,8 @@ def _conditions_words(ctx: _Context) -> list[Piece]:
 def step_time_section(ctx: _Context) -> Section:
     out = []
     for title, g in _groups(ctx):
-        rows, sources = [], []
+        rows: list[plots.StepTimeRow] = []
+        sources: list[Piece] = []
         for _, c in g.iterrows():
             timed = _runs(ctx, c["config"], ["timed"], ok_only=True)
             note = "out of memory: no time (amendment 8)" if c["out_of_memory"] else c["notes"]
@@ -163,10 +165,14 @@ def step_time_section(ctx: _Context) -> Section:
         caption: list[Piece] = [
             f"{title}. Every timed run that counted is a dot, its step time by the outside "
             "clock (§5); the median is the black mark and the range the bar. A deficit is "
-            "drawn as a lead is (§3 rule 5).", *_conditions_words(ctx),
-            " From each timed run's stamped stdout.log: ", *sources,
-            ". Every value is in ", _file("tables/runs.csv"), ".",
-        ]  # fmt: skip
+            "drawn as a lead is (§3 rule 5).",
+            *_conditions_words(ctx),
+            " From each timed run's stamped stdout.log: ",
+            *sources,
+            ". Every value is in ",
+            _file("tables/runs.csv"),
+            ".",
+        ]
         name = f"step-times.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         png = plots.step_times_png(rows, f"Step times: {title}")
         out.append(Plot(name, png, f"Step times, {title}", tuple(caption)))
@@ -196,9 +202,11 @@ def conditions_section(ctx: _Context) -> Section:
                 "timed run, sampled every second (§5 Conditions); the timed window is drawn "
                 "bold. From each run's samples.jsonl: ",
                 *_links(pd.DataFrame(used), "samples.jsonl"),
-                ". Their summaries and §5's flags are in ", _file("tables/runs.csv"),
-                ".", *_conditions_words(ctx),
-            ]  # fmt: skip
+                ". Their summaries and §5's flags are in ",
+                _file("tables/runs.csv"),
+                ".",
+                *_conditions_words(ctx),
+            ]
             png = plots.conditions_png(traces, f"The card through each timed run: {label}")
             name = f"conditions.{_slug(c['card'], c['config'])}.png"
             out.append(Plot(name, png, f"Card conditions, {label}", tuple(caption)))
@@ -222,8 +230,11 @@ def _trace(records: list[dict], r: pd.Series) -> plots.ConditionTrace | None:
     return plots.ConditionTrace(
         f"run {int(r['run_id'])}",
         tuple((x["t_ns"] - t0) / 1e9 for x in samples),
-        col("sm_clock_mhz"), col("temperature_c"), col("power_w"), window,
-    )  # fmt: skip
+        col("sm_clock_mhz"),
+        col("temperature_c"),
+        col("power_w"),
+        window,
+    )
 
 
 def kernel_section(ctx: _Context) -> Section:
@@ -243,11 +254,14 @@ def kernel_section(ctx: _Context) -> Section:
             "Systems slows launches, so it explains a step time and never stands in for one "
             "(§5, §6). From each profiled run's kernel table as nsys stats printed it "
             "(nsys-stats/stdout.log): ",
-            *_links(profiled, "nsys-stats/stdout.log"), ". Every value is in ",
+            *_links(profiled, "nsys-stats/stdout.log"),
+            ". Every value is in ",
             _file("tables/kernel_families.csv"),
-            ", each kernel in ", _file("tables/kernels.csv"), ".",
+            ", each kernel in ",
+            _file("tables/kernels.csv"),
+            ".",
             *_conditions_words(ctx),
-        ]  # fmt: skip
+        ]
         png = plots.kernel_families_png(frame, f"Kernel families, the {KERNEL_TIME_LABEL}: {title}")
         name = f"kernel-families.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Kernel families, {title}", tuple(caption)))
@@ -262,7 +276,8 @@ def loss_section(ctx: _Context) -> Section:
 
     out = []
     for title, g in _groups(ctx):
-        curves, sources = [], []
+        curves: list[plots.LossCurve] = []
+        sources: list[Piece] = []
         for _, c in g.iterrows():
             timed = _runs(ctx, c["config"], ["timed"], ok_only=True).sort_values("run_id")
             if timed.empty:
@@ -271,8 +286,11 @@ def loss_section(ctx: _Context) -> Section:
             grammar = ctx.protocol.pytorch if c["side"] == PYTORCH else ctx.protocol.contender
             lines = timing.losses(ctx.rd.root / run["log_dir"] / "stdout.log", grammar)
             label = f"{_label(ctx, c)}, run {int(run['run_id'])}"
-            curves.append(plots.LossCurve(label, c["side"], tuple(x.step for x in lines),
-                                          tuple(x.loss for x in lines)))  # fmt: skip
+            curves.append(
+                plots.LossCurve(
+                    label, c["side"], tuple(x.step for x in lines), tuple(x.loss for x in lines)
+                )
+            )
             sources += ["; " if sources else "", *_links(timed.iloc[:1], "stdout.log")]
         if not curves:
             continue
@@ -280,9 +298,11 @@ def loss_section(ctx: _Context) -> Section:
             f"{title}. Per configuration, the training loss of its first timed run that "
             "counted, as the program printed it, parsed with its side's grammar from the "
             "protocol file. These curves are not §7's correctness check. From each run's "
-            "stamped stdout.log: ", *sources,
-            ".", *_conditions_words(ctx),
-        ]  # fmt: skip
+            "stamped stdout.log: ",
+            *sources,
+            ".",
+            *_conditions_words(ctx),
+        ]
         png = plots.loss_curves_png(
             curves, f"Training loss, one timed run a configuration: {title}"
         )
@@ -381,7 +401,7 @@ class _Enrich(Treeprocessor):
     def _comparison_rows(self) -> list[list[list[Piece]]]:
         """Per comparison table, in render's order (card, model, precision), per row."""
         comp = self.ctx.t.comparison
-        tables = []
+        tables: list[list[list[Piece]]] = []
         if comp.empty:
             return tables
         for (_, model, precision), g in comp.groupby(["card", "model", "precision"], sort=False):
@@ -403,8 +423,14 @@ class _Enrich(Treeprocessor):
         h2 = ET.Element("h2", id="plots")
         h2.text = "Plots"
         intro = ET.Element("p")
-        _add(intro, ["Drawn from the raw files each caption names; the same images are in ",
-                     (f"{PLOTS}/", f"{PLOTS}/"), "."])  # fmt: skip
+        _add(
+            intro,
+            [
+                "Drawn from the raw files each caption names; the same images are in ",
+                (f"{PLOTS}/", f"{PLOTS}/"),
+                ".",
+            ],
+        )
         out = [h2, intro]
         for s in self.secs:
             h3 = ET.Element("h3")
@@ -427,8 +453,14 @@ class _Enrich(Treeprocessor):
         h2 = ET.Element("h2", id="rerun")
         h2.text = "Rerun and recompute"
         p = ET.Element("p")
-        _add(p, [_file("rerun.sh"), " runs this series again on another machine and "
-                 "recomputes it; these are its commands:"])  # fmt: skip
+        _add(
+            p,
+            [
+                _file("rerun.sh"),
+                " runs this series again on another machine and "
+                "recomputes it; these are its commands:",
+            ],
+        )
         pre = ET.Element("pre")
         ET.SubElement(pre, "code").text = self.rerun
         h2b = ET.Element("h2", id="raw-files")

@@ -75,9 +75,15 @@ def plot_method_a(result: MethodAResult, path: Path, title: str = "") -> Path:
             c = mine[mine["seed"] == seed]
             for target in (ax, inset) if inset is not None else (ax,):
                 target.plot(
-                    c["step"], c["val_loss"], style, color=colour, marker="o", markersize=2.5,
-                    linewidth=1.2, label=f"{SIDE_LABELS[side]}, seed {seed}",
-                )  # fmt: skip
+                    c["step"],
+                    c["val_loss"],
+                    style,
+                    color=colour,
+                    marker="o",
+                    markersize=2.5,
+                    linewidth=1.2,
+                    label=f"{SIDE_LABELS[side]}, seed {seed}",
+                )
     if result.from_step <= last:
         ax.axvspan(result.from_step, last, color="0.93", zorder=0, label="judged steps (§7 A)")
     verdict = {True: "passed", False: "failed", None: "read, not judged"}[result.verdict]
@@ -100,9 +106,14 @@ def _inset_final(ax: Axes, final: pd.DataFrame) -> None:
         for _, r in final.iterrows()
     ]
     ax.text(
-        0.02, 0.03, "\n".join(lines), transform=ax.transAxes, fontsize=8, va="bottom",
+        0.02,
+        0.03,
+        "\n".join(lines),
+        transform=ax.transAxes,
+        fontsize=8,
+        va="bottom",
         bbox={"facecolor": "white", "edgecolor": "0.7", "alpha": 0.9},
-    )  # fmt: skip
+    )
 
 
 def plot_method_b(
@@ -128,17 +139,24 @@ def plot_method_b(
         ax.axvspan(lo, hi, color="0.92", zorder=0, label=f"judged: steps {lo} to {hi}")
         if also_window:
             ax.axvline(
-                also_window[1], color="0.5", linestyle=":", linewidth=1,
+                also_window[1],
+                color="0.5",
+                linestyle=":",
+                linewidth=1,
                 label=f"end of steps {also_window[0]} to {also_window[1]}: verdict beside",
-            )  # fmt: skip
+            )
         ax.grid(True, color="0.85", linewidth=0.6)
     top.plot(
         p.index, p.to_numpy(), "-", color="tab:blue", linewidth=1.3, label=SIDE_LABELS[PYTORCH]
     )
     top.plot(
-        c.index, c.to_numpy(), "--", color="tab:orange", linewidth=1.3,
+        c.index,
+        c.to_numpy(),
+        "--",
+        color="tab:orange",
+        linewidth=1.3,
         label=SIDE_LABELS[CONTENDER],
-    )  # fmt: skip
+    )
     top.set_ylabel("training loss")
     top.set_title(title or "§7 B: one shared start, one batch order")
     top.legend(fontsize=8, loc="upper right")
@@ -147,9 +165,14 @@ def plot_method_b(
     bottom.plot(common, rel.to_numpy(), color="tab:red", linewidth=1.0)
     bottom.axhline(step_tol * 100, color="black", linewidth=0.8, linestyle="--")
     bottom.text(
-        0.01, 0.95, f"dashed: tolerance {step_tol:.0%} (step 0: {STEP0_TOLERANCE:g})",
-        transform=bottom.transAxes, ha="left", va="top", fontsize=8,
-    )  # fmt: skip
+        0.01,
+        0.95,
+        f"dashed: tolerance {step_tol:.0%} (step 0: {STEP0_TOLERANCE:g})",
+        transform=bottom.transAxes,
+        ha="left",
+        va="top",
+        fontsize=8,
+    )
     bottom.set_xlabel("step")
     bottom.set_ylabel("relative difference (%)")
     bottom.set_ylim(bottom=0)
@@ -222,12 +245,19 @@ def step_times_png(rows: list[StepTimeRow], title: str) -> bytes:
 
     handles = [
         Line2D([], [], marker="o", linestyle="", color="0.3", label="a timed run"),
-        Line2D([], [], marker="|", linestyle="", color="black", markersize=12, mew=2,
-               label="median"),
+        Line2D(
+            [], [], marker="|", linestyle="", color="black", markersize=12, mew=2, label="median"
+        ),
         Line2D([], [], color="0.3", linewidth=7, alpha=0.3, label="range (fastest to slowest)"),
-    ]  # fmt: skip
-    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16),
-              ncol=3, frameon=False)  # fmt: skip
+    ]
+    ax.legend(
+        handles=handles,
+        fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.16),
+        ncol=3,
+        frameon=False,
+    )
     fig.tight_layout()
     return png_bytes(fig)
 
@@ -248,8 +278,11 @@ def conditions_png(traces: list[ConditionTrace], title: str) -> bytes:
     """The card's SM clock, temperature and power through each run; the window drawn bold."""
     fig = Figure(figsize=(11, 5.4))
     axes = fig.subplots(3, 1, sharex=True)
-    panels = [("sm_clock_mhz", "SM clock (MHz)"), ("temperature_c", "temperature (\u00b0C)"),
-              ("power_w", "power (W)")]  # fmt: skip
+    panels = [
+        ("sm_clock_mhz", "SM clock (MHz)"),
+        ("temperature_c", "temperature (\u00b0C)"),
+        ("power_w", "power (W)"),
+    ]
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"]
@@ -258,8 +291,17 @@ def conditions_png(traces: list[ConditionTrace], title: str) -> bytes:
         t = np.asarray(tr.t_s, dtype=float)
         for ax, (field, _) in zip(axes, panels):
             v = np.asarray(getattr(tr, field), dtype=float)
-            ax.plot(t, v, "-", color=colour, linewidth=0.9, alpha=0.7, marker=".", markersize=3,
-                    label=tr.label if ax is axes[0] else None)  # fmt: skip
+            ax.plot(
+                t,
+                v,
+                "-",
+                color=colour,
+                linewidth=0.9,
+                alpha=0.7,
+                marker=".",
+                markersize=3,
+                label=tr.label if ax is axes[0] else None,
+            )
             if tr.window_s is not None:
                 inside = (t >= tr.window_s[0]) & (t <= tr.window_s[1])
                 if inside.any():
@@ -328,8 +370,16 @@ def loss_curves_png(curves: list[LossCurve], title: str) -> bytes:
         style = "--" if side == CONTENDER else "-"
         shades = _shades(SIDE_COLOURS.get(side, "Greys"), len(mine))
         for colour, c in zip(shades, mine):
-            ax.plot(c.step, c.loss, style, color=colour, linewidth=1.3, marker="o",
-                    markersize=2.5, label=_wrap(c.label, 60))  # fmt: skip
+            ax.plot(
+                c.step,
+                c.loss,
+                style,
+                color=colour,
+                linewidth=1.3,
+                marker="o",
+                markersize=2.5,
+                label=_wrap(c.label, 60),
+            )
     ax.set_xlabel("step")
     ax.set_ylabel("training loss, as the program printed it")
     ax.grid(True, color="0.85", linewidth=0.6)

@@ -142,8 +142,15 @@ def graph_breaks_table(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, r in runs[runs["kind"] == "graph-breaks"].iterrows():
         if r["status"] != RunStatus.OK:
-            rows.append({"config": r["config"], "status": r["status"], "graph_breaks": None,
-                         "break_sites": None, "recompiles": None})  # fmt: skip
+            rows.append(
+                {
+                    "config": r["config"],
+                    "status": r["status"],
+                    "graph_breaks": None,
+                    "break_sites": None,
+                    "recompiles": None,
+                }
+            )
             continue
         counts = extras.graph_break_counts(rd.root / r["log_dir"])
         rows.append(
@@ -191,7 +198,12 @@ def library_lines(table: pd.DataFrame) -> list[str]:
     rows = []
     for config, g in table.groupby("config", sort=False):
         nvidia = sorted(set(g[g["nvidia"]]["library"])) or ["none"]
-        rows.append({"configuration": config, "NVIDIA libraries opened": ", ".join(nvidia),
-                     "libnvrtc opened": "yes" if g["nvrtc_opened_by_config"].any() else "no",
-                     "libraries in all": len(g)})  # fmt: skip
+        rows.append(
+            {
+                "configuration": config,
+                "NVIDIA libraries opened": ", ".join(nvidia),
+                "libnvrtc opened": "yes" if g["nvrtc_opened_by_config"].any() else "no",
+                "libraries in all": len(g),
+            }
+        )
     return [pd.DataFrame(rows).to_markdown(index=False)]

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 FASTER, LEVEL, SLOWER = "faster", "level", "slower"
 NO_VERDICT = "no verdict"
+# step times in seconds, as the tables hold them (numpy arrays) or as a list
+Times = Sequence[float] | npt.NDArray[np.floating]
 
 
-def ranges_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
+def ranges_overlap(a: Times, b: Times) -> bool:
     return max(min(a), min(b)) <= min(max(a), max(b))
 
 
-def by_times(mica_s: Sequence[float], pytorch_s: Sequence[float], margin: float) -> str:
+def by_times(mica_s: Times, pytorch_s: Times, margin: float) -> str:
     """D1 applied to two sets of step times (Mica's, and PyTorch's fastest mode's).
 
     faster: max(M) < min(P), no run of Mica's was as slow as PyTorch's fastest run;
@@ -34,7 +37,7 @@ def by_times(mica_s: Sequence[float], pytorch_s: Sequence[float], margin: float)
     return SLOWER
 
 
-def fastest_mode(times_by_mode: dict[str, Sequence[float]]) -> str | None:
+def fastest_mode(times_by_mode: Mapping[str, Times]) -> str | None:
     """PyTorch's fastest mode: the lowest median among the modes that ran (amendment 5.3)."""
     ran = {mode: float(np.median(t)) for mode, t in times_by_mode.items() if len(t)}
     return min(ran, key=lambda mode: (ran[mode], mode)) if ran else None

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.engine import store, versions
 from kit.engine.scheduler import CONTENDER, PYTORCH, Config
 from kit.errors import UserError
 from kit.executors.base import Executor, Mount, RunSpec
@@ -35,12 +36,23 @@ class RunContext:
 
 class Side(abc.ABC):
     name: str
+    image: str | None = None  # its measured image (§8) under the Docker executor; None: here
 
     @abc.abstractmethod
     def grammar(self, protocol: Protocol) -> Grammar: ...
 
     @abc.abstractmethod
-    def spec(self, config: Config, label: str, ctx: RunContext, **options) -> RunSpec: ...
+    def spec(
+        self,
+        config: Config,
+        label: str,
+        ctx: RunContext,
+        *,
+        extra_mounts: tuple[Mount, ...] = (),
+        batch_size: int | None = None,
+    ) -> RunSpec:
+        """A run of `config`; the engine passes the batch amendment 5.1 halved, the checks
+        their mounts, and each side takes options of its own beside these."""
 
     def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
         """The variants this side runs for a precision, each with whether it is primary."""
@@ -82,8 +94,6 @@ class ContenderSide(Side):
         return [(b.name, b.primary) for b in protocol.builds_for(precision)]
 
     def versions(self, ctx: RunContext, scratch: Path, recorded: dict | None = None) -> dict:
-        from kit.engine import store, versions
-
         program = Mount("program", self.program.parent)
         argv = (
             f"{ctx.executor.where(program)}/{self.program.name}",
@@ -181,8 +191,6 @@ class PyTorchSide(Side):
         return [(m, True) for m in modes]
 
     def versions(self, ctx: RunContext, scratch: Path, recorded: dict | None = None) -> dict:
-        from kit.engine import versions
-
         found = versions.pytorch_versions(
             ctx.executor, self.python, Mount("nanogpt", self.workspace), self.image, scratch
         )

@@ -49,15 +49,17 @@ def datasets(p: Protocol, o: dict[str, Any]) -> Path:
         url=p.data.input_url,
     )
     if data_mod.CHAR_DATASET in needed:
-        data_mod.prepare_char(input_path, root / data_mod.CHAR_DATASET,
-                              input_sha256=p.data.input_sha256)  # fmt: skip
+        data_mod.prepare_char(
+            input_path, root / data_mod.CHAR_DATASET, input_sha256=p.data.input_sha256
+        )
     if data_mod.BPE_DATASET in needed:
         encoding = data_mod.gpt2_encoding(
             cache_dir() / "tiktoken",
             Path(o["tiktoken_files"]) if o.get("tiktoken_files") else None,
         )
-        data_mod.prepare_bpe(input_path, root / data_mod.BPE_DATASET, encoding,
-                             input_sha256=p.data.input_sha256)  # fmt: skip
+        data_mod.prepare_bpe(
+            input_path, root / data_mod.BPE_DATASET, encoding, input_sha256=p.data.input_sha256
+        )
     unknown = needed - {data_mod.CHAR_DATASET, data_mod.BPE_DATASET}
     if unknown:
         raise UserError(f"the protocol names datasets the kit cannot prepare: {sorted(unknown)}")

@@ -10,8 +10,15 @@ from kit.telemetry import nvml
 from kit.telemetry.nvml import CardInfo, GpuProcess, Sample
 from tests.conftest import CONTENDER, TEXT_INPUT
 
-INFO = CardInfo("NVIDIA L4", "GPU-00000000-1111-2222-3333-444444444444", (8, 9), "550.54.15",
-                "12.4", 24 * 2**30, 0)  # fmt: skip
+INFO = CardInfo(
+    "NVIDIA L4",
+    "GPU-00000000-1111-2222-3333-444444444444",
+    (8, 9),
+    "550.54.15",
+    "12.4",
+    24 * 2**30,
+    0,
+)
 THERMAL = 0x020  # sw_thermal_slowdown
 
 

@@ -125,8 +125,14 @@ def test_method_a_smoke_five_seeds_a_side_passes(tmp_path: Path, fakes):
         if r["side"] == "pytorch":
             # §4's seed variable: the patched tree, at the protocol's mode
             assert "tree: patched" in lines
-            for flag in (f"--seed={r['seed']}", "--max_iters=200", "--eval_interval=50",
-                         "--eval_iters=5", "--compile_mode=default", "--dtype=float32"):  # fmt: skip
+            for flag in (
+                f"--seed={r['seed']}",
+                "--max_iters=200",
+                "--eval_interval=50",
+                "--eval_iters=5",
+                "--compile_mode=default",
+                "--dtype=float32",
+            ):
                 assert flag in argv
         else:
             joined = " ".join(argv)
@@ -254,9 +260,13 @@ def test_resume_after_kill_9_of_the_whole_check(tmp_path: Path, fakes):
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", CHECK_MAIN, *args], cwd=ROOT, env=env, stdout=err,
-            stderr=err, start_new_session=True,  # a signal for the check alone
-        )  # fmt: skip
+            [sys.executable, "-c", CHECK_MAIN, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=err,
+            stderr=err,
+            start_new_session=True,  # a signal for the check alone
+        )
         deadline = time.monotonic() + 60
         while proc.poll() is None and time.monotonic() < deadline:
             if (out / "runs.jsonl").exists() and len(records(out)) >= 2:
@@ -310,9 +320,17 @@ def test_method_b_shared_start_passes(tmp_path: Path, fakes):
         "shared_start/batch_order.npy",
     }
     argv = argv_of(out, torch_run)
-    for flag in ("--init_from=resume", f"--batch_order={shared}/batch_order.npy",
-                 "--allow_tf32=False", "--dropout=0.0", "--dtype=float32", "--log_interval=1",
-                 "--max_iters=20", "--compile=False", "--eval_iters=1"):  # fmt: skip
+    for flag in (
+        "--init_from=resume",
+        f"--batch_order={shared}/batch_order.npy",
+        "--allow_tf32=False",
+        "--dropout=0.0",
+        "--dtype=float32",
+        "--log_interval=1",
+        "--max_iters=20",
+        "--compile=False",
+        "--eval_iters=1",
+    ):
         assert flag in argv
     out_dir = next(a for a in argv if a.startswith("--out_dir=")).split("=", 1)[1]
     assert Path(out_dir).parent == out / "work" / "method_b"
@@ -362,10 +380,20 @@ def test_method_b_contender_apart_fails_at_its_step(tmp_path: Path, fakes):
 def test_method_b_gpt2_medium_window_scaled_with_the_verdict_beside():
     p = protocol_mod.load()
     spec = checkrun.CheckSpec(
-        method="B", model="gpt2-medium", precision="float32", seeds=(1337,), card="cpu",
-        device="cpu", smoke=True, contender_build="mica", pytorch_mode="eager", steps=20,
-        eval_interval=50, eval_iters=5, from_step=100,
-    )  # fmt: skip
+        method="B",
+        model="gpt2-medium",
+        precision="float32",
+        seeds=(1337,),
+        card="cpu",
+        device="cpu",
+        smoke=True,
+        contender_build="mica",
+        pytorch_mode="eager",
+        steps=20,
+        eval_interval=50,
+        eval_iters=5,
+        from_step=100,
+    )
     # amendment 6: steps 1 to 100 judge, §7 B's 200 steps stand beside; a smoke check scales both
     assert checkrun.method_b_windows(p, spec) == ((1, 10), (1, 20))
     full = dataclasses.replace(spec, steps=200, smoke=False)
@@ -485,8 +513,7 @@ def test_nanogpt_config_reads_defaults_config_file_and_overrides(tmp_path: Path)
     )
     (tmp_path / "cfg.py").write_text("batch_size = 64\nn_layer = 6\n")
     cfg = checkrun.nanogpt_config(tmp_path, ["cfg.py", "--gradient_accumulation_steps=1"])
-    assert cfg == {"batch_size": 64, "gradient_accumulation_steps": 1, "bias": False,
-                   "n_layer": 6}  # fmt: skip
+    assert cfg == {"batch_size": 64, "gradient_accumulation_steps": 1, "bias": False, "n_layer": 6}
     with pytest.raises(UserError, match="no setting 'after'"):
         checkrun.nanogpt_config(tmp_path, ["--after=2"])
     with pytest.raises(UserError, match="nanoGPT's bias is a bool"):
@@ -501,15 +528,22 @@ def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_pa
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
     a, b = tmp_path / "a", tmp_path / "b"
     assert invoke(*check_args(a, protocol, tree, "A")).exit_code == 0
-    series = series_dir(tmp_path, "cpu", protocol, smoke=True, models=["shakespeare-char"],
-                        precisions=["float32"])  # fmt: skip
+    series = series_dir(
+        tmp_path, "cpu", protocol, smoke=True, models=["shakespeare-char"], precisions=["float32"]
+    )
     key = "shakespeare-char/float32"
     assert checkrun.checks_for_series(series, []) == {key: "correctness not checked"}
     assert checkrun.checks_for_series(series, [a]) == {key: "method B not run on cpu"}
     assert invoke(*check_args(b, protocol, tree, "B")).exit_code == 0
     assert checkrun.checks_for_series(series, [a, b]) == {key: "passed"}
-    l4 = series_dir(tmp_path, "NVIDIA L4", protocol, smoke=True, models=["shakespeare-char"],
-                    precisions=["float32"])  # fmt: skip
+    l4 = series_dir(
+        tmp_path,
+        "NVIDIA L4",
+        protocol,
+        smoke=True,
+        models=["shakespeare-char"],
+        precisions=["float32"],
+    )
     # amendment 7.3: the families stand for every card; method B and one seed a side do not
     assert checkrun.checks_for_series(l4, [a, b]) == {
         key: "method A's one seed a side not run on NVIDIA L4; method B not run on NVIDIA L4"
@@ -623,10 +657,26 @@ def test_real_nanogpt_method_b_smoke(tmp_path: Path):
     )
     # with the batch-order switch off, the patched train.py prints nanoGPT's own .4f
     run = subprocess.run(
-        [sys.executable, "-u", "train.py", "config/train_shakespeare_char.py", "--device=cpu",
-         "--compile=False", "--max_iters=1", "--eval_iters=1", "--log_interval=1",
-         "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=32", "--batch_size=2",
-         f"--out_dir={tmp_path / 'scratch'}"],
-        cwd=out / "work" / "nanogpt" / "patched", capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-u",
+            "train.py",
+            "config/train_shakespeare_char.py",
+            "--device=cpu",
+            "--compile=False",
+            "--max_iters=1",
+            "--eval_iters=1",
+            "--log_interval=1",
+            "--n_layer=1",
+            "--n_head=2",
+            "--n_embd=32",
+            "--block_size=32",
+            "--batch_size=2",
+            f"--out_dir={tmp_path / 'scratch'}",
+        ],
+        cwd=out / "work" / "nanogpt" / "patched",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert re.search(r"^iter 1: loss \d\.\d{4}, time [\d.]+ms, mfu ", run.stdout, re.M)

@@ -63,8 +63,15 @@ def parse(path: Path) -> Page:
 
 def both_sides(tmp_path: Path, cli, fake_env) -> Path:
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=2)
-    fake_env(step_ms={"eager": 4.0, "default": 3.0, "reduce-overhead": 2.5, "max-autotune": 2.8,
-                      "mica": 2.7})  # fmt: skip
+    fake_env(
+        step_ms={
+            "eager": 4.0,
+            "default": 3.0,
+            "reduce-overhead": 2.5,
+            "max-autotune": 2.8,
+            "mica": 2.7,
+        }
+    )
     out = tmp_path / "r"
     res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))
     assert res.exit_code == 0, res.output
@@ -151,8 +158,13 @@ def test_rerun_sh_runs_the_series_again_and_recomputes_it(tmp_path, fast_protoco
     lines = script.read_text().splitlines()
     assert lines[0] == "#!/usr/bin/env bash" and "set -euo pipefail" in lines
     again = tmp_path / "again"
-    run = subprocess.run([str(script), str(again)], env=micakit_on_path(tmp_path),
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    run = subprocess.run(
+        [str(script), str(again)],
+        env=micakit_on_path(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "every published number matches" in run.stdout  # verify: the original, then the new
     new = json.loads((again / "manifest.json").read_text())
@@ -166,8 +178,9 @@ def test_rerun_sh_runs_the_series_again_and_recomputes_it(tmp_path, fast_protoco
     other.write_text("#!/bin/sh\n")
     other.chmod(0o755)
     env = {**micakit_on_path(tmp_path), "CONTENDER": str(other)}
-    run = subprocess.run([str(script), str(tmp_path / "x")], env=env, capture_output=True,
-                         text=True, timeout=60)  # fmt: skip
+    run = subprocess.run(
+        [str(script), str(tmp_path / "x")], env=env, capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 2 and "not the series'" in run.stderr
 
 
@@ -197,22 +210,38 @@ def test_rerun_sh_in_the_runner_image_pins_what_was_recorded(tmp_path, fast_prot
 
     digest = hashlib.sha256(program.read_bytes()).hexdigest()
     manifest = {
-        "schema": 1, "kit_version": "0.1.0", "kit_commit": "c0ffee" * 6 + "c0ff",
-        "protocol_name": "TR-2", "protocol_sha256": "ab" * 32, "executor": "docker",
-        "command": ["micakit", "series", "--out", "/results/L4"], "date_utc": "2026-10-05",
+        "schema": 1,
+        "kit_version": "0.1.0",
+        "kit_commit": "c0ffee" * 6 + "c0ff",
+        "protocol_name": "TR-2",
+        "protocol_sha256": "ab" * 32,
+        "executor": "docker",
+        "command": ["micakit", "series", "--out", "/results/L4"],
+        "date_utc": "2026-10-05",
         "series": {"card": "NVIDIA L4", "device": "cuda", "models": ["shakespeare-char"]},
-        "options": {"device": "cuda", "models": ["shakespeare-char"], "precisions": ["float32"],
-                    "sides": ["pytorch", "contender"], "contender": str(program),
-                    "gpu": "GPU-1234", "idle_timeout_s": 60.0, "env": {"CUDA_MODULE_LOADING": "LAZY"},
-                    "protocol": "/opt/micakit/benchmarks/NanoGpt/protocol.toml"},
-    }  # fmt: skip
+        "options": {
+            "device": "cuda",
+            "models": ["shakespeare-char"],
+            "precisions": ["float32"],
+            "sides": ["pytorch", "contender"],
+            "contender": str(program),
+            "gpu": "GPU-1234",
+            "idle_timeout_s": 60.0,
+            "env": {"CUDA_MODULE_LOADING": "LAZY"},
+            "protocol": "/opt/micakit/benchmarks/NanoGpt/protocol.toml",
+        },
+    }
     versions = {
         "card": {"name": "NVIDIA L4"},
         "contender": {"says": "mica 7.7.0", "program_sha256": digest},
-        "images": {"runner": {"image_id": "sha256:" + "1" * 64,
-                              "repo_digests": ["micakit@sha256:" + "2" * 64]},
-                   "pytorch": {"image_id": "sha256:" + "3" * 64}},
-    }  # fmt: skip
+        "images": {
+            "runner": {
+                "image_id": "sha256:" + "1" * 64,
+                "repo_digests": ["micakit@sha256:" + "2" * 64],
+            },
+            "pytorch": {"image_id": "sha256:" + "3" * 64},
+        },
+    }
     (out / "manifest.json").write_text(json.dumps(manifest))
     (out / "versions.json").write_text(json.dumps(versions))
     script = rerun.write(ResultsDir(out))
@@ -252,11 +281,24 @@ def test_rerun_sh_from_a_directory_that_recorded_little(tmp_path):
     """An old directory: no options, no versions.json; the script still says what it can."""
     out = tmp_path / "old"
     out.mkdir()
-    (out / "manifest.json").write_text(json.dumps({
-        "schema": 1, "kit_version": "0.0.9", "protocol_sha256": "cd" * 32,
-        "series": {"card": "cpu", "device": "cpu", "smoke": True, "models": ["shakespeare-char"],
-                   "precisions": ["float32"], "sides": ["pytorch"], "extra": {}},
-    }))  # fmt: skip
+    (out / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "kit_version": "0.0.9",
+                "protocol_sha256": "cd" * 32,
+                "series": {
+                    "card": "cpu",
+                    "device": "cpu",
+                    "smoke": True,
+                    "models": ["shakespeare-char"],
+                    "precisions": ["float32"],
+                    "sides": ["pytorch"],
+                    "extra": {},
+                },
+            }
+        )
+    )
     text = rerun.script(ResultsDir(out))
     assert subprocess.run(["bash", "-n", "-c", text]).returncode == 0
     assert "MODE=${MODE:-local}" in text and "IMAGE=${IMAGE:-micakit:0.0.9-cdcdcdcdcdcd}" in text

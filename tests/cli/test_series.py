@@ -127,8 +127,18 @@ def test_bad_input_is_a_clear_error(tmp_path, fast_protocol, cli):
     assert (out / "keep").read_text() == "x"
     not_exec = tmp_path / "prog"
     not_exec.write_text("")
-    res = cli("series", "--out", tmp_path / "n", "--device", "cpu", "--no-pytorch",
-              "--contender", not_exec, "--executor", "local")  # fmt: skip
+    res = cli(
+        "series",
+        "--out",
+        tmp_path / "n",
+        "--device",
+        "cpu",
+        "--no-pytorch",
+        "--contender",
+        not_exec,
+        "--executor",
+        "local",
+    )
     assert res.exit_code == ExitCode.USER_ERROR and "not an executable file" in res.output
     bad = write_protocol(tmp_path / "bad.toml", **{"runs = 5": "runs = 5\nrounds = 3"})
     res = cli(*contender_args(tmp_path / "b", bad))

@@ -21,9 +21,11 @@ def run(tmp_path, cli, fake_env, step_ms: dict, *extra: str) -> pd.DataFrame:
 
 def test_pytorch_modes_use_the_right_tree_and_the_fastest_mode_is_compared(tmp_path, cli, fake_env):
     table = run(
-        tmp_path, cli, fake_env,
+        tmp_path,
+        cli,
+        fake_env,
         {"eager": 4.0, "default": 3.0, "reduce-overhead": 2.5, "max-autotune": 2.8, "mica": 2.0},
-    )  # fmt: skip
+    )
     row = table.iloc[0]
     assert row["pytorch_fastest_mode"] == "reduce-overhead"
     assert row["ratio"] == pytest.approx(2.5 / 2.0, rel=0.05)
@@ -63,8 +65,13 @@ def test_pytorch_modes_use_the_right_tree_and_the_fastest_mode_is_compared(tmp_p
     ],
 )
 def test_times_alone_say(tmp_path, cli, fake_env, mica_ms, torch_ms, expected):
-    step = {"eager": torch_ms * 2, "default": torch_ms, "reduce-overhead": torch_ms * 1.5,
-            "max-autotune": torch_ms * 1.5, "mica": mica_ms}  # fmt: skip
+    step = {
+        "eager": torch_ms * 2,
+        "default": torch_ms,
+        "reduce-overhead": torch_ms * 1.5,
+        "max-autotune": torch_ms * 1.5,
+        "mica": mica_ms,
+    }
     table = run(tmp_path, cli, fake_env, step)
     assert table.iloc[0]["times_alone_say"] == expected
     assert table.iloc[0]["verdict"].startswith("no verdict")

@@ -28,20 +28,31 @@ pytestmark = [
     ),
 ]
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--window-size=1280,1400",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--hide-scrollbars",
+    "--window-size=1280,1400",
     # offline: no name resolves, so anything the page tried to fetch would fail and log
     "--host-resolver-rules=MAP * ~NOTFOUND",
-]  # fmt: skip
+]
 TABLE_BORDER = 204  # the report's table borders are #ccc; no other line on the page is
 
 
 def chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
-        capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def console(stderr: str) -> list[str]:

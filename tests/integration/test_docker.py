@@ -69,9 +69,12 @@ def _fake_spec(base_image: str, label: str, *args: str, **fake: object) -> RunSp
     fakes = Mount("fakes", FAKES)
     argv = ("python3", "/micakit/fakes/contender.py", "+mica", "stdout=line", "-mica", *args)
     return RunSpec(
-        label=label, argv=argv, env={"MICAKIT_FAKE": json.dumps(fake)}, mounts=(fakes,),
+        label=label,
+        argv=argv,
+        env={"MICAKIT_FAKE": json.dumps(fake)},
+        mounts=(fakes,),
         image=base_image,
-    )  # fmt: skip
+    )
 
 
 # --- runs --------------------------------------------------------------------------------------

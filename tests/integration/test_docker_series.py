@@ -39,10 +39,24 @@ def mica_image(client, tmp_path_factory) -> tuple[str, Path]:
     program.chmod(0o755)
     tag = f"e2e-{uuid.uuid4().hex[:8]}"
     out = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), "images", "build", "--only", "mica",
-         "--contender", str(program), "--base", base, "--tag", tag],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "images",
+            "build",
+            "--only",
+            "mica",
+            "--contender",
+            str(program),
+            "--base",
+            base,
+            "--tag",
+            tag,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     ref = f"micakit-mica:{tag}"
     yield ref, program
@@ -69,8 +83,12 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     out = tmp_path / "r"
     # the fake counts its starts in the series' work folder, which every container mounts
     fake = {"step_ms": {"*": 3.0}, "events": {"mica#4": "oom"}, "state": "/micakit/work/state"}
-    done = subprocess.run(series_args(out, fast_protocol, program, image, fake),
-                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    done = subprocess.run(
+        series_args(out, fast_protocol, program, image, fake),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     recs = records(out)
     statuses = [(r["kind"], r["status"]) for r in recs]
@@ -98,9 +116,13 @@ def test_ctrl_c_mid_run_leaves_no_container(
     before = {c["Id"] for c in leftovers(client)}
     out = tmp_path / "r"
     fake = {"step_ms": {"*": 50.0}}
-    proc = subprocess.Popen(series_args(out, fast_protocol, program, image, fake), cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        series_args(out, fast_protocol, program, image, fake),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         running = [c for c in leftovers(client) if c["Id"] not in before]
@@ -134,8 +156,9 @@ def ssh_engine(tmp_path):
     keys.mkdir()
     (home / ".ssh").mkdir(parents=True)
     for name in ("host_key", "client_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)], check=True
+        )
     (keys / "authorized_keys").write_text((keys / "client_key.pub").read_text())
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -150,8 +173,9 @@ def ssh_engine(tmp_path):
     (home / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{port} {' '.join(host_pub)}\n")
     (home / ".ssh" / "config").write_text(f"Host 127.0.0.1\n  IdentityFile {keys / 'client_key'}\n")
     Path("/run/sshd").mkdir(exist_ok=True)
-    server = subprocess.Popen([sshd, "-D", "-f", str(keys / "sshd_config"), "-E",
-                               str(keys / "sshd.log")])  # fmt: skip
+    server = subprocess.Popen(
+        [sshd, "-D", "-f", str(keys / "sshd_config"), "-E", str(keys / "sshd.log")]
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         with socket.socket() as s:
@@ -172,8 +196,9 @@ def test_a_series_drives_an_engine_over_ssh(
     out = tmp_path / "r"
     args = series_args(out, fast_protocol, program, image, {"step_ms": {"*": 3.0}})
     env = {**os.environ, "HOME": str(home)}
-    done = subprocess.run([*args, "--docker-host", url], capture_output=True, text=True,
-                          cwd=ROOT, env=env)  # fmt: skip
+    done = subprocess.run(
+        [*args, "--docker-host", url], capture_output=True, text=True, cwd=ROOT, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     recs = [r for r in records(out) if r["kind"] in ("discarded", "timed")]
     assert len(recs) == 6 and {r["status"] for r in recs} == {"ok"}

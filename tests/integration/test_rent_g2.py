@@ -151,9 +151,14 @@ def test_the_normal_path_creates_runs_copies_back_and_deletes(tmp_path):
     assert steps(tmp_path) == NORMAL
     create, *_, delete = calls(tmp_path)
     assert create[3] == "t1" and create[4:8] == WHERE
-    for flag in ("--machine-type=g2-standard-8", "--accelerator=type=nvidia-l4,count=1",
-                 "--maintenance-policy=TERMINATE", "--metadata=install-nvidia-driver=True",
-                 "--image-project=deeplearning-platform-release", "--boot-disk-size=100GB"):  # fmt: skip
+    for flag in (
+        "--machine-type=g2-standard-8",
+        "--accelerator=type=nvidia-l4,count=1",
+        "--maintenance-policy=TERMINATE",
+        "--metadata=install-nvidia-driver=True",
+        "--image-project=deeplearning-platform-release",
+        "--boot-disk-size=100GB",
+    ):
         assert flag in create
     assert delete == ["compute", "instances", "delete", "t1", *WHERE, "--quiet"]
     series = next(c for c in calls(tmp_path) if " series --out " in " ".join(c))
@@ -257,9 +262,15 @@ def test_dry_run_prints_every_command_and_calls_nothing(tmp_path):
         assert calls(tmp_path) == []
         printed = [line for line in res.stdout.splitlines() if line.startswith("+ gcloud ")]
         assert [" ".join(line.split()[3:5]) for line in printed] == [
-            "instances create", "ssh t1", "ssh t1", "scp --project", "ssh t1", "ssh t1",
-            "scp --project", "instances delete",
-        ]  # fmt: skip
+            "instances create",
+            "ssh t1",
+            "ssh t1",
+            "scp --project",
+            "ssh t1",
+            "ssh t1",
+            "scp --project",
+            "instances delete",
+        ]
         assert any(
             "series\\ --out\\ /results/t1\\ --model\\ gpt2-small" in line for line in printed
         )
@@ -302,8 +313,11 @@ def test_usage(tmp_path):
     res = rent(tmp_path, "--bogus")
     assert res.returncode == 2 and "unknown argument: --bogus" in res.stderr
     res = subprocess.run(
-        _args(tmp_path)[:2] + [*WHERE, "--name", "Bad_Name"], env=_env(tmp_path),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        _args(tmp_path)[:2] + [*WHERE, "--name", "Bad_Name"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2 and "not a Compute Engine name" in res.stderr
     assert calls(tmp_path) == []

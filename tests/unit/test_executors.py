@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import io
+import tarfile
 
 import pytest
 
@@ -64,3 +66,19 @@ def test_docker_image_id_asks_the_engine() -> None:
     assert ex.uses_images is True
     assert ex.image_id("p:1") == "sha256:" + "a" * 64
     assert ex.image_id("q:1") is None
+
+
+def test_an_image_export_in_chunks_reads_as_a_tar_stream() -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, size in (("usr/lib/libtorch.so", 5000), ("etc/passwd", 10)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, io.BytesIO(b"x" * size))
+    data = buffer.getvalue()
+    chunks = iter([data[i : i + 777] for i in range(0, len(data), 777)])  # not block-aligned
+    with tarfile.open(fileobj=footprint.ChunkReader(chunks), mode="r|") as tar:
+        assert [(m.name, m.size) for m in tar] == [
+            ("usr/lib/libtorch.so", 5000),
+            ("etc/passwd", 10),
+        ]

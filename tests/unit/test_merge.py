@@ -78,8 +78,13 @@ def test_release_holds_every_rows_recomputed_in_order_with_its_source(made, tmp_
     for d in (made["f32"], made["f16"]):
         fresh = report.tables(ResultsDir.open(d)).comparison
         mine = table[table["source"] == str(d)].drop(columns="source").reset_index(drop=True)
-        for col in ("contender_runs", "contender_median_step_s", "contender_min_step_s",
-                    "contender_max_step_s", "verdict"):  # fmt: skip
+        for col in (
+            "contender_runs",
+            "contender_median_step_s",
+            "contender_min_step_s",
+            "contender_max_step_s",
+            "verdict",
+        ):
             assert list(mine[col]) == list(fresh[col]), col
     md = (out / "release.md").read_text()
     assert f"sha256 {_hash(made['f32'])}" in md

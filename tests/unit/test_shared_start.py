@@ -263,12 +263,28 @@ def test_real_train_py_resumes_from_the_shared_start(tmp_path: Path):
         run / "batches.npy", ss.make_batch_order(5000, 32, 4, ss.batch_rows_needed(3), 1337)
     )
     args = [
-        "--dataset=tiny", "--out_dir=out", "--init_from=resume", "--device=cpu", "--compile=False",
-        "--dtype=float32", "--n_layer=2", "--n_head=2", "--n_embd=16", "--block_size=32",
-        "--batch_size=4", "--gradient_accumulation_steps=1", "--max_iters=3", "--log_interval=1",
-        "--eval_iters=1", "--eval_interval=1000", "--dropout=0.0", "--allow_tf32=False",
-        f"--batch_order={order.name}", "--learning_rate=1e-3", "--beta2=0.99",
-    ]  # fmt: skip
+        "--dataset=tiny",
+        "--out_dir=out",
+        "--init_from=resume",
+        "--device=cpu",
+        "--compile=False",
+        "--dtype=float32",
+        "--n_layer=2",
+        "--n_head=2",
+        "--n_embd=16",
+        "--block_size=32",
+        "--batch_size=4",
+        "--gradient_accumulation_steps=1",
+        "--max_iters=3",
+        "--log_interval=1",
+        "--eval_iters=1",
+        "--eval_interval=1000",
+        "--dropout=0.0",
+        "--allow_tf32=False",
+        f"--batch_order={order.name}",
+        "--learning_rate=1e-3",
+        "--beta2=0.99",
+    ]
     out = subprocess.run(
         [sys.executable, "-u", "train.py", *args],
         cwd=run,

@@ -7,6 +7,7 @@ the flattened filesystem's tar members; nothing here talks to the engine.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import tarfile
 from collections.abc import Iterator, Mapping
@@ -49,12 +50,17 @@ INIT_LAYER = (
 )
 
 
-class ChunkReader:
-    """A file object over the export's chunks, for tarfile's stream mode (`r|`)."""
+class ChunkReader(io.RawIOBase):
+    """A read-only file object over the export's chunks, for tarfile's stream mode (`r|`);
+    seeking and writing raise io.UnsupportedOperation, as the stream mode never asks them."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
+        super().__init__()
         self._chunks = chunks
         self._buf = b""
+
+    def readable(self) -> bool:
+        return True
 
     def read(self, size: int = -1) -> bytes:
         while size < 0 or len(self._buf) < size:
