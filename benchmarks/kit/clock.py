@@ -127,9 +127,10 @@ def faults(repeats: int, interval_ms: float) -> None:
     df = pd.DataFrame(rows)
     print(df.to_string(float_format=lambda x: f"{x:.4f}"))
     summary = df.groupby("case", sort=False).agg(
-        p99_worst_ms=("p99_ms", "max"), max_ms=("max_ms", "max"),
+        p99_worst_ms=("p99_ms", "max"),
+        max_ms=("max_ms", "max"),
         agreement_worst_pct=("agreement_pct", "max"),
-    )  # fmt: skip
+    )
     print()
     print(summary.to_string(float_format=lambda x: f"{x:.4f}"))
     print("goal: p99 <= 1 ms, agreement <= 0.05% in every case")

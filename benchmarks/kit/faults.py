@@ -115,8 +115,11 @@ def tally(out: Path) -> tuple[int, int]:
 def verify(out: Path, env: dict) -> int:
     return subprocess.run(
         [sys.executable, str(ROOT / "run.py"), "verify", str(out)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    ).returncode  # fmt: skip
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ).returncode
 
 
 def attempts(out: Path) -> int:

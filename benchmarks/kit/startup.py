@@ -31,8 +31,9 @@ def cold_start_s(args: tuple[str, ...], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, *args], env=env, cwd=ROOT,
-                       stdout=subprocess.DEVNULL, check=True)  # fmt: skip
+        subprocess.run(
+            [sys.executable, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, check=True
+        )
         times.append(time.perf_counter() - t0)
     return times
 
@@ -48,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         times = np.array(cold_start_s(("-m", "kit.cli.main", *args), a.runs))
         median = float(np.median(times))
         worst = max(worst, median)
-        print(f"micakit {' '.join(args):<9} median {median:.3f} s "
-              f"(min {times.min():.3f}, max {times.max():.3f}, {a.runs} processes)")  # fmt: skip
+        print(
+            f"micakit {' '.join(args):<9} median {median:.3f} s "
+            f"(min {times.min():.3f}, max {times.max():.3f}, {a.runs} processes)"
+        )
     for name, args in FLOORS.items():
         print(f"floor: {name} median {np.median(cold_start_s(args, a.runs)):.3f} s")
     print(f"goal: median <= {GOAL_S} s: {'met' if worst <= GOAL_S else 'missed'}")

@@ -161,8 +161,11 @@ def main() -> None:
     is_flag=True,
     help="Run under a torch other than the protocol's pin; every number reads preparation.",
 )
-@click.option("--tiktoken-files", type=click.Path(path_type=Path),
-              help="GPT-2's vocab.bpe and encoder.json, for offline machines.")  # fmt: skip
+@click.option(
+    "--tiktoken-files",
+    type=click.Path(path_type=Path),
+    help="GPT-2's vocab.bpe and encoder.json, for offline machines.",
+)
 @click.pass_context
 def series(ctx: click.Context, **options) -> None:
     """Run a series: one discarded run per configuration, then five rotating rounds."""
@@ -330,8 +333,10 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
 
     p = protocol_mod.load(protocol_path)
     client = dockerapi.connect(docker_host)
-    refs = {"pytorch": pytorch_ref or images_mod.ref("pytorch", p),
-            "mica": mica_ref or images_mod.ref("mica", p)}  # fmt: skip
+    refs = {
+        "pytorch": pytorch_ref or images_mod.ref("pytorch", p),
+        "mica": mica_ref or images_mod.ref("mica", p),
+    }
     ratio = dockerapi.measure_footprints(client, refs, out / "footprint")
     click.echo(json.dumps(ratio, indent=2))
 

@@ -394,10 +394,17 @@ class CheckRunner:
             out_dir = f"{ex.where(Mount('work', self.work))}/{scratch.relative_to(self.work)}"
             # §7 B: nanoGPT's resume path, dropout 0, plain float32 without TF32, every step
             flags |= {
-                "init_from": "resume", "out_dir": out_dir, "batch_order": f"{shared}/{BATCHES}",
-                "allow_tf32": "False", "dropout": "0.0", "dtype": "float32", "log_interval": "1",
-                "compile": "False", "eval_iters": "1", "eval_interval": str(10 * s.steps),
-            }  # fmt: skip
+                "init_from": "resume",
+                "out_dir": out_dir,
+                "batch_order": f"{shared}/{BATCHES}",
+                "allow_tf32": "False",
+                "dropout": "0.0",
+                "dtype": "float32",
+                "log_interval": "1",
+                "compile": "False",
+                "eval_iters": "1",
+                "eval_interval": str(10 * s.steps),
+            }
             mounts = (self.shared,)
         return self.pytorch.spec(
             s.config(PYTORCH),

@@ -60,16 +60,28 @@ def finish(
     found = executor.profiler(spec.image, log_dir / "which-nsys")
     assert isinstance(found, Profiler), "the profiled run itself found it"
     _, stats = kernels.nsys_commands(spec.argv, f"{executor.where(out)}/{REPORT}", nsys=found.nsys)
-    stats_spec = RunSpec(label=f"{spec.label} nsys stats", argv=tuple(stats),
-                         mounts=(*found.mounts, out), image=spec.image)  # fmt: skip
+    stats_spec = RunSpec(
+        label=f"{spec.label} nsys stats",
+        argv=tuple(stats),
+        mounts=(*found.mounts, out),
+        image=spec.image,
+    )
     result = executor.run(stats_spec, log_dir / STATS_DIR)
     try:
         table = kernel_table(log_dir)
     except kernels.KernelTableError as e:
-        return {"kernel_table_error": str(e), "nsys_stats_exit_code": result.exit_code,
-                "nsys": found.nsys, "nsys_from": found.origin}  # fmt: skip
-    return {"kernels": len(table), "nsys_stats_exit_code": result.exit_code,
-            "nsys": found.nsys, "nsys_from": found.origin}  # fmt: skip
+        return {
+            "kernel_table_error": str(e),
+            "nsys_stats_exit_code": result.exit_code,
+            "nsys": found.nsys,
+            "nsys_from": found.origin,
+        }
+    return {
+        "kernels": len(table),
+        "nsys_stats_exit_code": result.exit_code,
+        "nsys": found.nsys,
+        "nsys_from": found.origin,
+    }
 
 
 def kernel_table(log_dir: Path):

@@ -329,8 +329,12 @@ def audit(rd: ResultsDir) -> list[str]:
 def refuse_if_altered(rd: ResultsDir) -> None:
     """No table is computed from a directory whose records or run folders were altered."""
     problems = audit(rd)
-    problems += [p for r in rd.records() if (rd.root / str(r.get("log_dir", ""))).is_dir()
-                 for p in missing_files(rd, r)]  # fmt: skip
+    problems += [
+        p
+        for r in rd.records()
+        if (rd.root / str(r.get("log_dir", ""))).is_dir()
+        for p in missing_files(rd, r)
+    ]
     if problems:
         shown = "\n  ".join(problems[:20]) + ("\n  …" if len(problems) > 20 else "")
         raise DirectoryDiffers(
@@ -350,9 +354,11 @@ def missing_files(rd: ResultsDir, record: dict) -> list[str]:
 
 
 def _unrecorded_attempts(
-    rd: ResultsDir, planned: dict[int, tuple[int, dict]], folders: dict[str, int],
+    rd: ResultsDir,
+    planned: dict[int, tuple[int, dict]],
+    folders: dict[str, int],
     finals: dict[int, str],
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     latest = max((planned[r][0] for r in finals if r in planned), default=-1)
     recorded_attempt: dict[int, int] = {}
     for log_dir in folders:

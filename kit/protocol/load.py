@@ -275,20 +275,35 @@ def _validate(p: Protocol) -> None:
         ("timing.runs", t.runs, t.runs >= 1, "at least 1"),
         ("timing.discarded_runs", t.discarded_runs, t.discarded_runs >= 0, "0 or more"),
         ("timing.log_interval", t.log_interval, t.log_interval >= 1, "at least 1"),
-        ("timing.cross_check_tolerance", t.cross_check_tolerance,
-         0 < t.cross_check_tolerance < 1, "between 0 and 1 (0.01 is 1%)"),
-        ("timing.verdict_margin", t.verdict_margin, 0 <= t.verdict_margin < 1,
-         "between 0 and 1 (0.05 is 5%)"),
+        (
+            "timing.cross_check_tolerance",
+            t.cross_check_tolerance,
+            0 < t.cross_check_tolerance < 1,
+            "between 0 and 1 (0.01 is 1%)",
+        ),
+        (
+            "timing.verdict_margin",
+            t.verdict_margin,
+            0 <= t.verdict_margin < 1,
+            "between 0 and 1 (0.05 is 5%)",
+        ),
         ("timing.stall_s", t.stall_s, t.stall_s > 0, "more than 0 seconds"),
         ("timing.run_limit_factor", t.run_limit_factor, t.run_limit_factor >= 1, "at least 1"),
         ("smoke.runs", p.smoke.runs, p.smoke.runs >= 1, "at least 1"),
-        ("smoke.discarded_runs", p.smoke.discarded_runs, p.smoke.discarded_runs >= 0,
-         "0 or more"),
-        ("correctness.step0_tolerance", p.correctness.step0_tolerance,
-         0 < p.correctness.step0_tolerance < 1, "between 0 and 1"),
-        ("correctness.step_tolerance", p.correctness.step_tolerance,
-         0 < p.correctness.step_tolerance < 1, "between 0 and 1"),
-    ):  # fmt: skip
+        ("smoke.discarded_runs", p.smoke.discarded_runs, p.smoke.discarded_runs >= 0, "0 or more"),
+        (
+            "correctness.step0_tolerance",
+            p.correctness.step0_tolerance,
+            0 < p.correctness.step0_tolerance < 1,
+            "between 0 and 1",
+        ),
+        (
+            "correctness.step_tolerance",
+            p.correctness.step_tolerance,
+            0 < p.correctness.step_tolerance < 1,
+            "between 0 and 1",
+        ),
+    ):
         if not ok:
             raise UserError(
                 f"protocol file: {key} is {value!r}; it must be {want}",

@@ -57,9 +57,27 @@ class ScriptedCard:
 
 
 def args(out, protocol, *extra):
-    return ["series", "--out", out, "--protocol", protocol, "--device", "cuda", "--no-pytorch",
-            "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
-            "--precision", "float32", "--input", TEXT_INPUT, *extra]  # fmt: skip
+    return [
+        "series",
+        "--out",
+        out,
+        "--protocol",
+        protocol,
+        "--device",
+        "cuda",
+        "--no-pytorch",
+        "--contender",
+        CONTENDER,
+        "--executor",
+        "local",
+        "--model",
+        "shakespeare-char",
+        "--precision",
+        "float32",
+        "--input",
+        TEXT_INPUT,
+        *extra,
+    ]
 
 
 @pytest.mark.slow

@@ -20,8 +20,11 @@ def umask_077():
 
 
 def modes(root: Path) -> dict[str, int]:
-    return {p.relative_to(root).as_posix(): stat.S_IMODE(p.lstat().st_mode)
-            for p in root.rglob("*") if not p.is_symlink()}  # fmt: skip
+    return {
+        p.relative_to(root).as_posix(): stat.S_IMODE(p.lstat().st_mode)
+        for p in root.rglob("*")
+        if not p.is_symlink()
+    }
 
 
 def test_the_store_writes_readable_files_under_umask_077(tmp_path: Path, umask_077) -> None:

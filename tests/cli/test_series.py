@@ -161,9 +161,24 @@ def test_program_that_cannot_start(tmp_path, fast_protocol, cli):
     prog = tmp_path / "prog"
     prog.write_text("#!/nonexistent/interpreter\n")
     prog.chmod(0o755)
-    res = cli("series", "--out", tmp_path / "r2", "--protocol", fast_protocol, "--device", "cpu",
-              "--no-pytorch", "--contender", prog, "--executor", "local",
-              "--input", TEXT_INPUT, "--model", "shakespeare-char")  # fmt: skip
+    res = cli(
+        "series",
+        "--out",
+        tmp_path / "r2",
+        "--protocol",
+        fast_protocol,
+        "--device",
+        "cpu",
+        "--no-pytorch",
+        "--contender",
+        prog,
+        "--executor",
+        "local",
+        "--input",
+        TEXT_INPUT,
+        "--model",
+        "shakespeare-char",
+    )
     assert res.exit_code == ExitCode.USER_ERROR
     assert "cannot start" in res.output
 
@@ -250,10 +265,10 @@ def _no_info_contender(tmp_path):
     and its training output differs at every start (its own clock)."""
     program = tmp_path / "no-info.sh"
     program.write_text(
-        f"#!/bin/sh\nif [ \"$1\" = \"+mica\" ] && [ \"$2\" = \"info\" ]; then\n"
+        f'#!/bin/sh\nif [ "$1" = "+mica" ] && [ "$2" = "info" ]; then\n'
         f"  exec {sys.executable} {CONTENDER} --steps 100000\nfi\n"
-        f"exec {sys.executable} {CONTENDER} \"$@\"\n"
-    )  # fmt: skip
+        f'exec {sys.executable} {CONTENDER} "$@"\n'
+    )
     program.chmod(0o755)
     return program
 

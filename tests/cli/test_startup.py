@@ -9,8 +9,18 @@ import sys
 from kit.cli.main import main
 from tests.conftest import ROOT
 
-HEAVY = ("pandas", "numpy", "matplotlib", "torch", "docker", "rich", "requests", "kit.report",
-         "kit.engine", "kit.cli.correctness")  # fmt: skip
+HEAVY = (
+    "pandas",
+    "numpy",
+    "matplotlib",
+    "torch",
+    "docker",
+    "rich",
+    "requests",
+    "kit.report",
+    "kit.engine",
+    "kit.cli.correctness",
+)
 
 
 def imported_after(*args: str) -> list[str]:

@@ -16,7 +16,9 @@ def test_summary_holds_states_times_and_links_and_follows_its_schema(
 ):
     fake_env(step_ms={"*": 2.0}, events={"mica-half-intermediates#3": "oom"})
     out = tmp_path / "r"
-    res = cli(*contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16"))  # fmt: skip
+    res = cli(
+        *contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
+    )
     assert res.exit_code == 0, res.output
     data = json.loads((out / summary.SUMMARY).read_text())
     jsonschema.validate(data, summary.schema())
@@ -25,7 +27,9 @@ def test_summary_holds_states_times_and_links_and_follows_its_schema(
     assert oom["state"] == "out of memory" and oom["median_step_s"] is None
     (m1,) = [c for c in data["configurations"] if c["precision"] == "float32"]
     assert m1["state"] == "complete" and m1["runs"] == 5
-    steps = sorted(r["step_s"] for r in records(out) if r["config"] == m1["config"] and r["kind"] == "timed")  # fmt: skip
+    steps = sorted(
+        r["step_s"] for r in records(out) if r["config"] == m1["config"] and r["kind"] == "timed"
+    )
     assert m1["median_step_s"] == pytest.approx(steps[2]) and m1["min_step_s"] == steps[0]
     # every link is relative and names a file or folder that exists
     for rel in [*m1["raw"], *data["files"]["tables"], data["files"]["runs"]]:

@@ -57,8 +57,10 @@ def case_time_ms_dash(tmp_path, fast_protocol, cli, monkeypatch):
     # the grammar admits `time_ms -`: a run that prints it fails, and the series ends with
     # exit 3 (amendment 8.4), error and fix, at its start and at its resume, never a traceback
     fake = tmp_path / "dash.sh"
-    fake.write_text("#!/bin/sh\nfor s in 0 10 20 30 40 50 60 70 80 90 100; do\n"
-                    "  echo \"step $s loss 1.0 time_ms -\"\ndone\n")  # fmt: skip
+    fake.write_text(
+        "#!/bin/sh\nfor s in 0 10 20 30 40 50 60 70 80 90 100; do\n"
+        '  echo "step $s loss 1.0 time_ms -"\ndone\n'
+    )
     fake.chmod(0o755)
     args = contender_args(tmp_path / "r", fast_protocol)
     args[args.index("--contender") + 1] = fake

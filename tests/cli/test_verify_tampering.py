@@ -27,10 +27,10 @@ def finished(tmp_path_factory) -> Path:
     protocol = write_protocol(root / "protocol.toml", runs=3)
     out = root / "r"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 2.0},
-                                              "state": str(root / "state")}))  # fmt: skip
-        res = CliRunner().invoke(main, [str(a) for a in contender_args(out, protocol)],
-                                 catch_exceptions=False)  # fmt: skip
+        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 2.0}, "state": str(root / "state")}))
+        res = CliRunner().invoke(
+            main, [str(a) for a in contender_args(out, protocol)], catch_exceptions=False
+        )
     assert res.exit_code == 0, res.output
     return out
 

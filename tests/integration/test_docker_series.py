@@ -64,11 +64,32 @@ def mica_image(client, tmp_path_factory) -> tuple[str, Path]:
 
 
 def series_args(out: Path, protocol: Path, program: Path, image: str, fake: dict) -> list[str]:
-    return [sys.executable, str(ROOT / "run.py"), "series", "--out", str(out),
-            "--protocol", str(protocol), "--device", "cpu", "--executor", "docker",
-            "--no-pytorch", "--contender", str(program), "--mica-image", image,
-            "--model", "shakespeare-char", "--precision", "float32", "--input", str(TEXT_INPUT),
-            "--env", "MICAKIT_FAKE=" + json.dumps(fake)]  # fmt: skip
+    return [
+        sys.executable,
+        str(ROOT / "run.py"),
+        "series",
+        "--out",
+        str(out),
+        "--protocol",
+        str(protocol),
+        "--device",
+        "cpu",
+        "--executor",
+        "docker",
+        "--no-pytorch",
+        "--contender",
+        str(program),
+        "--mica-image",
+        image,
+        "--model",
+        "shakespeare-char",
+        "--precision",
+        "float32",
+        "--input",
+        str(TEXT_INPUT),
+        "--env",
+        "MICAKIT_FAKE=" + json.dumps(fake),
+    ]
 
 
 def leftovers(client) -> list:

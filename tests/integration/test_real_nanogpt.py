@@ -31,8 +31,12 @@ pytestmark = [
 @pytest.mark.parametrize("mode", ["eager", "default", "reduce-overhead", "max-autotune"])
 def test_twenty_cpu_steps_in_each_mode(tmp_path: Path, mode: str):
     p = protocol_mod.load()
-    options = {"models": ["shakespeare-char"], "nanogpt": NANOGPT, "input": str(REAL_INPUT),
-               "data_dir": str(tmp_path / "data")}  # fmt: skip
+    options = {
+        "models": ["shakespeare-char"],
+        "nanogpt": NANOGPT,
+        "input": str(REAL_INPUT),
+        "data_dir": str(tmp_path / "data"),
+    }
     ws = workspace.prepare(p, options, tmp_path / "nanogpt")
     ex = LocalExecutor()
     ctx = RunContext(p, ex, "cpu", None, tmp_path / "work", smoke=True)

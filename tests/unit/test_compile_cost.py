@@ -19,19 +19,48 @@ class FakeRd:
 
 
 def _runs(rows):
-    cols = ["run_id", "config", "card", "model", "precision", "side", "variant", "kind", "status", "step_s", "window_start_ns"]  # fmt: skip
+    cols = [
+        "run_id",
+        "config",
+        "card",
+        "model",
+        "precision",
+        "side",
+        "variant",
+        "kind",
+        "status",
+        "step_s",
+        "window_start_ns",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
 def _row(run_id, mode, step_s, to_step100_s, status="ok"):
-    return [run_id, f"m/f32/pytorch/{mode}", "L4", "m", "float32", "pytorch", mode, "timed",
-            status, step_s, int(to_step100_s * 1e9)]  # fmt: skip
+    return [
+        run_id,
+        f"m/f32/pytorch/{mode}",
+        "L4",
+        "m",
+        "float32",
+        "pytorch",
+        mode,
+        "timed",
+        status,
+        step_s,
+        int(to_step100_s * 1e9),
+    ]
 
 
 def test_warmup_is_the_time_to_step_100_less_100_measured_steps():
     # eager: 10 ms steps, step 100 after 1.5 s → 0.5 s warm-up; default: 5 ms steps, 40.5 s → 40 s
-    runs = _runs([_row(1, "eager", 0.010, 1.5), _row(2, "eager", 0.010, 1.7),
-                  _row(3, "default", 0.005, 40.5), _row(4, "default", 0.005, 30.5)])  # fmt: skip
+    runs = _runs(
+        [
+            _row(1, "eager", 0.010, 1.5),
+            _row(2, "eager", 0.010, 1.7),
+            _row(3, "default", 0.005, 40.5),
+            _row(4, "default", 0.005, 30.5),
+        ]
+    )
     rd = FakeRd({i: 0 for i in range(1, 5)})
     t = compile_cost.compile_costs(rd, runs, 100).set_index("variant")
     assert t.loc["eager", "median_warmup_s"] == pytest.approx(0.6)
@@ -43,8 +72,14 @@ def test_warmup_is_the_time_to_step_100_less_100_measured_steps():
 
 
 def test_a_mode_with_slower_steps_never_pays_and_an_incomplete_one_has_no_figure():
-    runs = _runs([_row(1, "eager", 0.010, 1.5), _row(2, "max-autotune", 0.012, 60.0),
-                  _row(3, "default", 0.005, 10.0), _row(4, "default", 0.005, 9.0, "void")])  # fmt: skip
+    runs = _runs(
+        [
+            _row(1, "eager", 0.010, 1.5),
+            _row(2, "max-autotune", 0.012, 60.0),
+            _row(3, "default", 0.005, 10.0),
+            _row(4, "default", 0.005, 9.0, "void"),
+        ]
+    )
     t = compile_cost.compile_costs(FakeRd({i: 0 for i in range(1, 5)}), runs, 100)
     t = t.set_index("variant")
     assert math.isinf(t.loc["max-autotune", "break_even_steps_vs_eager"])

@@ -273,8 +273,12 @@ def test_a_measured_container_is_contained(tmp_path: Path) -> None:
     ex._take_reader = lambda: None  # type: ignore[method-assign]
     work = tmp_path / "work"
     work.mkdir()
-    spec = RunSpec("run 1", ("/opt/mica/mica",), mounts=(Mount("work", work, read_only=False),),
-                   image="micakit-mica:x")  # fmt: skip
+    spec = RunSpec(
+        "run 1",
+        ("/opt/mica/mica",),
+        mounts=(Mount("work", work, read_only=False),),
+        image="micakit-mica:x",
+    )
     with pytest.raises(docker.errors.APIError):
         ex.run(spec, tmp_path / "logs")
     chown, run = api.created

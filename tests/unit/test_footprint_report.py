@@ -33,8 +33,9 @@ def size(side: str) -> int:
 
 def added(side: str, minimum: str) -> pd.DataFrame:
     """The image's entries beyond its base and its minimum folder, by bytes grown (pandas)."""
-    both = files(side).merge(files(side, True)[["path", "size_bytes"]], on="path", how="left",
-                             suffixes=("", "_base"))  # fmt: skip
+    both = files(side).merge(
+        files(side, True)[["path", "size_bytes"]], on="path", how="left", suffixes=("", "_base")
+    )
     both["grown"] = both["size_bytes"] - both["size_bytes_base"].fillna(0)
     new = both["size_bytes_base"].isna() | (both["grown"] > 0)
     keep = new & (both["type"] != "dir") & ~both["path"].str.startswith(minimum + "/")
@@ -42,9 +43,14 @@ def added(side: str, minimum: str) -> pd.DataFrame:
 
 
 def test_pytorch_image_beyond_pip_torch_numpy_is_the_compiler_and_nanogpt():
-    extra = {a.what: a for a in fp.beyond_minimum(
-        "pytorch", fp.read_files(FIXTURE / "pytorch" / "files.tsv"),
-        fp.read_files(FIXTURE / "pytorch" / "base" / "files.tsv"))}  # fmt: skip
+    extra = {
+        a.what: a
+        for a in fp.beyond_minimum(
+            "pytorch",
+            fp.read_files(FIXTURE / "pytorch" / "files.tsv"),
+            fp.read_files(FIXTURE / "pytorch" / "base" / "files.tsv"),
+        )
+    }
     expected = added("pytorch", "/opt/venv")
     nanogpt = expected[expected["path"].str.startswith("/opt/nanogpt/")]
     rest = expected[~expected["path"].str.startswith("/opt/nanogpt/")]
@@ -61,9 +67,14 @@ def test_pytorch_image_beyond_pip_torch_numpy_is_the_compiler_and_nanogpt():
 
 
 def test_the_contender_image_holds_nothing_beyond_its_minimum():
-    assert fp.beyond_minimum(
-        "contender", fp.read_files(FIXTURE / "contender" / "files.tsv"),
-        fp.read_files(FIXTURE / "contender" / "base" / "files.tsv")) == []  # fmt: skip
+    assert (
+        fp.beyond_minimum(
+            "contender",
+            fp.read_files(FIXTURE / "contender" / "files.tsv"),
+            fp.read_files(FIXTURE / "contender" / "base" / "files.tsv"),
+        )
+        == []
+    )
 
 
 def test_the_report_tells_both_ratios_labelled(recorded):

@@ -111,8 +111,9 @@ with sigterm_as_interrupt():
 def test_the_kits_stop_or_death_ends_the_whole_tree(tmp_path, sig):
     wrapper, pidfile = _wrapper(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    kit = subprocess.Popen([sys.executable, "-c", KIT, str(wrapper), str(tmp_path / "logs")],
-                           env=env)  # fmt: skip
+    kit = subprocess.Popen(
+        [sys.executable, "-c", KIT, str(wrapper), str(tmp_path / "logs")], env=env
+    )
     program = _pid(pidfile)
     kit.send_signal(sig)
     code = kit.wait(30)

@@ -38,9 +38,13 @@ def docker_executor(paths: HostPaths) -> DockerExecutor:
 
 
 def spec() -> RunSpec:
-    return RunSpec(label="run 9 m1/float32/pytorch/default", argv=("python", "train.py"),
-                   mounts=(Mount("nanogpt", Path("/src")),), image="micakit-pytorch:t",
-                   gpu="all")  # fmt: skip
+    return RunSpec(
+        label="run 9 m1/float32/pytorch/default",
+        argv=("python", "train.py"),
+        mounts=(Mount("nanogpt", Path("/src")),),
+        image="micakit-pytorch:t",
+        gpu="all",
+    )
 
 
 def test_nsys_on_path_is_found_through_its_link(tmp_path):
@@ -90,8 +94,7 @@ def test_the_profiled_runs_spec_mounts_the_hosts_nsys_read_only(tmp_path, monkey
 def test_without_nsys_the_run_is_not_profiled_and_the_lookup_is_made_once(tmp_path, monkeypatch):
     monkeypatch.delenv(NSYS_ENV, raising=False)
     calls = []
-    monkeypatch.setattr("kit.executors.docker.engine.shutil.which",
-                        lambda p: calls.append(p))  # fmt: skip
+    monkeypatch.setattr("kit.executors.docker.engine.shutil.which", lambda p: calls.append(p))
     executor = docker_executor(HostPaths(container_id=None))
     for n in range(3):
         prepared = extras.prepare(PROFILE, spec(), executor, tmp_path / f"a{n}")
@@ -118,16 +121,28 @@ def stamped(path: Path, text: str) -> None:
 def test_a_kernel_table_that_fails_to_parse_is_listed_with_its_reason(tmp_path):
     rd = ResultsDir(tmp_path)
     good, bad, gone = (f"runs/000{i}-c{i}/attempt-1" for i in (1, 2, 3))
-    stamped(tmp_path / good / "nsys-stats" / "stdout.log",
-            (FIXTURES / "kernsum_eager_float32.txt").read_text())  # fmt: skip
-    stamped(tmp_path / bad / "nsys-stats" / "stdout.log",
-            (FIXTURES / "kernsum_truncated.txt").read_text())  # fmt: skip
+    stamped(
+        tmp_path / good / "nsys-stats" / "stdout.log",
+        (FIXTURES / "kernsum_eager_float32.txt").read_text(),
+    )
+    stamped(
+        tmp_path / bad / "nsys-stats" / "stdout.log",
+        (FIXTURES / "kernsum_truncated.txt").read_text(),
+    )
     (tmp_path / gone).mkdir(parents=True)
     runs = pd.DataFrame(
-        [{"config": f"m1/float32/pytorch/{m}", "side": "pytorch", "kind": "profile",
-          "status": "ok", "log_dir": d, "reason": ""}
-         for m, d in (("eager", good), ("default", bad), ("max-autotune", gone))]
-    )  # fmt: skip
+        [
+            {
+                "config": f"m1/float32/pytorch/{m}",
+                "side": "pytorch",
+                "kind": "profile",
+                "status": "ok",
+                "log_dir": d,
+                "reason": "",
+            }
+            for m, d in (("eager", good), ("default", bad), ("max-autotune", gone))
+        ]
+    )
     kernel, _, attention, unreadable = sidetables.kernel_tables(rd, runs, protocol_mod.load(None))
     assert set(kernel["config"]) == {"m1/float32/pytorch/eager"}
     assert list(attention) == ["m1/float32/pytorch/eager"]
@@ -141,10 +156,17 @@ def test_a_kernel_table_that_fails_to_parse_is_listed_with_its_reason(tmp_path):
 
 def test_one_reason_shared_by_many_configurations_is_said_once():
     runs = pd.DataFrame(
-        [{"config": c, "kind": "profile", "status": "not profiled",
-          "reason": "not profiled: nsys not found"} for c in ("a", "b", "c")]
+        [
+            {
+                "config": c,
+                "kind": "profile",
+                "status": "not profiled",
+                "reason": "not profiled: nsys not found",
+            }
+            for c in ("a", "b", "c")
+        ]
         + [{"config": "d", "kind": "graph-breaks", "status": "out of memory", "reason": ""}]
-    )  # fmt: skip
+    )
     assert sidetables.missing_records(runs) == [
         "a, b and c have no kernel table: not profiled: nsys not found",
         "d has no graph-break counts: out of memory",

@@ -143,8 +143,13 @@ REAL_PYTORCH_OOM = [
 
 @pytest.mark.parametrize("msg", REAL_PYTORCH_OOM)
 def test_real_cuda_out_of_memory_messages_are_in_pytorchs_grammar(tmp_path, msg):
-    r = judge(tmp_path, [], [(1, "Traceback (most recent call last):"), (2, msg)], code=1,
-              grammar=P.pytorch)  # fmt: skip
+    r = judge(
+        tmp_path,
+        [],
+        [(1, "Traceback (most recent call last):"), (2, msg)],
+        code=1,
+        grammar=P.pytorch,
+    )
     assert r.status == timing.OOM, msg
     assert r.reason == msg[:200]
 
