@@ -101,9 +101,16 @@ def series(ctx: click.Context, **options) -> None:
 @click.option("--checks", "check_dirs", multiple=True,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="`micakit correctness` results that gate the verdicts.")  # fmt: skip
-def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
-    """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
+@click.option("--preview", is_flag=True, help="Show every time, labelled as preparation (rule 6).")
+def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> None:
+    """Recompute every table of RESULTS from its raw stamped logs, and print the report.
+
+    Rule 6: a speed is given only for a configuration whose correctness check (--checks)
+    passed for its model, precision and contender build; --preview shows every time, each
+    labelled as preparation.
+    """
     rd = _series_dir(results)
+    rd.write_json(report.PUBLICATION, {"preview": preview})
     if check_dirs:
         from kit.correctness import run as checkrun
 
