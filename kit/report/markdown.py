@@ -301,8 +301,13 @@ def markdown_report(rd: ResultsDir, t) -> str:
         lines += [f"- {n['model']} {n['precision']}: {n['why']}" for n in plan["not_measured"]]
         lines.append("")
     lines += ["## What each side opened (amendment 2, discarded runs)", ""]
-    lines += [caption(t, "NVIDIA libraries each configuration's discarded run opened"), ""]
-    lines += sidetables.library_lines(t.libraries)
+    if not t.libraries.empty:
+        words = _models_of(t, t.libraries, protocol, rd)
+        text = f"NVIDIA libraries each configuration's discarded run opened; {words}"
+        lines += [caption(t, text), ""]
+    ids = t.libraries["config"] if not t.libraries.empty else pd.Series([], dtype=str)
+    names = dict(zip(ids, _names(rd, t, ids)))
+    lines += sidetables.library_lines(t.libraries, names)
     lines.append("")
     lines += ["## Profiled runs and graph breaks (§6)", ""]
     if not t.kernel_families.empty:

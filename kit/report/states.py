@@ -61,7 +61,9 @@ class ConfigState:
         """The state as a table cell: "complete", or the state with its reason."""
         if self.state is State.COMPLETE:
             return self.state.value
-        return f"{self.state.value}: {self.reason}" if self.reason else self.state.value
+        if self.state is State.OUT_OF_MEMORY:
+            return f"{self.state.value} {self.reason}"  # "out of memory in run 7"
+        return f"{self.state.value}: {self.reason}"
 
 
 def config_state(config: str, runs: pd.DataFrame, plan: Mapping) -> ConfigState:
@@ -83,11 +85,11 @@ def config_state(config: str, runs: pd.DataFrame, plan: Mapping) -> ConfigState:
     n, k = len(planned), len(ok)
     if len(oom):
         r = oom.iloc[0]
-        which = "discarded run" if r["kind"] == "discarded" else "run"
-        return ConfigState(config, State.OUT_OF_MEMORY, f"{which} {int(r['run_id'])}", n, k, ())
+        where = f"in run {int(r['run_id'])}" + (" (discarded)" if r["kind"] == "discarded" else "")
+        return ConfigState(config, State.OUT_OF_MEMORY, where, n, k, ())
     if len(void):
         reasons = "; ".join(f"run {int(r['run_id'])}: {r['reason']}" for _, r in void.iterrows())
-        return ConfigState(config, State.VOID, reasons, n, k, ())
+        return ConfigState(config, State.VOID, f"{len(void)} void ({reasons})", n, k, ())
     if len(failed):
         reasons = "; ".join(f"run {int(r['run_id'])}: {r['reason']}" for _, r in failed.iterrows())
         return ConfigState(config, State.FAILED, reasons, n, k, ())
