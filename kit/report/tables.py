@@ -219,12 +219,9 @@ def comparison_table(
         ["card", "model", "precision"], sort=False
     ):
         torch_rows = group[group["side"] == PYTORCH]
-        times = {
-            mode: np.asarray(found[cid].step_s, dtype=float)
-            for mode, cid in zip(torch_rows["variant"], torch_rows["config"])
-            if found[cid].has_time
-        }
-        fastest = verdict.fastest_mode(times)
+        modes = dict(zip(torch_rows["variant"], (found[c] for c in torch_rows["config"])))
+        times = {mode: np.asarray(s.step_s, dtype=float) for mode, s in modes.items()}
+        fastest = verdict.fastest_complete(modes)
         oom_modes = list(torch_rows[torch_rows["out_of_memory"]]["variant"])
         without = [
             f"{mode}: {found[cid].shown}"
@@ -237,9 +234,10 @@ def comparison_table(
             shown = _shown(publication)
             m = np.asarray(st.step_s, dtype=float) if st.has_time else np.array([])
             p = times.get(fastest, np.array([])) if fastest else np.array([])
+            margin = protocol.timing.verdict_margin
             times_say = ""
             if len(m) and len(p) and shown:
-                times_say = verdict.by_times(m, p, protocol.timing.verdict_margin)
+                times_say = verdict.between(st, modes[fastest], margin)
             if not st.has_time:
                 said = f"{verdict.NO_VERDICT}: {st.state.value}"
             elif not len(p):
@@ -247,7 +245,7 @@ def comparison_table(
             elif check != "passed":
                 said = f"{verdict.NO_VERDICT}: {check}"
             else:
-                said = verdict.by_times(m, p, protocol.timing.verdict_margin)
+                said = verdict.between(st, modes[fastest], margin)
             if not shown:
                 m, p = np.array([]), np.array([])
             rows.append(
