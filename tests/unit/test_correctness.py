@@ -14,8 +14,8 @@ from kit.correctness import checks
 from kit.correctness import methods as c
 from kit.engine import store
 from kit.errors import UserError
-from kit.protocol import load as protocol_mod
 from kit.protocol import load as protocol
+from kit.protocol import load as protocol_mod
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "correctness"
 P = protocol.load()
