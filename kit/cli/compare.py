@@ -16,20 +16,28 @@ import click
     is_flag=True,
     help="Compare directories that ran under different protocols; the output says so.",
 )
+@click.option(
+    "--preview",
+    is_flag=True,
+    help="Show times whose correctness check has not passed, labelled preparation (rule 6).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
-def compare(a: Path, b: Path, allow_protocol_change: bool, as_json: bool) -> None:
+def compare(a: Path, b: Path, allow_protocol_change: bool, preview: bool, as_json: bool) -> None:
     """Compare two results directories: per configuration in both, both medians and ranges,
     their ratio and whether the ranges overlap; what is in one only is listed.
 
     \b
     Example:
-      micakit compare results/L4-torch-2.13 results/L4-torch-2.14
+      micakit compare results/L4-torch-2.13 results/L4-torch-2.14 --preview
     """
     # lazy import for start-up speed: pandas and the report load only when the command runs
     from kit.report import compare as compare_mod
 
     result = compare_mod.compare(
-        compare_mod.read(a), compare_mod.read(b), allow_protocol_change=allow_protocol_change
+        compare_mod.read(a, preview=preview),
+        compare_mod.read(b, preview=preview),
+        allow_protocol_change=allow_protocol_change,
+        preview=preview,
     )
     if as_json:
         click.echo(json.dumps(result, indent=2))

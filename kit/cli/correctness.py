@@ -260,7 +260,7 @@ def markdown_a(runner: checkrun.CheckRunner, a: corr.MethodAResult) -> list[str]
         None: "read, not judged: one seed a side (amendment 7.1)",
     }[a.verdict]
     lines = _about(runner, verdict)
-    if len(a.seeds) >= corr.METHOD_A_SEEDS and s.card != c.five_seed_card:
+    if len(a.seeds) >= len(c.seeds) and s.card != c.five_seed_card:
         lines += [
             f"§7 A's five seeds a side run on the {c.five_seed_card}; these ran on {s.card}.",
             "",

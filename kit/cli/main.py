@@ -204,14 +204,21 @@ def series(ctx: click.Context, **options) -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="`micakit correctness` results that gate the verdicts.",
 )
-def report_cmd(results: Path, check_dirs: tuple[Path, ...]) -> None:
-    """Recompute every table of RESULTS from its raw stamped logs, and print the report."""
+@click.option("--preview", is_flag=True, help="Show every time, labelled as preparation (rule 6).")
+def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> None:
+    """Recompute every table of RESULTS from its raw stamped logs, and print the report.
+
+    Rule 6: a speed is given only for a configuration whose correctness check (--checks)
+    passed for its model, precision and contender build; --preview shows every time, each
+    labelled as preparation.
+    """
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.engine import store
     from kit.report import publish
     from kit.report import tables as report
 
     rd = _series_dir(results)
+    rd.write_json(report.PUBLICATION, {"preview": preview})
     if check_dirs:
         from kit.correctness import run as checkrun
 

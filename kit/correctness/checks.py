@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from kit.correctness.methods import METHOD_A_SEEDS, MethodAResult, MethodBResult
+from kit.correctness.methods import MethodAResult, MethodBResult
 from kit.engine import store
 from kit.errors import UserError
 
@@ -38,6 +38,7 @@ class CheckRecord:
     beside_window: tuple[int, int] | None = None  # amendment 6.2
     beside_passed: bool | None = None
     beside_reason: str = ""
+    seeds: tuple[int, ...] = ()  # method A: the seeds each side ran (amendments 7.1, 7.3)
     logs: str = ""  # where the raw logs lie, relative to the checks directory (D6)
     date_utc: str = ""
 
@@ -59,6 +60,7 @@ def record_method_a(result: MethodAResult, card: str, model: str, precision: str
         result.verdict,
         result.first_failing_step,
         result.reason,
+        seeds=tuple(result.seeds),
         **kw,
     )
 
@@ -121,42 +123,82 @@ def load_checks(checks_dir: Path) -> list[CheckRecord]:
         if unknown or missing:
             what = f"unknown key {sorted(unknown)[0]}" if unknown else f"no {sorted(missing)[0]}"
             raise UserError(f"{where}: {what}", "the file was edited or is damaged")
-        for key in ("window", "beside_window"):
+        for key in ("window", "beside_window", "seeds"):
             if obj.get(key) is not None:
                 obj[key] = tuple(obj[key])
         out.append(CheckRecord(**obj))
     return out
 
 
-def check_status(model: str, precision: str, card: str, results: Sequence[CheckRecord]) -> str:
+def check_status(
+    model: str,
+    precision: str,
+    card: str,
+    results: Sequence[CheckRecord],
+    *,
+    build: str | None = None,
+    seeds: Sequence[int] | None = None,
+    five_seed_card: str | None = None,
+) -> str:
     """The status "passed", or why this card's configuration has no verdict (rule 6, 7.3).
 
-    Passed when method A passed on five seeds a side for this model and precision (on
-    whichever card ran them: the RTX 4090 in the protocol), on any other card that card's
-    one seed a side was run, and method B passed on this card for this model. The latest
-    record of each kind counts: a check run again after a fix replaces the earlier one.
+    Passed when method A passed on five seeds a side for this model, precision and contender
+    `build` (amendment 4.2: a secondary build does not inherit the primary build's check), on
+    the protocol's `five_seed_card` with the protocol's `seeds` (7.3: only those families stand
+    for every card); on any other card that card's one seed a side, the first of `seeds`, was
+    run (7.1); and method B passed on this card for this model. The latest record of each kind
+    counts: a check run again after a fix replaces the earlier one. `build`, `seeds` and
+    `five_seed_card` left None are not asked (a smoke check runs on the CPU).
     """
     mine = [r for r in results if r.model == model]
     a_all = [r for r in mine if r.method == "A" and r.precision == precision]
+    if build is not None:
+        a_all = [r for r in a_all if r.contender_build == build]
     b_here = [r for r in mine if r.method == "B" and r.card == card]
     if not a_all and not b_here:
         return "correctness not checked"
     reasons = []
-    families = [r for r in a_all if r.seeds_per_side >= METHOD_A_SEEDS and r.passed is not None]
+    wanted = len(seeds) if seeds is not None else 5  # §7 A: five seeds a side
+    families = [r for r in a_all if r.seeds_per_side >= wanted and r.passed is not None]
+    if five_seed_card is not None:
+        elsewhere = [r for r in families if r.card != five_seed_card]
+        families = [r for r in families if r.card == five_seed_card]
+        if elsewhere and not families:
+            reasons.append(
+                f"method A's five seeds a side ran on {elsewhere[-1].card}, not on "
+                f"{five_seed_card} (amendment 7.3)"
+            )
+    if seeds is not None:
+        others = [r for r in families if tuple(r.seeds) != tuple(seeds)]
+        families = [r for r in families if tuple(r.seeds) == tuple(seeds)]
+        if others and not families:
+            reasons.append(
+                f"method A ran the seeds {_seeds(others[-1].seeds)}, not the protocol's "
+                f"{_seeds(seeds)} (§7 A)"
+            )
     if not families:
-        reasons.append("method A not run")
+        if not reasons:
+            reasons.append("method A not run")
     else:
         a = families[-1]
         if not a.passed:
             reasons.append(_failed("A", a))
         # amendment 7.3: on the other cards, that card's one seed a side is published
-        if a.card != card and not any(r.card == card for r in a_all):
-            reasons.append(f"method A's one seed a side not run on {card}")
+        one = [r for r in a_all if r.card == card]
+        if seeds is not None:
+            one = [r for r in one if tuple(r.seeds) == (seeds[0],) or r is a]
+        if a.card != card and not one:
+            first = f" (seed {seeds[0]})" if seeds is not None else ""
+            reasons.append(f"method A's one seed a side{first} not run on {card}")
     if not b_here:
         reasons.append(f"method B not run on {card}")
     elif not b_here[-1].passed:
         reasons.append(_failed("B", b_here[-1]))
     return "; ".join(reasons) or "passed"
+
+
+def _seeds(seeds: Sequence[int]) -> str:
+    return ", ".join(map(str, seeds)) if seeds else "(not recorded)"
 
 
 def _failed(method: str, r: CheckRecord) -> str:
@@ -166,10 +208,36 @@ def _failed(method: str, r: CheckRecord) -> str:
 
 
 def check_statuses(
-    card: str, models: Sequence[str], precisions: Sequence[str], results: Sequence[CheckRecord]
+    card: str,
+    models: Sequence[str],
+    precisions: Sequence[str],
+    results: Sequence[CheckRecord],
+    *,
+    builds: Mapping[str, Sequence[str]] | None = None,
+    seeds: Sequence[int] | None = None,
+    five_seed_card: str | None = None,
 ) -> dict[str, str]:
-    """The mapping "model/precision" -> status that `report.comparison_table(checks=)` takes."""
-    return {f"{m}/{p}": check_status(m, p, card, results) for m in models for p in precisions}
+    """The mapping that `report.comparison_table(checks=)` takes.
+
+    With `builds` (precision -> contender builds) the keys are "model/precision/build", one per
+    build (rule 6 is per build, amendment 4.2); without, "model/precision".
+    """
+    if builds is None:
+        return {
+            f"{m}/{p}": check_status(
+                m, p, card, results, seeds=seeds, five_seed_card=five_seed_card
+            )
+            for m in models
+            for p in precisions
+        }
+    return {
+        f"{m}/{p}/{b}": check_status(
+            m, p, card, results, build=b, seeds=seeds, five_seed_card=five_seed_card
+        )
+        for m in models
+        for p in precisions
+        for b in builds.get(p, [])
+    }
 
 
 # -- the products record a check runs with (amendments 4.3, 7.4) ----------------------------

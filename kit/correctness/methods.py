@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import UserError
+from kit.protocol.load import Protocol
 
 # nanoGPT's evaluation line: print(f"step {iter_num}: train loss {...:.4f}, val loss {...:.4f}").
 # D4: the contender prints the same grammar at its evaluations. A protocol file may declare
@@ -35,15 +36,13 @@ EVAL_LINE_PREFIX = r"^step \d+:"  # a line that starts like an evaluation but br
 
 PYTORCH, CONTENDER = "pytorch", "contender"
 SIDES = (PYTORCH, CONTENDER)
-METHOD_A_SEEDS = 5  # §7 A: five seeds a side (1337 to 1341) give the verdict
+# The defaults of the pure functions below are §7's reference values, for direct use; the runner
+# always passes the protocol file's (its correctness table), and the windows of amendment 6, the
+# seeds and the five-seed card are read from that file alone (Protocol.method_b_window ...).
 METHOD_A_FROM_STEP = 1000  # §7 A: judged at every evaluation from step 1,000 on
 STEP0_TOLERANCE = 1e-5  # §7 B: step-0 losses within 1e-5 relative
 STEP_TOLERANCE = 0.01  # §7 B: each step of the window within 1% relative
 DEFAULT_WINDOW = (1, 200)  # §7 B: the first 200 steps
-# amendment 6.1: M2b (GPT-2 medium) judges steps 1 to 100; 6.2: §7 B's 200 steps stand beside it.
-# Kept here until the protocol file carries them; keyed by the runner's model name (D2).
-JUDGED_WINDOWS = {"gpt2-medium": (1, 100)}
-BESIDE_WINDOWS = {"gpt2-medium": (1, 200)}
 # Losses are printed as decimals; a difference equal to a limit in decimals may come out a few
 # units in the last binary place either way, so a tie is taken as within (the rules say "within").
 _ABS_SLACK = 1e-9  # method A, in loss units (losses are printed to 1e-4)
@@ -423,16 +422,6 @@ class MethodBResult:
         return self.judged.first_failing_step
 
 
-def window_for(model: str) -> tuple[int, int]:
-    """The steps method B judges for a model (amendment 6.1: GPT-2 medium 1 to 100)."""
-    return JUDGED_WINDOWS.get(model, DEFAULT_WINDOW)
-
-
-def beside_window_for(model: str) -> tuple[int, int] | None:
-    """The window whose verdict is published beside the judged one (amendment 6.2), if any."""
-    return BESIDE_WINDOWS.get(model)
-
-
 def train_frame(curve: TrainCurve, side: str) -> pd.DataFrame:
     if isinstance(curve, pd.DataFrame):
         if not {"step", "loss"} <= set(curve.columns):
@@ -574,8 +563,14 @@ def method_b(
     )
 
 
-def method_b_for(model: str, pytorch: TrainCurve, contender: TrainCurve) -> MethodBResult:
-    """Method B with the model's windows from amendment 6."""
+def method_b_for(protocol: Protocol, model: str, pytorch: TrainCurve, contender: TrainCurve):
+    """Method B with the protocol file's tolerances and the model's windows (amendment 6)."""
+    c = protocol.correctness
     return method_b(
-        pytorch, contender, window=window_for(model), also_window=beside_window_for(model)
+        pytorch,
+        contender,
+        c.step0_tolerance,
+        c.step_tolerance,
+        window=protocol.method_b_window(model),
+        also_window=protocol.method_b_beside_window(model),
     )

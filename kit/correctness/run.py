@@ -135,8 +135,8 @@ def method_b_windows(
     def scaled(w: tuple[int, int]) -> tuple[int, int]:
         return (w[0], max(w[0], round(w[1] * scale)))
 
-    beside = corr.beside_window_for(spec.model)
-    return scaled(corr.window_for(spec.model)), scaled(beside) if beside else None
+    beside = p.method_b_beside_window(spec.model)
+    return scaled(p.method_b_window(spec.model)), scaled(beside) if beside else None
 
 
 # -- nanoGPT's configuration, read as its configurator makes it --------------------------------
@@ -626,7 +626,7 @@ def _now() -> str:
 
 
 def checks_for_series(series_dir: Path, check_dirs: Sequence[Path]) -> dict[str, str]:
-    """ "model/precision" -> "passed" or why not, for `report.tables(rd, checks=...)`.
+    """ "model/precision/build" -> "passed" or why not, for `report.tables(rd, checks=...)`.
 
     Reads every check record of `check_dirs` (each a `micakit correctness` results directory,
     run under the series' protocol file and, for a smoke series, smoke checks only) and judges
@@ -654,6 +654,18 @@ def checks_for_series(series_dir: Path, check_dirs: Sequence[Path]) -> dict[str,
                 "a smoke check gates only a smoke series",
             )
         records += checks.load_checks(Path(d))
+    protocol = store.load_protocol(ResultsDir.open(Path(series_dir)))
+    precisions = series.get("precisions", [])
+    builds = {p: [b.name for b in protocol.builds_for(p)] for p in precisions}
+    c, smoke = protocol.correctness, bool(series.get("smoke"))
+    # amendments 7.1 and 7.3: the protocol's seeds on its five-seed card; a smoke check runs on
+    # the CPU with the seeds it was given, and a smoke series is a preview whatever it says
     return checks.check_statuses(
-        series.get("card", ""), series.get("models", []), series.get("precisions", []), records
+        series.get("card", ""),
+        series.get("models", []),
+        precisions,
+        records,
+        builds=builds,
+        seeds=None if smoke else c.seeds,
+        five_seed_card=None if smoke else c.five_seed_card,
     )

@@ -163,6 +163,7 @@ class Series:
             "executor_versions": self.executor.versions(),
             "series": dataclasses.asdict(self.spec),
             "options": options or {},
+            "inputs_sha256": self.inputs_sha256(),
         }
         self.rd.write_text(store.PROTOCOL, self.protocol.path.read_text("utf-8"))
         families = self.protocol.beside(sidetables.FAMILIES)
@@ -171,6 +172,22 @@ class Series:
             self.rd.write_text(sidetables.FAMILIES, families.read_text("utf-8"))
         self.rd.write_json(store.PLAN, self.plan_json())
         self.rd.write_json(store.MANIFEST, manifest)
+
+    def inputs_sha256(self) -> dict[str, str]:
+        """Every file beside the protocol that the series reads, by name, with its SHA-256.
+
+        D6 and §3 rule 1: the protocol file's hash alone does not fix the families' rules
+        (§6), nanoGPT's patch (§4) or the models' configuration file (amendment 4.4).
+        """
+        p = self.protocol
+        names = [sidetables.FAMILIES, p.nanogpt.patch]
+        names += [m.config for m in p.models.values()]
+        out = {}
+        for name in dict.fromkeys(names):
+            path = p.beside(name)
+            if path.is_file():
+                out[name] = store.sha256_file(path)
+        return out
 
     def plan_json(self) -> dict:
         return {

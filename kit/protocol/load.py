@@ -132,6 +132,9 @@ class Correctness:
     eval_iters: int
     method_a_from_step: int
     method_b_steps: int
+    method_b_window: tuple[int, int]  # §7 B: steps 1 to 200
+    method_b_windows: dict[str, tuple[int, int]]  # amendment 6.1: a model's own judged window
+    method_b_beside_windows: dict[str, tuple[int, int]]  # amendment 6.2: published beside
     step0_tolerance: float
     step_tolerance: float
     shared_start_seed: int
@@ -142,6 +145,13 @@ class Correctness:
     smoke_eval_iters: int
     smoke_method_a_from_step: int
     smoke_method_b_steps: int
+
+
+@dataclass(frozen=True)
+class Cards:
+    """D3: the cards the protocol names, as NVML names them; any other card is labelled."""
+
+    named: list[str]
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,7 @@ class Protocol:
     nanogpt: NanoGpt
     data: Data
     contender: Contender
+    cards: Cards
     precisions: Precisions
     models: dict[str, Model]
     smoke: Smoke
@@ -189,6 +200,19 @@ class Protocol:
 
     def builds_for(self, precision: str) -> list[Build]:
         return [b for b in self.contender.builds if precision in b.precisions]
+
+    def names_card(self, card: str) -> bool:
+        """D3: whether the protocol names this card (its NVML name)."""
+        return card in self.cards.named
+
+    def method_b_window(self, model: str) -> tuple[int, int]:
+        """The steps method B judges for a model (amendment 6.1: GPT-2 medium 1 to 100)."""
+        c = self.correctness
+        return c.method_b_windows.get(model, c.method_b_window)
+
+    def method_b_beside_window(self, model: str) -> tuple[int, int] | None:
+        """The window whose verdict stands beside the judged one (amendment 6.2), if any."""
+        return self.correctness.method_b_beside_windows.get(model)
 
     def beside(self, relative: str) -> Path:
         """A file the protocol names, beside the protocol file."""
@@ -364,6 +388,17 @@ def _validate(p: Protocol) -> None:
     c = p.correctness
     if not c.seeds or any(y <= x for x, y in zip(c.seeds, c.seeds[1:])):
         raise UserError("protocol file: correctness.seeds must be distinct and rising")
+    if not p.cards.named:
+        raise UserError("protocol file: cards.named must name at least one card")
+    windows = [("method_b_window", c.method_b_window)]
+    windows += [(f"method_b_windows.{m}", w) for m, w in c.method_b_windows.items()]
+    windows += [(f"method_b_beside_windows.{m}", w) for m, w in c.method_b_beside_windows.items()]
+    for key, (lo, hi) in windows:
+        if not 1 <= lo <= hi <= c.method_b_steps:
+            raise UserError(
+                f"protocol file: correctness.{key} must satisfy 1 <= first <= last <= "
+                f"method_b_steps ({c.method_b_steps})"
+            )
     if c.pytorch_mode not in p.pytorch.modes:
         raise UserError(f"protocol file: correctness.pytorch_mode {c.pytorch_mode!r} is no mode")
     for prefix in ("", "smoke_"):

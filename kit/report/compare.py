@@ -4,7 +4,9 @@ two contender releases.
 Every number is recomputed from each directory's raw files (as `verify` does), never read from
 its published tables. A configuration is matched by model, precision, side and variant (its card
 may differ); only a configuration whose every planned timed run was ok has a time (§5), so any
-other is shown by its state. This compares two directories; it is not a verdict of §10.
+other is shown by its state. This compares two directories; it is not a verdict of §10. Rule 6 holds here too: a time
+whose correctness check has not passed is withheld unless asked for with `--preview`, and the
+output then says it is preparation.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ class Side:
     configurations: pd.DataFrame
 
 
-def read(root: Path) -> Side:
+def read(root: Path, *, preview: bool = False) -> Side:
+    """A directory's configurations; rule 6 withholds unchecked times unless `preview`."""
     rd = ResultsDir.open(root)
-    t = tables_mod.tables(rd)
+    t = tables_mod.tables(rd, preview=preview)
     return Side(root, rd.manifest()["protocol_sha256"], t.configurations)
 
 
@@ -49,13 +52,24 @@ def _state(row: pd.Series) -> str:
     return "complete" if not math.isnan(float(row["median_step_s"])) else "no time"
 
 
+def _shown(row: pd.Series) -> str:
+    """The state, or why rule 6 withholds a complete configuration's time."""
+    publication = row.get("publication")
+    if _state(row) == "complete" and isinstance(publication, str):
+        if publication.startswith("withheld"):
+            return publication
+    return _state(row)
+
+
 def _timed(row: pd.Series | None) -> dict[str, Any] | None:
-    if row is None or _state(row) != "complete":
-        return None
+    if row is None or _state(row) != "complete" or math.isnan(float(row["median_step_s"])):
+        return None  # no time (§5), or one rule 6 withholds
     return {k: float(row[f"{k}_step_s"]) for k in ("median", "min", "max")}
 
 
-def compare(a: Side, b: Side, *, allow_protocol_change: bool = False) -> dict[str, Any]:
+def compare(
+    a: Side, b: Side, *, allow_protocol_change: bool = False, preview: bool = False
+) -> dict[str, Any]:
     """Per configuration in both: both medians and ranges, their ratio, whether ranges overlap."""
     changed = a.protocol_sha256 != b.protocol_sha256
     if changed and not allow_protocol_change:
@@ -83,8 +97,8 @@ def compare(a: Side, b: Side, *, allow_protocol_change: bool = False) -> dict[st
             **ident,
             "card_a": ra["card"],
             "card_b": rb["card"],
-            "state_a": _state(ra),
-            "state_b": _state(rb),
+            "state_a": _shown(ra),
+            "state_b": _shown(rb),
             "a_s": ta,
             "b_s": tb,
             "ratio_a_over_b": None,
@@ -99,6 +113,7 @@ def compare(a: Side, b: Side, *, allow_protocol_change: bool = False) -> dict[st
         "a": str(a.root),
         "b": str(b.root),
         "protocol_changed": changed,
+        "preview": preview,
         "both": both,
         "only_in_a": only_a,
         "only_in_b": only_b,
@@ -113,7 +128,10 @@ def _ms(t: dict[str, float] | None, state: str) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     """The comparison as a Markdown table, with what is in one directory only."""
-    lines = [f"# {result['a']} (A) against {result['b']} (B)", ""]
+    title = f"# {result['a']} (A) against {result['b']} (B)"
+    if result.get("preview"):
+        title += " — preparation: not a protocol result"
+    lines = [title, ""]
     if result["protocol_changed"]:
         lines += [
             "**The two directories ran under different protocols** (--allow-protocol-change).",

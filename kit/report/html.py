@@ -83,6 +83,8 @@ def _context(rd: ResultsDir, t: Tables) -> _Context:
             if str(config).split("/")[2:3] == [PYTORCH]:
                 attention[str(config)] = kernels.attention_kind(rows)
     prep = f" — {render.preparation_label(found)}" if render.is_preparation(found) else ""
+    # rule 6 and D3: a preview, or a card the protocol does not name, says so in every plot
+    prep += "".join(f" — {x}" for x in render.labels(t))
     return _Context(rd, t, store.load_protocol(rd), found, attention, prep)
 
 
@@ -158,6 +160,10 @@ def step_time_section(ctx: _Context) -> Section:
         for _, c in g.iterrows():
             timed = _runs(ctx, c["config"], ["timed"], ok_only=True)
             note = "out of memory: no time (amendment 8)" if c["out_of_memory"] else c["notes"]
+            if c["state"] != "complete":
+                timed = timed.iloc[0:0]  # only a complete configuration has a time
+            elif str(c["publication"]).startswith("withheld"):
+                timed, note = timed.iloc[0:0], c["publication"]  # rule 6
             label = _label(ctx, c)
             rows.append(plots.StepTimeRow(label, c["side"], tuple(timed["step_s"]), note))
             if len(timed):

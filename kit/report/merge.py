@@ -7,6 +7,7 @@ writes `release.csv` (every digit) and `release.md` into a new directory. Refuse
 - directories measured under different protocol files (manifest `protocol_sha256`) or made by
   different kit versions (`kit_version`): their numbers did not come from one procedure;
 - a series that has not finished: a release publishes the protocol's runs, not some of them;
+- a series with a void run: §5 finds a void run's cause before anything is published;
 - two directories of the same card, model and precision: a release publishes one series of each.
 
 Every comparison row is kept, the deficits with the leads (rule 5), each naming the directory
@@ -29,6 +30,7 @@ from kit.errors import UserError
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import markdown as render
+from kit.report import states
 from kit.report import tables as report
 
 RELEASE_CSV, RELEASE_MD = "release.csv", "release.md"
@@ -95,6 +97,7 @@ def open_sources(dirs: Sequence[Path]) -> list[Source]:
                 f"cannot recompute {name}: {e}", f"`micakit verify {name}` names what changed"
             ) from None
         _check_complete(name, rd, t)
+        _check_no_void(name, t)
         sources.append(Source(name, rd, manifests[name], render.recorded_versions(rd), t))
     _check_one_series_each(sources)
     return sources
@@ -129,13 +132,14 @@ def release_table(sources: Sequence[Source], protocol: Protocol) -> pd.DataFrame
 
 def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.DataFrame) -> str:
     """The release table in Markdown, with the words §9 asks beside its numbers."""
-    found = {s.name: s.found for s in sources}
     first = sources[0].manifest
     cards = ", ".join(dict.fromkeys(str(s.manifest["series"]["card"]) for s in sources))
     lines = [
         f"# {protocol.name} release: {len(sources)} series ({cards})",
         "",
         f"- protocol {protocol.name} sha256 {first['protocol_sha256']}, kit {first['kit_version']}",
+        f"- {render.DOMAIN}: every number below links its results directory (raw logs column)",
+        f"- how kernels are made (§9): “{render.KERNELS_SENTENCE}”",
         "- every number below was recomputed by `micakit merge` from the raw stamped logs of the "
         "directory its row names, never read from that directory's published tables; "
         "`micakit verify DIR` checks each directory, `micakit report DIR` prints its report",
@@ -154,12 +158,10 @@ def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.Da
     if table.empty:
         lines += ["No contender configuration ran in these series, so there is no comparison.", ""]
     else:
-        lines += [_comparison_table(table, found), ""]
+        labels = sorted({x for s in sources for x in render.labels(s.tables)})
+        lines += [render.caption_words("Release comparison (D1), every row recomputed", labels)]
+        lines += ["", _comparison_table(sources, protocol, table), ""]
         lines += _notes(table)
-    if not table.empty:
-        models = dict.fromkeys(table["model"])
-        lines += ["## Models (§9)", ""]
-        lines += [f"- {render.model_words(protocol.models, m)}" for m in models] + [""]
     return "\n".join(lines)
 
 
@@ -204,6 +206,20 @@ def _check_complete(name: str, rd: ResultsDir, t: report.Tables) -> None:
         )
 
 
+def _check_no_void(name: str, t: report.Tables) -> None:
+    """§5 cross-checks: a void run's cause is found before anything is published."""
+    void = t.runs[t.runs["status"] == timing.VOID]
+    if len(void):
+        first = void.iloc[0]
+        raise UserError(
+            f"{name} has {len(void)} void run(s) (the first is run {int(first['run_id'])}, "
+            f"{first['config']}: {first['reason']}); §5: a void run's cause is found before "
+            "anything is published",
+            "find and fix the cause, then run the series again; leave it out of the release "
+            "until then",
+        )
+
+
 def _check_one_series_each(sources: Sequence[Source]) -> None:
     owner: dict[tuple[str, str, str], str] = {}
     for s in sources:
@@ -227,6 +243,7 @@ def _labels(s: Source) -> list[str]:
     labels = []
     if render.is_preparation(s.found):
         labels.append(render.preparation_label(s.found))
+    labels += render.labels(s.tables)  # rule 6's preview, D3's card not named
     if series.get("smoke"):
         labels.append("CPU smoke series: scaled-down models, not a protocol measurement")
     return labels
@@ -257,34 +274,58 @@ def _series_table(sources: Sequence[Source]) -> str:
     return pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
 
 
-def _comparison_table(table: pd.DataFrame, found: dict) -> str:
+def _comparison_table(sources: Sequence[Source], protocol: Protocol, table: pd.DataFrame) -> str:
+    by_name = {s.name: s for s in sources}
     rows = []
     for _, r in table.iterrows():
+        s = by_name[r[SOURCE]]
         if r["pytorch_fastest_mode"]:
             attention = r.get("pytorch_attention", "") or "not profiled"
             against = render.pytorch_name(
-                found[r[SOURCE]], r["pytorch_fastest_mode"], r["precision"], attention
+                s.found, r["pytorch_fastest_mode"], r["precision"], attention
             )
         else:
-            against = "no PyTorch mode ran"
+            against = "no PyTorch mode is complete"
         ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.3f}"
+        configs = s.tables.configurations.set_index("config")
+        torch_id = f"{r['model']}/{r['precision']}/pytorch/{r['pytorch_fastest_mode']}"
+        torch_pub = configs.loc[torch_id, "publication"] if torch_id in configs.index else ""
+        median, spread = render.step_cells(
+            r["contender_median_step_s"],
+            r["contender_min_step_s"],
+            r["contender_max_step_s"],
+            str(r["contender_state"]).split(":")[0],
+            r["publication"],
+        )
+        p_median, p_spread = render.step_cells(
+            r["pytorch_median_step_s"],
+            r["pytorch_min_step_s"],
+            r["pytorch_max_step_s"],
+            "complete" if r["pytorch_fastest_mode"] else "no PyTorch mode is complete",
+            torch_pub,
+        )
+        card = str(r["card"])
+        if not r["card_named"]:
+            card += f" ({states.NOT_NAMED})"
+        smoke = render.smoke_args(s.rd, protocol)
         rows.append(
             {
-                "card": r["card"],
-                "model": r["model"],
+                "card": card,
+                # §9: every M1 number travels with its model's size, in its own row
+                "model": render.model_words(protocol.models, r["model"], smoke),
                 "precision": r["precision"],
                 "contender build": f"{r['contender_build']} ({r['build_role']})",
+                "state": r["contender_state"],
                 "runs": r["contender_runs"],
-                "median ms": render.ms(r["contender_median_step_s"]),
-                "range ms": render.range_ms(r["contender_min_step_s"], r["contender_max_step_s"]),
+                "median ms": median,
+                "range ms": spread,
                 "against": against,
                 "PyTorch runs": r["pytorch_runs"],
-                "PyTorch median ms": render.ms(r["pytorch_median_step_s"]),
-                "PyTorch range ms": render.range_ms(
-                    r["pytorch_min_step_s"], r["pytorch_max_step_s"]
-                ),
+                "PyTorch median ms": p_median,
+                "PyTorch range ms": p_spread,
                 "ratio P/M": ratio,
                 "verdict": r["verdict"],
+                "notes": "; ".join(_labels(s)),
                 "raw logs": f"[{r[SOURCE]}]({r[SOURCE]})",
             }
         )
@@ -302,10 +343,10 @@ def _notes(table: pd.DataFrame) -> list[str]:
                 f"*{r['times_alone_say']}*; it has no verdict until its correctness check passes "
                 "(§3 rule 6)."
             )
-        if r["pytorch_modes_out_of_memory"]:
+        if r["pytorch_modes_without_time"]:
             lines.append(
-                f"- {where}: PyTorch modes out of memory (amendment 5): "
-                f"{r['pytorch_modes_out_of_memory']}; the fastest of the modes that ran is "
+                f"- {where}: PyTorch modes without a time (amendments 5 and 8): "
+                f"{r['pytorch_modes_without_time']}; the fastest of the complete modes is "
                 "compared."
             )
     return [*lines, ""] if lines else []

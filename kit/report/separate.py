@@ -191,16 +191,22 @@ def missing_records(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-def library_lines(table: pd.DataFrame) -> list[str]:
-    """Markdown: per configuration, the NVIDIA libraries opened and whether libnvrtc was."""
+def library_lines(table: pd.DataFrame, names: dict[str, str] | None = None) -> list[str]:
+    """Markdown: per configuration, the NVIDIA libraries opened and whether libnvrtc was.
+
+    `names` gives each configuration as §9 names it (PyTorch with version, mode, precision
+    and attention kernels), in a column beside its id.
+    """
     if table.empty:
         return ["No library-open log was recorded in this series."]
     rows = []
+    names = names or {}
     for config, g in table.groupby("config", sort=False):
         nvidia = sorted(set(g[g["nvidia"]]["library"])) or ["none"]
         rows.append(
             {
                 "configuration": config,
+                "named (§9)": names.get(config, config),
                 "NVIDIA libraries opened": ", ".join(nvidia),
                 "libnvrtc opened": "yes" if g["nvrtc_opened_by_config"].any() else "no",
                 "libraries in all": len(g),

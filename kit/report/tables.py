@@ -21,14 +21,14 @@ from kit.engine.store import ResultsDir
 from kit.executors.base import RunOutcome
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import compile_cost, verdict
+from kit.report import compile_cost, states, verdict
 from kit.report import separate as sidetables
 
 TABLES = (
     "runs", "configurations", "comparison", "libraries", "kernels", "kernel_families",
     "graph_breaks", "compile_costs",
 )  # fmt: skip
-NOT_CHECKED = "correctness not checked"
+NOT_CHECKED = states.NOT_CHECKED
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class Tables:
     graph_breaks: pd.DataFrame
     compile_costs: pd.DataFrame  # what compiling costs: warm-up and break-even, from stamps
     missing: tuple[str, ...] = ()  # amendment 8.3: configurations lacking a separate record
+    preview: bool = False  # every time shown, labelled "preparation: not a protocol result"
+    card_named: bool = True  # D3: the protocol names this series' card
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
         return [(name, getattr(self, name)) for name in TABLES]
@@ -118,20 +120,62 @@ def rejudge(log_dir: Path, record: dict, grammar, protocol: Protocol) -> timing.
     return extras.judge(record.get("kind", "timed"), outcome, grammar, protocol.timing)
 
 
-def configurations_table(runs: pd.DataFrame, plan: dict) -> pd.DataFrame:
-    """Per configuration: timed runs that counted, median and range (§5 "What is reported")."""
+def config_publications(
+    plan: dict, protocol: Protocol, checks: dict[str, str], preview: bool
+) -> dict[str, tuple[str, str]]:
+    """Per configuration: its correctness status and whether its speed is published (rule 6).
+
+    A contender build's check is its own (model, precision, build: amendment 4.2). A PyTorch
+    mode's time is the other half of a comparison: it is published where a contender build of
+    its card, model and precision passed its check, and withheld where none did.
+    """
+    contender = {
+        c["id"]: checks.get(states.check_key(c["model"], c["precision"], c["variant"]), NOT_CHECKED)
+        for c in plan["configurations"]
+        if c["side"] == CONTENDER
+    }
+    out = {}
+    for c in plan["configurations"]:
+        if c["side"] == CONTENDER:
+            check = contender[c["id"]]
+        else:
+            beside = [
+                contender[o["id"]]
+                for o in plan["configurations"]
+                if o["side"] == CONTENDER
+                and (o["card"], o["model"], o["precision"])
+                == (c["card"], c["model"], c["precision"])
+            ]
+            if "passed" in beside:
+                check = "passed"
+            else:
+                check = next((x for x in beside if "failed" in x), NOT_CHECKED)
+        out[c["id"]] = (check, states.publication(check, preview))
+    return out
+
+
+def _shown(publication: str) -> bool:
+    return not publication.startswith("withheld")
+
+
+def configurations_table(
+    runs: pd.DataFrame,
+    plan: dict,
+    found: dict[str, states.ConfigState],
+    published: dict[str, tuple[str, str]],
+    card_named: bool = True,
+) -> pd.DataFrame:
+    """Per configuration: its state, and for a complete one whose speed is published (rule 6)
+    or previewed, the median and range of its timed runs (§5 "What is reported")."""
     rows = []
     for c in plan["configurations"]:
         mine = runs[runs["config"] == c["id"]]
         timed = mine[mine["kind"] == "timed"]
-        ok = timed[timed["status"] == timing.OK]["step_s"].astype(float)
+        st = found[c["id"]]
+        _, publication = published[c["id"]]
+        ok = np.asarray(st.step_s, dtype=float) if _shown(publication) else np.array([])
         oom = mine[mine["status"] == timing.OOM]
-        void = timed[timed["status"] == timing.VOID]
-        notes = []
-        if len(oom):
-            notes.append(f"out of memory in run {int(oom['run_id'].iloc[0])}")
-        if len(void):
-            notes.append(f"{len(void)} void: " + "; ".join(void["reason"]))
+        notes = [] if st.has_time else [st.shown]
         flagged = timed[timed["flagged"]]
         for _, f in flagged.iterrows():
             notes.append(f"run {f['run_id']} flagged: {f['flag_reasons']}")
@@ -140,63 +184,80 @@ def configurations_table(runs: pd.DataFrame, plan: dict) -> pd.DataFrame:
             {
                 **_identity(c),
                 "primary": plan["primary"].get(c["id"], True),
-                "runs": len(ok),
-                "median_step_s": float(ok.median()) if len(ok) else math.nan,
+                "state": st.state.value,
+                "state_reason": st.reason,
+                "planned_runs": st.planned,
+                "runs": st.ok,
+                "publication": publication,
+                "median_step_s": _median(ok),
                 "min_step_s": float(ok.min()) if len(ok) else math.nan,
                 "max_step_s": float(ok.max()) if len(ok) else math.nan,
                 "peak_memory_bytes": float(peak.max()) if peak.notna().any() else math.nan,
                 "flagged_runs": len(flagged),
                 "out_of_memory": bool(len(oom)),
+                "card_named": card_named,
                 "notes": "; ".join(notes),
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=CONFIGURATION_COLUMNS)
+
+
+CONFIGURATION_COLUMNS = [
+    "config", "card", "model", "precision", "side", "variant", "primary", "state",
+    "state_reason", "planned_runs", "runs", "publication", "median_step_s", "min_step_s",
+    "max_step_s", "peak_memory_bytes", "flagged_runs", "out_of_memory", "card_named", "notes",
+]  # fmt: skip
 
 
 def comparison_table(
-    runs: pd.DataFrame,
     configs: pd.DataFrame,
+    found: dict[str, states.ConfigState],
     protocol: Protocol,
-    checks: dict[str, str] | None = None,
+    published: dict[str, tuple[str, str]],
     attention: dict[str, str] | None = None,
 ) -> pd.DataFrame:
     """Per card, model and precision: each contender build against PyTorch's fastest mode.
 
-    `checks` maps "model/precision" to "passed" or why not (§7, rule 6); without a passed
-    check the verdict is "no verdict", and what the times alone say stands beside it, labelled.
+    Only complete configurations have times (amendments 5.2 and 8.2), so PyTorch's fastest mode
+    is the fastest complete one and D1's verdict stands only between complete configurations;
+    every other state is named in its row (rule 5). Without a passed check for that model,
+    precision and build there is no verdict (§7, rule 6) and, unless previewed, no time either.
     """
-    checks = checks or {}
     attention = attention or {}
-    timed_ok = runs[(runs["kind"] == "timed") & (runs["status"] == timing.OK)]
     rows = []
     for (card, model, precision), group in configs.groupby(
         ["card", "model", "precision"], sort=False
     ):
         torch_rows = group[group["side"] == PYTORCH]
-        times = {
-            mode: timed_ok[timed_ok["config"] == cid]["step_s"].astype(float).to_numpy()
-            for mode, cid in zip(torch_rows["variant"], torch_rows["config"])
-        }
-        fastest = verdict.fastest_mode(times)
+        modes = dict(zip(torch_rows["variant"], (found[c] for c in torch_rows["config"])))
+        times = {mode: np.asarray(s.step_s, dtype=float) for mode, s in modes.items()}
+        fastest = verdict.fastest_complete(modes)
         oom_modes = list(torch_rows[torch_rows["out_of_memory"]]["variant"])
-        p = times.get(fastest, np.array([])) if fastest else np.array([])
+        without = [
+            f"{mode}: {found[cid].shown}"
+            for mode, cid in zip(torch_rows["variant"], torch_rows["config"])
+            if not found[cid].has_time
+        ]
         for _, c in group[group["side"] == CONTENDER].iterrows():
-            m = timed_ok[timed_ok["config"] == c["config"]]["step_s"].astype(float).to_numpy()
-            check = checks.get(f"{model}/{precision}", NOT_CHECKED)
-            if len(m) and len(p):
-                times_say = verdict.by_times(m, p, protocol.timing.verdict_margin)
-            else:
-                times_say = ""
-            if not len(m):
-                shown = f"{verdict.NO_VERDICT}: " + (
-                    "out of memory" if c["out_of_memory"] else "no timed run of the contender"
-                )
+            st = found[c["config"]]
+            check, publication = published[c["config"]]
+            shown = _shown(publication)
+            m = np.asarray(st.step_s, dtype=float) if st.has_time else np.array([])
+            p = times.get(fastest, np.array([])) if fastest else np.array([])
+            margin = protocol.timing.verdict_margin
+            times_say = ""
+            if len(m) and len(p) and shown:
+                times_say = verdict.between(st, modes[fastest], margin)
+            if not st.has_time:
+                said = f"{verdict.NO_VERDICT}: {st.state.value}"
             elif not len(p):
-                shown = f"{verdict.NO_VERDICT}: no PyTorch mode ran"
+                said = f"{verdict.NO_VERDICT}: no PyTorch mode is complete"
             elif check != "passed":
-                shown = f"{verdict.NO_VERDICT}: {check}"
+                said = f"{verdict.NO_VERDICT}: {check}"
             else:
-                shown = times_say
+                said = verdict.between(st, modes[fastest], margin)
+            if not shown:
+                m, p = np.array([]), np.array([])
             rows.append(
                 {
                     "card": card,
@@ -204,7 +265,8 @@ def comparison_table(
                     "precision": precision,
                     "contender_build": c["variant"],
                     "build_role": "primary" if c["primary"] else "secondary",
-                    "contender_runs": len(m),
+                    "contender_state": st.shown,
+                    "contender_runs": st.ok,
                     "contender_median_step_s": _median(m),
                     "contender_min_step_s": float(m.min()) if len(m) else math.nan,
                     "contender_max_step_s": float(m.max()) if len(m) else math.nan,
@@ -212,27 +274,31 @@ def comparison_table(
                     "pytorch_attention": attention.get(
                         f"{model}/{precision}/pytorch/{fastest}", "not profiled"
                     ),
-                    "pytorch_runs": len(p),
+                    "pytorch_runs": len(times.get(fastest, [])) if fastest else 0,
                     "pytorch_median_step_s": _median(p),
                     "pytorch_min_step_s": float(p.min()) if len(p) else math.nan,
                     "pytorch_max_step_s": float(p.max()) if len(p) else math.nan,
                     "pytorch_modes_out_of_memory": ", ".join(oom_modes),
+                    "pytorch_modes_without_time": "; ".join(without),
                     # D1: median(P) / median(M), above 1 when the contender is faster
                     "ratio": _median(p) / _median(m) if len(m) and len(p) else math.nan,
                     "correctness": check,
+                    "publication": publication,
+                    "card_named": bool(c["card_named"]),
                     "times_alone_say": times_say,
-                    "verdict": shown,
+                    "verdict": said,
                 }
             )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
 COMPARISON_COLUMNS = [
-    "card", "model", "precision", "contender_build", "build_role", "contender_runs",
-    "contender_median_step_s", "contender_min_step_s", "contender_max_step_s",
+    "card", "model", "precision", "contender_build", "build_role", "contender_state",
+    "contender_runs", "contender_median_step_s", "contender_min_step_s", "contender_max_step_s",
     "pytorch_fastest_mode", "pytorch_attention", "pytorch_runs", "pytorch_median_step_s",
-    "pytorch_min_step_s", "pytorch_max_step_s", "pytorch_modes_out_of_memory", "ratio",
-    "correctness", "times_alone_say", "verdict",
+    "pytorch_min_step_s", "pytorch_max_step_s", "pytorch_modes_out_of_memory",
+    "pytorch_modes_without_time", "ratio", "correctness", "publication", "card_named",
+    "times_alone_say", "verdict",
 ]  # fmt: skip
 
 
@@ -241,30 +307,50 @@ def _median(a: np.ndarray) -> float:
 
 
 GATING = "gating.json"  # the correctness checks that gate this series' verdicts (§3 rule 6)
+PUBLICATION = "publication.json"  # whether `micakit report --preview` asked for every time
 
 
-def tables(rd: ResultsDir, checks: dict[str, str] | None = None) -> Tables:
+def is_preview(rd: ResultsDir) -> bool:
+    """A smoke series is always a preview; any other is one when `report --preview` said so."""
+    if rd.manifest()["series"].get("smoke"):
+        return True
+    if (rd.root / PUBLICATION).exists():
+        return bool(rd.read_json(PUBLICATION).get("preview"))
+    return False
+
+
+def tables(
+    rd: ResultsDir, checks: dict[str, str] | None = None, preview: bool | None = None
+) -> Tables:
     """Every table, judged again from the raw logs (a corrupt log raises ValueError).
 
-    The verdicts are gated by `checks`, else by the statuses `micakit report --checks` saved
-    in gating.json, else every configuration reads "correctness not checked".
+    The verdicts are gated by `checks` ("model/precision/build" -> status), else by the
+    statuses `micakit report --checks` saved in gating.json, else every configuration reads
+    "correctness not checked" and its speed is withheld (rule 6) unless previewed.
     """
     if checks is None and (rd.root / GATING).exists():
         checks = rd.read_json(GATING)["statuses"]
+    if preview is None:
+        preview = is_preview(rd)
     protocol = store.load_protocol(rd)
     plan = rd.read_json(store.PLAN)
     store.refuse_if_altered(rd)  # D6: numbers only from the records and folders a series wrote
     runs = runs_table(rd, protocol)
-    configs = configurations_table(runs, plan)
+    found = states.config_states(runs, plan)
+    published = config_publications(plan, protocol, checks or {}, preview)
+    card_named = protocol.names_card(rd.manifest()["series"]["card"])
+    configs = configurations_table(runs, plan, found, published, card_named)
     kernel, families, attention, unreadable = sidetables.kernel_tables(rd, runs, protocol)
     return Tables(
         runs=runs,
         configurations=configs,
-        comparison=comparison_table(runs, configs, protocol, checks, attention),
+        comparison=comparison_table(configs, found, protocol, published, attention),
         libraries=sidetables.libraries_table(rd, runs),
         kernels=kernel,
         kernel_families=families,
         graph_breaks=sidetables.graph_breaks_table(rd, runs),
         compile_costs=compile_cost.compile_costs(rd, runs, protocol.timing.window[0]),
         missing=(*sidetables.missing_records(runs), *unreadable),
+        preview=preview,
+        card_named=card_named,
     )

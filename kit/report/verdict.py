@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from kit.report.states import ConfigState
+
 FASTER, LEVEL, SLOWER = "faster", "level", "slower"
 NO_VERDICT = "no verdict"
 # step times in seconds, as the tables hold them (numpy arrays) or as a list
@@ -41,3 +43,17 @@ def fastest_mode(times_by_mode: Mapping[str, Times]) -> str | None:
     """PyTorch's fastest mode: the lowest median among the modes that ran (amendment 5.3)."""
     ran = {mode: float(np.median(t)) for mode, t in times_by_mode.items() if len(t)}
     return min(ran, key=lambda mode: (ran[mode], mode)) if ran else None
+
+
+def fastest_complete(modes: Mapping[str, ConfigState]) -> str | None:
+    """PyTorch's fastest mode among its complete modes alone (amendments 5.3 and 8.2): a mode
+    out of memory, void, failed or incomplete has no time, whatever its other runs read."""
+    return fastest_mode({mode: s.step_s for mode, s in modes.items() if s.has_time})
+
+
+def between(mica: ConfigState, pytorch: ConfigState, margin: float) -> str:
+    """D1's verdict between two complete configurations; any other state has no time."""
+    for side, s in (("Mica", mica), ("PyTorch", pytorch)):
+        if not s.has_time:
+            raise ValueError(f"D1 compares complete configurations; {side}'s is {s.shown}")
+    return by_times(mica.step_s, pytorch.step_s, margin)

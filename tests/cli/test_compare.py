@@ -19,7 +19,10 @@ def test_compare_two_directories(tmp_path, fake_env, cli):
     protocol = write_protocol(tmp_path / "p.toml", runs=2)
     a = _series(tmp_path, "a", protocol, fake_env, cli, 2.0)
     b = _series(tmp_path, "b", protocol, fake_env, cli, 1.0)
-    result = cli("compare", a, b, "--json")
+    # rule 6: no correctness check passed, so the times are withheld unless previewed
+    withheld = json.loads(cli("compare", a, b, "--json").output)["both"][0]
+    assert withheld["a_s"] is None and withheld["state_a"].startswith("withheld")
+    result = cli("compare", a, b, "--json", "--preview")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     (entry,) = data["both"]
@@ -29,8 +32,9 @@ def test_compare_two_directories(tmp_path, fake_env, cli):
     assert entry["ratio_a_over_b"] == ratio and 1.3 < ratio < 3.0
     assert entry["ranges_overlap"] is False
     assert data["only_in_a"] == data["only_in_b"] == []
-    md = cli("compare", a, b)
+    md = cli("compare", a, b, "--preview")
     assert md.exit_code == 0
+    assert "preparation: not a protocol result" in md.output
     assert "| shakespeare-char | float32 | contender |" in md.output
     assert f"{ratio:.3f}" in md.output
 

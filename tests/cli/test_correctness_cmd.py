@@ -297,6 +297,7 @@ def series_dir(tmp: Path, card: str, protocol: Path, products: bool = True, **se
         slug = "shakespeare-char.float32.contender.mica"
         (root / "work" / "products" / f"{slug}.products").write_text("gemm 0 chosen-on-card\n")
     sha = store.sha256_file(protocol)
+    (root / store.PROTOCOL).write_bytes(protocol.read_bytes())  # a series keeps its protocol
     manifest = {"schema": store.SCHEMA, "protocol_sha256": sha, "series": {"card": card, **series}}
     store.write_json(root / store.MANIFEST, manifest)
     return root
@@ -531,7 +532,7 @@ def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_pa
     series = series_dir(
         tmp_path, "cpu", protocol, smoke=True, models=["shakespeare-char"], precisions=["float32"]
     )
-    key = "shakespeare-char/float32"
+    key = "shakespeare-char/float32/mica"  # rule 6 is per build (amendment 4.2)
     assert checkrun.checks_for_series(series, []) == {key: "correctness not checked"}
     assert checkrun.checks_for_series(series, [a]) == {key: "method B not run on cpu"}
     assert invoke(*check_args(b, protocol, tree, "B")).exit_code == 0

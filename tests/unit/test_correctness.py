@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from kit.correctness import methods as c
 from kit.engine import store
 from kit.errors import UserError
 from kit.protocol import load as protocol
+from kit.protocol import load as protocol_mod
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "correctness"
 P = protocol.load()
@@ -378,9 +380,10 @@ def test_m2b_window_judges_to_step_100_and_200_steps_stand_beside():
     # amendment 6: step 150 differs by 1.2%: passes steps 1 to 100, fails §7 B's 200 steps
     p = with_loss(train_curve(), s150=3.0)
     q = with_loss(p, s150=3.036)
-    assert c.window_for("gpt2-medium") == (1, 100)
-    assert c.beside_window_for("gpt2-medium") == (1, 200)
-    r = c.method_b_for("gpt2-medium", p, q)
+    protocol = protocol_mod.load()  # amendment 6's windows are the protocol file's
+    assert protocol.method_b_window("gpt2-medium") == (1, 100)
+    assert protocol.method_b_beside_window("gpt2-medium") == (1, 200)
+    r = c.method_b_for(protocol, "gpt2-medium", p, q)
     assert r.passed and r.judged.window == (1, 100)
     assert r.beside is not None and not r.beside.passed
     assert r.beside.window == (1, 200) and r.beside.first_failing_step == 150
@@ -390,8 +393,9 @@ def test_m2b_window_judges_to_step_100_and_200_steps_stand_beside():
     assert r.table.set_index("step").loc[150, "beside"] == True  # noqa: E712
     # M1 and M2 keep their 200 steps
     for model in ("shakespeare-char", "gpt2-small"):
-        assert c.window_for(model) == (1, 200) and c.beside_window_for(model) is None
-        small = c.method_b_for(model, p, q)
+        assert protocol.method_b_window(model) == (1, 200)
+        assert protocol.method_b_beside_window(model) is None
+        small = c.method_b_for(protocol, model, p, q)
         assert not small.passed and small.first_failing_step == 150
 
 
@@ -550,7 +554,10 @@ def test_records_round_trip(tmp_path: Path):
     )
     p = with_loss(train_curve(), s150=3.0)
     rb = checks.record_method_b(
-        c.method_b_for("gpt2-medium", p, with_loss(p, s150=3.036)), R4090, "gpt2-medium", logs="b/"
+        c.method_b_for(protocol_mod.load(), "gpt2-medium", p, with_loss(p, s150=3.036)),
+        R4090,
+        "gpt2-medium",
+        logs="b/",
     )
     checks.append_check(tmp_path, ra)
     checks.append_check(tmp_path, rb)
@@ -647,3 +654,85 @@ def test_plots_are_png_and_deterministic(tmp_path: Path):
         p, with_loss(p, s150=3.036), (1, 100), tmp_path / "b2.png", also_window=(1, 200)
     )
     assert b1.read_bytes() == b2.read_bytes()
+
+
+# -- amendments 4.2, 7.1 and 7.3 read from the protocol file ---------------------------------
+
+SEEDS = protocol_mod.load().correctness.seeds
+
+
+def gate(records, card=R4090, build="mica-half-intermediates", precision="bfloat16"):
+    c_ = protocol_mod.load().correctness
+    return checks.check_status(
+        "gpt2-small",
+        precision,
+        card,
+        records,
+        build=build,
+        seeds=c_.seeds,
+        five_seed_card=c_.five_seed_card,
+    )
+
+
+def five(card=R4090, seeds=tuple(SEEDS), build="mica-half-intermediates", passed=True):
+    rec = a_rec(card=card, seeds=len(seeds), passed=passed)
+    return dataclasses.replace(rec, seeds=tuple(seeds), contender_build=build)
+
+
+def test_the_protocol_names_the_five_seed_card_and_its_seeds():
+    c_ = protocol_mod.load().correctness
+    assert c_.five_seed_card == R4090 and c_.seeds == [1337, 1338, 1339, 1340, 1341]
+
+
+def test_a_secondary_build_does_not_inherit_the_primary_builds_check():
+    records = [five(), b_rec()]
+    assert gate(records) == "passed"
+    assert gate(records, build="mica-strict") == "method A not run"
+    assert gate([*records, five(build="mica-strict")], build="mica-strict") == "passed"
+
+
+def test_method_a_families_must_be_the_five_seed_cards():
+    # amendment 7.3: five seeds a side on the L4 stand for nothing; the 4090's stand for all
+    on_l4 = [five(card=L4), b_rec(card=L4)]
+    assert gate(on_l4, card=L4) == (
+        "method A's five seeds a side ran on NVIDIA L4, not on NVIDIA GeForce RTX 4090 "
+        "(amendment 7.3)"
+    )
+    one = dataclasses.replace(five(card=L4, seeds=(1337,)), passed=None)
+    assert gate([five(), one, b_rec(card=L4)], card=L4) == "passed"
+
+
+def test_method_a_must_run_the_protocols_seeds():
+    other = [five(seeds=(1, 2, 3, 4, 5)), b_rec()]
+    assert gate(other) == (
+        "method A ran the seeds 1, 2, 3, 4, 5, not the protocol's 1337, 1338, 1339, 1340, "
+        "1341 (§7 A)"
+    )
+    unrecorded = [dataclasses.replace(five(), seeds=()), b_rec()]
+    assert "(not recorded)" in gate(unrecorded)
+    # amendment 7.1: the other cards' one seed a side is the seed 1337
+    wrong_one = dataclasses.replace(five(card=L4, seeds=(1338,)), passed=None)
+    assert gate([five(), wrong_one, b_rec(card=L4)], card=L4) == (
+        "method A's one seed a side (seed 1337) not run on NVIDIA L4"
+    )
+
+
+def test_statuses_are_per_build_when_builds_are_given():
+    m = checks.check_statuses(
+        R4090,
+        ["gpt2-small"],
+        ["bfloat16"],
+        [five(), b_rec()],
+        builds={"bfloat16": ["mica-half-intermediates", "mica-strict"]},
+        seeds=SEEDS,
+        five_seed_card=R4090,
+    )
+    assert m == {
+        "gpt2-small/bfloat16/mica-half-intermediates": "passed",
+        "gpt2-small/bfloat16/mica-strict": "method A not run",
+    }
+
+
+def test_seeds_round_trip(tmp_path: Path):
+    checks.append_check(tmp_path, five())
+    assert checks.load_checks(tmp_path)[0].seeds == tuple(SEEDS)
