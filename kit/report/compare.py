@@ -4,9 +4,9 @@ two contender releases.
 Every number is recomputed from each directory's raw files (as `verify` does), never read from
 its published tables. A configuration is matched by model, precision, side and variant (its card
 may differ); only a configuration whose every planned timed run was ok has a time (§5), so any
-other is shown by its state. This compares two directories; it is not a verdict of §10. Rule 6 holds here too: a time
-whose correctness check has not passed is withheld unless asked for with `--preview`, and the
-output then says it is preparation.
+other is shown by its state. This compares two directories; it is not a verdict of §10. Rule 6
+holds here too: a time whose correctness check has not passed is withheld unless asked for with
+`--preview`, and the output then says it is preparation.
 """
 
 from __future__ import annotations
