@@ -182,7 +182,9 @@ def main() -> None:
 @click.option("--mica-image", help="The contender's measured image (default: this kit's tag).")
 @click.option("--gpu", help="The card by index or UUID (default 0), for NVML and Docker.")
 @click.option("--refuse-busy", is_flag=True, help="Refuse at once when the card is busy (§5).")
-@click.option("--idle-timeout", type=float, help="Seconds to wait for a busy card (default 60).")
+@click.option(
+    "--idle-timeout", type=float, default=60.0, help="Seconds to wait for a busy card (§5)."
+)
 @click.option(
     "--data-dir",
     type=click.Path(path_type=Path),
@@ -265,7 +267,7 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     rd = _series_dir(results)
     checks = _check_statuses(results, check_dirs) if check_dirs else None
     t = _tables(rd, results, checks, True if preview else None)
-    click.echo(summary.text(rd, t) if as_json else markdown_report(rd, t), nl=not as_json)
+    click.echo(summary.text(rd, t) if as_json else markdown_report(rd, t), nl=False)
 
 
 @main.command("publish")
