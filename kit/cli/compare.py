@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from kit.cli import options
+
 
 @click.command("compare")
 @click.argument("a", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -22,6 +24,7 @@ import click
     help="Show times whose correctness check has not passed, labelled preparation (rule 6).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
+@options.verbosity
 def compare(a: Path, b: Path, allow_protocol_change: bool, preview: bool, as_json: bool) -> None:
     """Compare two results directories: per configuration in both, both medians and ranges,
     their ratio and whether the ranges overlap; what is in one only is listed.

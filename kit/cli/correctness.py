@@ -19,6 +19,8 @@ import click
 import numpy as np
 
 from kit.cli import assemble as assemble_mod
+from kit.cli import options
+from kit.cli.options import say
 from kit.correctness import checks
 from kit.correctness import methods as corr
 from kit.correctness import run as checkrun
@@ -209,9 +211,7 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
         digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
         ex.use_series(f"{rd.root.name}-{digest}")
     sides = assemble_mod.build_sides(p, o, rd.root / "work", ex)
-    runner = checkrun.CheckRunner(
-        rd, p, o, {s.name: s for s in sides}, ex, lambda text: click.echo(text, err=True)
-    )
+    runner = checkrun.CheckRunner(rd, p, o, {s.name: s for s in sides}, ex, say)
     if resume:
         runner.check_resume()
     else:
@@ -421,9 +421,19 @@ def markdown_b(runner: checkrun.CheckRunner, b: corr.MethodBResult) -> list[str]
 @click.option("--docker-host", help="Drive another machine's engine, e.g. ssh://user@host.")
 @click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
 @click.option("--mica-image", help="The contender's measured image (default: this kit's tag).")
+@options.verbosity
 @click.pass_context
 def correctness(ctx: click.Context, **options: Any) -> None:
-    """Run §7's correctness check (method A or B) for one model and precision on this card."""
+    """Run §7's correctness check (method A or B) for one model and precision on this card.
+
+    \b
+    Examples:
+      micakit correctness --method A --model shakespeare-char --precision bfloat16 \\
+          --products results/4090 --contender P --out results/check-m1-bf16-A
+      micakit correctness --method B --model gpt2-medium --products results/L4 \\
+          --contender P --out results/check-m2b-B-L4
+      micakit correctness --resume results/check-m1-bf16-A
+    """
     runner = assemble(options, sys.argv)
     try:
         judged = runner.run()

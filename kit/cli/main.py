@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kit import __version__
+from kit.cli import options
 from kit.engine import lock
 from kit.errors import ExitCode, Interrupted, UserError
 
@@ -33,6 +34,19 @@ _MACHINE_ERRORS = {
     errno.EACCES: "name a folder you can write to, or change its permissions",
     errno.EPERM: "name a folder you can write to, or change its permissions",
 }
+
+
+def _reference() -> dict:
+    """The shipped protocol's tables, read as plain TOML: `--help` names its models and
+    precisions without loading (and checking) the whole protocol."""
+    import tomllib  # the standard library's, quick
+    from importlib import resources
+
+    return tomllib.loads((resources.files("kit") / "files" / "protocol.toml").read_text("utf-8"))
+
+
+_REFERENCE = _reference()
+_PRECISIONS = _REFERENCE["precisions"]["names"]
 
 
 class KitGroup(click.Group):
@@ -107,7 +121,7 @@ class KitGroup(click.Group):
 
 @click.group(
     cls=KitGroup,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
     lazy={
         "correctness": (
             "kit.cli.correctness",
@@ -123,15 +137,34 @@ class KitGroup(click.Group):
 )
 @click.version_option(__version__, prog_name="micakit")
 def main() -> None:
-    """Carry out the TR-2 measurement protocol and leave a results directory anyone can rerun."""
+    """Carry out the TR-2 measurement protocol and leave a results directory anyone can rerun.
+
+    \b
+    Examples:
+      micakit series --smoke --device cpu --executor local --out results/smoke
+      micakit verify results/smoke
+      micakit COMMAND --help      (every command's options, with an example)
+    """
 
 
 @main.command()
 @click.option("--out", type=click.Path(path_type=Path), help="A new results directory.")
 @click.option("--resume", type=click.Path(path_type=Path), help="Resume this results directory.")
-@click.option("--protocol", "protocol_path", type=click.Path(path_type=Path), help="Protocol file.")
-@click.option("--model", "models", multiple=True, help="shakespeare-char, gpt2-small, gpt2-medium.")
-@click.option("--precision", "precisions", multiple=True, help="float32, bfloat16, float16.")
+@options.protocol_option
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    help=f"One of the protocol's models: {', '.join(_REFERENCE['models'])}; repeat for several "
+    "(default: every model; with --smoke, the first).",
+)
+@click.option(
+    "--precision",
+    "precisions",
+    multiple=True,
+    help=f"One of the protocol's precisions: {', '.join(_PRECISIONS)}; repeat for several "
+    "(default: every one the card measures).",
+)
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda.")
 @click.option("--smoke", is_flag=True, help="Scaled-down models that train in seconds (CPU).")
 @click.option("--contender", type=click.Path(path_type=Path), help="The contender program (D4).")
@@ -143,13 +176,15 @@ def main() -> None:
     default=None,
     help="Default: docker where an engine answers, else local.",
 )
-@click.option("--docker-host", help="Drive another machine's engine, e.g. ssh://user@host.")
+@options.docker_host_option
 @click.option("--env", multiple=True, help="KEY=VALUE for every run of both sides (recorded).")
 @click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
 @click.option("--mica-image", help="The contender's measured image (default: this kit's tag).")
 @click.option("--gpu", help="The card by index or UUID (default 0), for NVML and Docker.")
 @click.option("--refuse-busy", is_flag=True, help="Refuse at once when the card is busy (§5).")
-@click.option("--idle-timeout", type=float, help="Seconds to wait for a busy card (default 60).")
+@click.option(
+    "--idle-timeout", type=float, default=60.0, help="Seconds to wait for a busy card (§5)."
+)
 @click.option(
     "--data-dir",
     type=click.Path(path_type=Path),
@@ -166,9 +201,19 @@ def main() -> None:
     type=click.Path(path_type=Path),
     help="GPT-2's vocab.bpe and encoder.json, for offline machines.",
 )
+@options.verbosity
 @click.pass_context
-def series(ctx: click.Context, **options) -> None:
-    """Run a series: one discarded run per configuration, then five rotating rounds."""
+def series(ctx: click.Context, **opts) -> None:
+    """Run a series: one discarded run per configuration, then five rotating rounds, §6's
+    separate records, and publish its results directory. Resume one after any stop.
+
+    \b
+    Examples:
+      micakit series --out results/L4 --contender PATH/TO/mica-program
+      micakit series --out results/L4-m1 --model shakespeare-char --precision float32
+      micakit series --smoke --device cpu --executor local --out results/smoke
+      micakit series --resume results/L4
+    """
     # lazy: the engine, rich and the report import pandas and matplotlib (start-up speed)
     from rich.console import Console
 
@@ -177,10 +222,10 @@ def series(ctx: click.Context, **options) -> None:
     from kit.report import publish
     from kit.report import tables as report
 
-    console = Console(stderr=True)
-    target = options["resume"] or options["out"]
+    console = Console(stderr=True, quiet=options.level(ctx) == options.QUIET)
+    target = opts["resume"] or opts["out"]
     ctx.meta["resume_hint"] = target
-    s, hooks = assemble.series(options, sys.argv, console)
+    s, hooks = assemble.series(opts, sys.argv, console)
     try:
         s.run()
         if s.complete():
@@ -197,20 +242,48 @@ def series(ctx: click.Context, **options) -> None:
 
 @main.command("report")
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--checks",
-    "check_dirs",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="`micakit correctness` results that gate the verdicts.",
-)
-@click.option("--preview", is_flag=True, help="Show every time, labelled as preparation (rule 6).")
-def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> None:
-    """Recompute every table of RESULTS from its raw stamped logs, and print the report.
+@options.checks_option
+@options.preview_option
+@options.json_option
+@options.verbosity
+def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_json: bool) -> None:
+    """Print the report of RESULTS, every number recomputed from its raw stamped logs. Reading
+    never writes: `micakit publish` writes the published files.
 
-    Rule 6: a speed is given only for a configuration whose correctness check (--checks)
-    passed for its model, precision and contender build; --preview shows every time, each
-    labelled as preparation.
+    Rule 6: a speed is given only for a configuration whose correctness check passed for its
+    model, precision and contender build (the checks `publish --checks` saved, or --checks
+    here); --preview shows every time, each labelled as preparation.
+
+    \b
+    Examples:
+      micakit report results/L4 > report.md
+      micakit report results/L4 --checks results/check-m1-A --checks results/check-m1-B-L4
+      micakit report results/smoke --json | jq '.configurations[].state'
+    """
+    # lazy: the report imports pandas and matplotlib (start-up speed)
+    from kit.report import summary
+    from kit.report.markdown import markdown_report
+
+    rd = _series_dir(results)
+    checks = _check_statuses(results, check_dirs) if check_dirs else None
+    t = _tables(rd, results, checks, True if preview else None)
+    click.echo(summary.text(rd, t) if as_json else markdown_report(rd, t), nl=False)
+
+
+@main.command("publish")
+@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@options.checks_option
+@options.preview_option
+@options.verbosity
+def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> None:
+    """Write the published files of RESULTS from its raw logs: tables/, report.md, report.html,
+    summary.json, rerun.sh and plots/. A series does this at its end; run it again to gate the
+    verdicts by correctness checks (saved in gating.json) or to publish a preview.
+
+    \b
+    Examples:
+      micakit publish results/L4 --checks results/check-m1-A --checks results/check-m1-B-L4
+      micakit publish results/L4 --preview
     """
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.engine import store
@@ -220,22 +293,31 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> No
     rd = _series_dir(results)
     rd.write_json(report.PUBLICATION, {"preview": preview})
     if check_dirs:
-        from kit.correctness import run as checkrun
-
-        statuses = checkrun.checks_for_series(results, list(check_dirs))
+        statuses = _check_statuses(results, check_dirs)
         rd.write_json(
             report.GATING,
             {"check_dirs": [str(Path(d).resolve()) for d in check_dirs], "statuses": statuses},
         )
+    for path in publish.write(rd, _tables(rd, results)):
+        click.echo(path)
+    store.publish_modes(rd.root)
+
+
+def _check_statuses(results: Path, check_dirs: tuple[Path, ...]) -> dict[str, str]:
+    from kit.correctness import run as checkrun  # lazy: the correctness engine (start-up speed)
+
+    return checkrun.checks_for_series(results, list(check_dirs))
+
+
+def _tables(rd: ResultsDir, results: Path, checks=None, preview: bool | None = None):
+    from kit.report import tables as report  # lazy: pandas (start-up speed)
+
     try:
-        t = report.tables(rd)
+        return report.tables(rd, checks, preview)
     except ValueError as e:
         raise UserError(
             f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"
         ) from None
-    publish.write(rd, t)
-    store.publish_modes(rd.root)
-    click.echo((rd.root / "report.md").read_text("utf-8"))
 
 
 def _series_dir(results: Path) -> ResultsDir:
@@ -247,26 +329,40 @@ def _series_dir(results: Path) -> ResultsDir:
         raise UserError(
             f"{results} holds a correctness check, not a series",
             f"its verdict is in {results / 'correctness.md'}; gate a series with "
-            f"`micakit report SERIES --checks {results}`",
+            f"`micakit publish SERIES --checks {results}`",
         )
     return rd
 
 
 @main.command()
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def verify(results: Path) -> None:
-    """Recompute RESULTS and exit non-zero, naming each number or raw file that differs."""
+@options.json_option
+@options.verbosity
+def verify(results: Path, as_json: bool) -> None:
+    """Recompute RESULTS from its raw logs and compare: exit 4, naming each record, raw file,
+    table or report line that differs; exit 0 when every published number matches. Writes
+    nothing.
+
+    \b
+    Example:
+      micakit verify results/L4 && echo clean
+    """
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.report import publish
 
     rd = _series_dir(results)
     problems = publish.verify(rd)
-    for p in problems:
-        click.echo(p)
+    if as_json:
+        click.echo(json.dumps({"results": str(results), "clean": not problems,
+                               "differences": problems}, indent=2))  # fmt: skip
+    else:
+        for p in problems:
+            click.echo(p)
     if problems:
-        click.echo(f"micakit: {len(problems)} differences in {results}", err=True)
+        options.say(f"micakit: {len(problems)} differences in {results}")
         sys.exit(int(ExitCode.VERIFY_MISMATCH))
-    click.echo(f"{results}: every published number matches its recomputation from the raw logs")
+    if not as_json:
+        click.echo(f"{results}: every published number matches its recomputation from the raw logs")
 
 
 @main.group()
@@ -288,7 +384,11 @@ def images() -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Wheels to install from, for a build with no package index.",
 )
-@click.option("--contender", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--contender",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The contender program the Mica image holds (builds that image too).",
+)
 @click.option(
     "--libs",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -296,12 +396,19 @@ def images() -> None:
 )
 @click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
 @click.option("--tag", "suffix", help="The tag (default: <kit version>-<protocol hash>).")
-@click.option("--protocol", "protocol_path", type=click.Path(path_type=Path))
-@click.option("--docker-host", help="Another engine, e.g. ssh://user@host.")
+@options.protocol_option
+@options.docker_host_option
+@options.verbosity
 def images_build(
     kinds, base, wheelhouse, contender, libs, nanogpt, suffix, protocol_path, docker_host
 ) -> None:
-    """Build the images through the Docker SDK, streaming the build's output."""
+    """Build the images through the Docker SDK, streaming the build's output on stderr.
+
+    \b
+    Examples:
+      micakit images build --contender PATH/TO/mica-program --libs PATH/TO/its-libs
+      micakit images build --only pytorch --base micakit-base:bookworm --wheelhouse wheelhouse
+    """
     from kit.executors.docker import engine as dockerapi
     from kit.executors.docker import images as images_mod
     from kit.protocol import load as protocol_mod
@@ -320,7 +427,7 @@ def images_build(
         libs=libs,
         nanogpt_checkout=str(nanogpt) if nanogpt else None,
         suffix=suffix,
-        on_line=lambda line: click.echo(line, err=True),
+        on_line=options.say,
     )
     for name, image_id in built.items():
         click.echo(f"{name}\t{image_id}")
@@ -330,10 +437,18 @@ def images_build(
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--pytorch", "pytorch_ref", help="PyTorch's measured image (default: this kit's).")
 @click.option("--mica", "mica_ref", help="The Mica program's image (default: this kit's).")
-@click.option("--protocol", "protocol_path", type=click.Path(path_type=Path))
-@click.option("--docker-host", help="Another engine, e.g. ssh://user@host.")
-def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> None:
-    """Record both measured images' sizes and file lists in OUT, and their ratio (§8)."""
+@options.protocol_option
+@options.docker_host_option
+@options.json_option
+@options.verbosity
+def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host, as_json) -> None:
+    """Record both measured images' sizes and file lists in OUT/footprint/, and their ratio
+    (§8), all or nothing.
+
+    \b
+    Example:
+      micakit footprint results/footprint-L4 --json
+    """
     from kit.executors.docker import engine as dockerapi
     from kit.executors.docker import images as images_mod
     from kit.protocol import load as protocol_mod
@@ -345,7 +460,13 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
         "mica": mica_ref or images_mod.ref("mica", p),
     }
     ratio = dockerapi.measure_footprints(client, refs, out / "footprint")
-    click.echo(json.dumps(ratio, indent=2))
+    if as_json:
+        click.echo(json.dumps(ratio, indent=2))
+    else:
+        for key, value in ratio.items():
+            if not isinstance(value, dict | list):
+                click.echo(f"{key}: {value}")
+        click.echo(f"file lists and sizes: {out / 'footprint'}")
 
 
 @main.command("merge")
@@ -358,8 +479,14 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host) -> N
     type=click.Path(path_type=Path),
     help="A new directory for release.csv and release.md.",
 )
+@options.verbosity
 def merge_cmd(dirs: tuple[Path, ...], out: Path) -> None:
-    """Merge several cards' results directories into one release table, from their raw logs."""
+    """Merge several cards' results directories into one release table, from their raw logs.
+
+    \b
+    Example:
+      micakit merge results/4090 results/3090Ti results/L4 --out results/release
+    """
     from kit.report import merge
 
     for path in merge.merge(list(dirs), out):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import time
 from typing import IO
 
@@ -110,4 +111,6 @@ class LiveProgress(PlainProgress):
 
 
 def make(console: Console) -> PlainProgress:
+    if console.quiet:  # -q: nothing on stderr but errors
+        return PlainProgress(io.StringIO())
     return LiveProgress(console) if console.is_terminal else PlainProgress(console.file)

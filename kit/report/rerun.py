@@ -3,7 +3,7 @@
 §3 rule 7 publishes "every log, kernel table, loss curve and script, so anyone can recompute
 every number from the container"; issue 7 asks every results directory to carry the commands
 that run its series again, with image digests, and `micakit report`/`verify` to recompute it.
-The script is built from manifest.json and versions.json alone, so `micakit report` writes it
+The script is built from manifest.json and versions.json alone, so `micakit publish` writes it
 again for any directory, old ones included: a field an older kit did not record is left out
 and the script says what it could not pin.
 
@@ -163,7 +163,7 @@ def script(rd: ResultsDir) -> str:
         "#",
         f"# Written by micakit {manifest.get('kit_version', '?')} (kit/rerun.py) from this "
         "directory's manifest.json",
-        "# and versions.json; `micakit report` writes it again.",
+        "# and versions.json; `micakit publish` writes it again.",
         f"# The series: {manifest.get('protocol_name', 'the protocol')} on {card}, "
         f"{manifest.get('date_utc', 'date not recorded')}, executor {executor};",
         f"# kit commit {kit_commit or 'not recorded'}; protocol SHA-256 "

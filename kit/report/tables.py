@@ -307,7 +307,7 @@ def _median(a: np.ndarray) -> float:
 
 
 GATING = "gating.json"  # the correctness checks that gate this series' verdicts (§3 rule 6)
-PUBLICATION = "publication.json"  # whether `micakit report --preview` asked for every time
+PUBLICATION = "publication.json"  # whether `micakit publish --preview` asked for every time
 
 
 def is_preview(rd: ResultsDir) -> bool:
@@ -325,7 +325,7 @@ def tables(
     """Every table, judged again from the raw logs (a corrupt log raises ValueError).
 
     The verdicts are gated by `checks` ("model/precision/build" -> status), else by the
-    statuses `micakit report --checks` saved in gating.json, else every configuration reads
+    statuses `micakit publish --checks` saved in gating.json, else every configuration reads
     "correctness not checked" and its speed is withheld (rule 6) unless previewed.
     """
     if checks is None and (rd.root / GATING).exists():

@@ -580,7 +580,7 @@ def test_report_gives_a_verdict_only_where_the_checks_passed(tmp_path: Path, fak
 
     def verdicts(*checks: Path) -> set[str]:
         args = [x for c in checks for x in ("--checks", c)]
-        assert cli("report", series, *args).exit_code == 0
+        assert cli("publish", series, *args).exit_code == 0
         return set(pd.read_csv(series / "tables" / "comparison.csv")["verdict"])
 
     assert verdicts(a) == {"no verdict: method B not run on cpu"}

@@ -76,7 +76,7 @@ def both_sides(tmp_path: Path, cli, fake_env) -> Path:
     res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))
     assert res.exit_code == 0, res.output
     # rule 6: no correctness check ran, so the times are shown only in a preview
-    assert cli("report", out, "--preview").exit_code == 0
+    assert cli("publish", out, "--preview").exit_code == 0
     return out
 
 
@@ -135,7 +135,7 @@ def test_report_html_is_self_contained_and_keeps_the_reports_words(tmp_path, cli
     assert "--model shakespeare-char --precision float32" in text
     # the same raw files give the same bytes (plots deterministic, for `micakit verify`)
     before = {p: p.read_bytes() for p in [html_path, *files, out / "rerun.sh"]}
-    assert cli("report", out, "--preview").exit_code == 0
+    assert cli("publish", out, "--preview").exit_code == 0
     assert {p: p.read_bytes() for p in before} == before
 
 

@@ -125,7 +125,7 @@ def gate(d: Path, statuses: dict[str, str]) -> None:
 
 def test_out_of_memory_after_a_timed_run_has_no_time_and_no_verdict(made, tmp_path):
     d = copy(made["oom"], tmp_path / "d")
-    assert invoke("report", d, "--preview").exit_code == 0
+    assert invoke("publish", d, "--preview").exit_code == 0
     conf = configurations(d).set_index("variant")
     assert conf.loc["mica-strict", "state"] == "out of memory"
     assert conf.loc["mica-strict", "runs"] == 1 and conf.loc["mica-strict", "planned_runs"] == 3
@@ -142,7 +142,7 @@ def test_out_of_memory_after_a_timed_run_has_no_time_and_no_verdict(made, tmp_pa
 
 def test_pytorchs_fastest_mode_is_chosen_among_complete_modes(made):
     out = made["torch"]
-    assert invoke("report", out, "--preview").exit_code == 0
+    assert invoke("publish", out, "--preview").exit_code == 0
     row = comparison(out).iloc[0]
     # max-autotune's one timed run was the fastest; it is out of memory and has no time
     assert row["pytorch_fastest_mode"] == "reduce-overhead"
@@ -161,7 +161,7 @@ def test_pytorchs_fastest_mode_is_chosen_among_complete_modes(made):
 
 def test_a_void_run_leaves_no_time_and_merge_refuses_the_directory(made, tmp_path):
     d = copy(made["void"], tmp_path / "d")
-    assert invoke("report", d, "--preview").exit_code == 0
+    assert invoke("publish", d, "--preview").exit_code == 0
     conf = configurations(d).iloc[0]
     assert conf["state"] == "void" and conf["runs"] == 2 and conf["median_step_s"] == ""
     assert "apart, more than 3%" in conf["state_reason"]
@@ -174,7 +174,7 @@ def test_a_void_run_leaves_no_time_and_merge_refuses_the_directory(made, tmp_pat
 
 def test_a_failed_run_and_the_runs_it_stopped_are_named(made, tmp_path):
     d = copy(made["failed"], tmp_path / "d")
-    assert invoke("report", d, "--preview").exit_code == 0
+    assert invoke("publish", d, "--preview").exit_code == 0
     conf = configurations(d).set_index("variant")
     assert conf.loc["mica-strict", "state"] == "failed"
     assert "exit code 139" in conf.loc["mica-strict", "state_reason"]
@@ -224,7 +224,7 @@ def test_states_are_computed_from_the_judged_runs():
 
 def test_rule_6_withholds_every_unchecked_speed_by_default(made, tmp_path):
     d = copy(made["torch"], tmp_path / "d")
-    res = invoke("report", d)
+    res = invoke("publish", d)
     assert res.exit_code == 0
     row = comparison(d).iloc[0]
     assert row["publication"] == states.WITHHELD_NOT_CHECKED
@@ -242,7 +242,7 @@ def test_rule_6_withholds_every_unchecked_speed_by_default(made, tmp_path):
 def test_a_failed_check_reads_withheld_correctness_failed(made, tmp_path):
     d = copy(made["torch"], tmp_path / "d")
     gate(d, {"shakespeare-char/float32/mica": "method B failed at step 12"})
-    assert invoke("report", d).exit_code == 0
+    assert invoke("publish", d).exit_code == 0
     row = comparison(d).iloc[0]
     assert row["publication"] == states.WITHHELD_FAILED
     assert row["verdict"] == "no verdict: method B failed at step 12"
@@ -259,7 +259,7 @@ def test_a_passed_check_publishes_that_build_alone(made, tmp_path):
             "shakespeare-char/float32/mica": "passed",
         },
     )
-    assert invoke("report", d).exit_code == 0
+    assert invoke("publish", d).exit_code == 0
     conf = configurations(d).set_index("variant")
     assert conf.loc["mica-half-intermediates", "publication"] == states.PUBLISHED
     assert conf.loc["mica-half-intermediates", "median_step_s"] != ""
@@ -278,7 +278,7 @@ def test_a_passed_check_publishes_that_build_alone(made, tmp_path):
 
 def test_the_preview_labels_the_title_every_table_caption_and_every_plot(made, tmp_path):
     d = copy(made["torch"], tmp_path / "d")
-    assert invoke("report", d, "--preview").exit_code == 0
+    assert invoke("publish", d, "--preview").exit_code == 0
     md = (d / "report.md").read_text()
     assert states.PREVIEW in md.splitlines()[0]
     assert_every_table_captioned(md, states.PREVIEW)
@@ -297,7 +297,7 @@ def test_a_smoke_series_is_always_a_preview(tmp_path, cli, fake_env):
     fake_env(step_ms={"*": 1.0})
     out = tmp_path / "r"
     assert cli(*pytorch_args(out, protocol, "--smoke", "--contender", CONTENDER)).exit_code == 0
-    assert cli("report", out).exit_code == 0  # without --preview
+    assert cli("publish", out).exit_code == 0  # without --preview
     assert states.PREVIEW in (out / "report.md").read_text().splitlines()[0]
     assert comparison(out).iloc[0]["publication"] == states.PREVIEW
 
@@ -331,7 +331,7 @@ def relabel(src: Path, dest: Path, card: str) -> Path:
 
 def test_a_card_the_protocol_does_not_name_says_so_wherever_its_numbers_appear(made, tmp_path):
     d = copy(made["oom"], tmp_path / "cpu")
-    assert invoke("report", d, "--preview").exit_code == 0
+    assert invoke("publish", d, "--preview").exit_code == 0
     md = (d / "report.md").read_text()
     assert states.NOT_NAMED in md.splitlines()[0]
     assert_every_table_captioned(md, states.NOT_NAMED)
@@ -342,7 +342,7 @@ def test_a_card_the_protocol_does_not_name_says_so_wherever_its_numbers_appear(m
     rows = [x for x in release.splitlines() if x.startswith("| cpu")]
     assert rows and all(states.NOT_NAMED in x for x in rows)
     named = relabel(made["oom"], tmp_path / "l4", "NVIDIA L4")
-    assert invoke("report", named, "--preview").exit_code == 0
+    assert invoke("publish", named, "--preview").exit_code == 0
     assert states.NOT_NAMED not in (named / "report.md").read_text()
     assert set(comparison(named)["card_named"].astype(str)) == {"True"}
 
@@ -354,7 +354,7 @@ def test_a_card_the_protocol_does_not_name_says_so_wherever_its_numbers_appear(m
 def previewed(made, tmp_path_factory) -> Path:
     d = copy(made["torch"], tmp_path_factory.mktemp("previewed") / "d")
     gate(d, {"shakespeare-char/float32/mica": "passed"})
-    assert invoke("report", d, "--preview").exit_code == 0
+    assert invoke("publish", d, "--preview").exit_code == 0
     return d
 
 

@@ -65,7 +65,7 @@ def test_reports_carry_no_python_repr_and_the_docker_version(tmp_path, cli, fake
     made = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))
     assert made.exit_code == 0, made.output
     _docker_recorded(out)
-    assert cli("report", out).exit_code == 0
+    assert cli("publish", out).exit_code == 0
     for name in ("report.md", "report.html"):
         text = (out / name).read_text("utf-8")
         assert "Docker 27.3.1" in text, name

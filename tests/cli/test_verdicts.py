@@ -17,7 +17,7 @@ def run(tmp_path, cli, fake_env, step_ms: dict, *extra: str) -> pd.DataFrame:
     res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER, *extra))
     assert res.exit_code == 0, res.output
     # rule 6: no check has run, so the times show only in a preview
-    assert cli("report", out, "--preview").exit_code == 0
+    assert cli("publish", out, "--preview").exit_code == 0
     return pd.read_csv(out / "tables" / "comparison.csv", keep_default_na=False)
 
 

@@ -30,7 +30,7 @@ def _series(root: Path, name: str, protocol: Path, precision: str, **fake) -> Pa
         res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.output
     # rule 6: no correctness check ran, so the times are shown only in a preview
-    res = CliRunner().invoke(main, ["report", str(out), "--preview"], catch_exceptions=False)
+    res = CliRunner().invoke(main, ["publish", str(out), "--preview"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return out
 

@@ -1,0 +1,102 @@
+"""Options several commands take, each defined once (STYLE: one definition of each option).
+
+Every command takes `-q` and `-v`: quiet says nothing on stderr but errors (no progress, no
+streamed build output); verbose adds the kit's log messages. Results on stdout are the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+
+def _set_level(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    root = ctx.find_root()
+    level = root.meta.get("micakit.verbosity", NORMAL)
+    if param.name == "quiet" and value:
+        level = QUIET
+    elif param.name == "verbose" and value:
+        level = max(level, NORMAL) + value
+    root.meta["micakit.verbosity"] = level
+    if level >= VERBOSE:
+        logging.basicConfig(stream=sys.stderr, format="micakit: %(name)s: %(message)s")
+        logging.getLogger("kit").setLevel(logging.DEBUG if level > VERBOSE else logging.INFO)
+
+
+def verbosity(f: F) -> F:
+    """`-q` / `-v` on a command."""
+    f = click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        show_default=False,
+        expose_value=False,
+        callback=_set_level,
+        help="Say more on stderr (the kit's log; -vv for debugging).",
+    )(f)
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        expose_value=False,
+        callback=_set_level,
+        help="Say nothing on stderr but errors.",
+    )(f)
+
+
+def level(ctx: click.Context | None = None) -> int:
+    """QUIET, NORMAL or VERBOSE (or more) for the running command."""
+    ctx = ctx or click.get_current_context()
+    return int(ctx.find_root().meta.get("micakit.verbosity", NORMAL))
+
+
+def say(text: str) -> None:
+    """A line of information on stderr, unless quiet."""
+    if level() > QUIET:
+        click.echo(text, err=True)
+
+
+def protocol_option(f: F) -> F:
+    return click.option(
+        "--protocol",
+        "protocol_path",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="The protocol file (default: the one the kit ships, its benchmarks/NanoGpt/ copy).",
+    )(f)
+
+
+def docker_host_option(f: F) -> F:
+    return click.option(
+        "--docker-host",
+        help="Drive another machine's Docker engine, e.g. ssh://user@host (default: this one's).",
+    )(f)
+
+
+def checks_option(f: F) -> F:
+    return click.option(
+        "--checks",
+        "check_dirs",
+        multiple=True,
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        help="Results directories of `micakit correctness` that gate the verdicts (rule 6).",
+    )(f)
+
+
+def preview_option(f: F) -> F:
+    return click.option(
+        "--preview",
+        is_flag=True,
+        help="Show every time, labelled 'preparation: not a protocol result' (rule 6).",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(f)

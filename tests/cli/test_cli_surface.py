@@ -1,0 +1,95 @@
+"""The command line as other tools and people meet it: reading never writes, --json, -q/-v,
+and --help with an example and its defaults."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kit.cli.main import main
+from tests.conftest import contender_args, write_protocol
+
+
+def _tree(root):
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def series(tmp_path, fake_env, cli):
+    fake_env(step_ms={"*": 1.0})
+    out = tmp_path / "r"
+    protocol = write_protocol(tmp_path / "p.toml", runs=2)
+    assert cli(*contender_args(out, protocol, "--precision", "float32")).exit_code == 0
+    return out
+
+
+def test_report_and_verify_read_and_never_write(series, cli):
+    before = _tree(series)
+    printed = cli("report", series)
+    assert printed.exit_code == 0
+    assert printed.output == (series / "report.md").read_text()
+    assert cli("report", series, "--preview").exit_code == 0
+    as_json = json.loads(cli("report", series, "--json").output)
+    assert as_json == json.loads((series / "summary.json").read_text())
+    assert cli("verify", series).exit_code == 0
+    verified = json.loads(cli("verify", series, "--json").output)
+    assert verified["clean"] is True and verified["differences"] == []
+    assert _tree(series) == before  # not a byte written, not a file added
+
+
+def test_publish_writes_and_a_preview_is_then_verified(series, cli):
+    res = cli("publish", series, "--preview")
+    assert res.exit_code == 0
+    assert str(series / "report.md") in res.output
+    assert "preparation: not a protocol result" in (series / "report.md").read_text()
+    assert cli("verify", series).exit_code == 0
+
+
+def test_verify_json_names_the_differences(series, cli):
+    md = series / "report.md"
+    md.write_text(md.read_text().replace("contender", "kontender", 1))
+    res = CliRunner().invoke(main, ["verify", str(series), "--json"])
+    assert res.exit_code == 4
+    found = json.loads(res.stdout)
+    assert found["clean"] is False and any("report.md" in d for d in found["differences"])
+
+
+def test_quiet_says_nothing_on_stderr_and_verbose_is_accepted(tmp_path, fake_env):
+    fake_env(step_ms={"*": 1.0})
+    protocol = write_protocol(tmp_path / "p.toml", runs=1)
+    out = tmp_path / "q"
+    res = CliRunner().invoke(main, [*map(str, contender_args(out, protocol)), "-q"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == ""
+    assert res.stdout.strip() == str(out / "report.md")
+    assert CliRunner().invoke(main, ["verify", str(out), "-v"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["series"], ["report"], ["publish"], ["verify"], ["footprint"], ["merge"], ["compare"],
+     ["correctness"], ["images", "build"]],
+)  # fmt: skip
+def test_every_command_has_an_example_quiet_and_verbose(command):
+    res = CliRunner().invoke(main, [*command, "--help"])
+    assert res.exit_code == 0
+    assert "Example" in res.output, command
+    assert "--quiet" in res.output and "--verbose" in res.output
+    for line in res.output.splitlines():
+        if line.strip().startswith("--") and not line.strip().startswith("-h"):
+            # every option explained: a word of help after the option's name
+            assert len(line.strip().split(None, 2)) >= 2, line
+
+
+def test_series_help_names_the_protocols_models_and_shows_defaults():
+    out = CliRunner().invoke(main, ["series", "--help"]).output
+    for word in ("shakespeare-char", "gpt2-small", "gpt2-medium", "bfloat16", "float16"):
+        assert word in out
+    assert "[default:" in out and "60.0]" in out  # the wait for a busy card
