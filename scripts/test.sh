@@ -13,8 +13,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${MICAKIT_VENV:-$ROOT/.venv}
 cd "$ROOT"
 if [ "${MICAKIT_TEST_SETUP:-1}" != 0 ]; then
-    bash scripts/ci-setup.sh
+    # the kit's venv first: its Python drives the set-up (a system Python may refuse packages)
     bash scripts/install.sh
+    PYTHON="$VENV/bin/python" bash scripts/ci-setup.sh
 fi
 "$VENV/bin/ruff" check kit tests benchmarks run.py
 "$VENV/bin/mypy" kit
