@@ -27,6 +27,12 @@ def test_summary_holds_states_times_and_links_and_follows_its_schema(
     assert oom["state"] == "out of memory" and oom["median_step_s"] is None
     (m1,) = [c for c in data["configurations"] if c["precision"] == "float32"]
     assert m1["state"] == "complete" and m1["runs"] == 5
+    # rule 6: no correctness check passed, so the time is withheld unless previewed
+    assert m1["publication"].startswith("withheld") and m1["median_step_s"] is None
+    assert cli("publish", out, "--preview").exit_code == 0
+    data = json.loads((out / summary.SUMMARY).read_text())
+    jsonschema.validate(data, summary.schema())
+    (m1,) = [c for c in data["configurations"] if c["precision"] == "float32"]
     steps = sorted(
         r["step_s"] for r in records(out) if r["config"] == m1["config"] and r["kind"] == "timed"
     )
