@@ -8,6 +8,7 @@ blocks a resume. The file keeps the holder's pid and host only to name them in t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -43,6 +44,8 @@ class WriterLock:
                 f"cannot write in {self.path.parent}: {e.strerror}",
                 "name a results directory in a folder you can write to",
             ) from None
+        with contextlib.suppress(OSError):  # readable whatever the umask (D6); another's: as is
+            os.fchmod(fd, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:

@@ -37,6 +37,7 @@ def test_the_store_writes_readable_files_under_umask_077(tmp_path: Path, umask_0
         "r": 0o755,
         "r/s": 0o755,
         "r/s/.micakit-series": 0o644,
+        "r/s/.micakit-lock": 0o644,  # the one writer's lock
         "r/s/plan.json": 0o644,
         "r/s/tables": 0o755,
         "r/s/tables/report.md": 0o644,
