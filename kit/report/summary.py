@@ -24,6 +24,7 @@ from kit.report.tables import Tables
 SUMMARY = "summary.json"
 SCHEMA = 1
 SCHEMA_FILE = "summary.schema.json"
+NEVER_KEY = "break_even_steps_vs_eager"
 
 
 def schema() -> dict[str, Any]:
@@ -35,8 +36,8 @@ def _plain(value: Any) -> Any:
     """A cell as JSON has it: NaN is null, numpy scalars are Python's."""
     if hasattr(value, "item"):
         value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN or infinity
     return value
 
 
@@ -83,7 +84,12 @@ def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
         "configurations": configurations,
         "comparisons": _rows(t.comparison),
         # what compiling costs (per complete PyTorch mode): warm-up and break-even against eager
-        "compile_costs": _rows(t.compile_costs),
+        # a break-even of infinity: the mode's steps are not faster, it never pays ("never")
+        "compile_costs": [
+            {k: _plain(v) for k, v in row.items()}
+            | ({"break_even_steps_vs_eager": "never"} if row[NEVER_KEY] == math.inf else {})
+            for row in t.compile_costs.to_dict("records")
+        ],
         "conditions": {
             "flagged_runs": int(runs["flagged"].sum()) if "flagged" in runs else 0,
         },
@@ -100,4 +106,5 @@ def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
 
 
 def text(rd: ResultsDir, t: Tables) -> str:
-    return json.dumps(build(rd, t), indent=2, sort_keys=False, default=str) + "\n"
+    # allow_nan=False: a value JSON cannot hold is a bug here, never a file other tools choke on
+    return json.dumps(build(rd, t), indent=2, allow_nan=False, default=str) + "\n"

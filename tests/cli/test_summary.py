@@ -11,6 +11,15 @@ from kit.report import summary
 from tests.conftest import contender_args, records
 
 
+def _strict(text: str):
+    """JSON as other tools read it: NaN and Infinity are not JSON."""
+
+    def refuse(constant: str):
+        raise ValueError(f"{constant} in summary.json")
+
+    return json.loads(text, parse_constant=refuse)
+
+
 def test_summary_holds_states_times_and_links_and_follows_its_schema(
     tmp_path, fast_protocol, fake_env, cli
 ):
@@ -20,7 +29,7 @@ def test_summary_holds_states_times_and_links_and_follows_its_schema(
         *contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
     )
     assert res.exit_code == 0, res.output
-    data = json.loads((out / summary.SUMMARY).read_text())
+    data = _strict((out / summary.SUMMARY).read_text())
     jsonschema.validate(data, summary.schema())
     by_variant = {c["variant"]: c for c in data["configurations"] if c["precision"] == "float16"}
     oom = by_variant["mica-half-intermediates"]
@@ -30,7 +39,7 @@ def test_summary_holds_states_times_and_links_and_follows_its_schema(
     # rule 6: no correctness check passed, so the time is withheld unless previewed
     assert m1["publication"].startswith("withheld") and m1["median_step_s"] is None
     assert cli("publish", out, "--preview").exit_code == 0
-    data = json.loads((out / summary.SUMMARY).read_text())
+    data = _strict((out / summary.SUMMARY).read_text())
     jsonschema.validate(data, summary.schema())
     (m1,) = [c for c in data["configurations"] if c["precision"] == "float32"]
     steps = sorted(
