@@ -26,8 +26,10 @@ from kit.cli import options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 @options.verbosity
 def compare(a: Path, b: Path, allow_protocol_change: bool, preview: bool, as_json: bool) -> None:
-    """Compare two results directories: per configuration in both, both medians and ranges,
-    their ratio and whether the ranges overlap; what is in one only is listed.
+    """Compare two results directories: medians, ranges, their ratio, overlap.
+
+    Per configuration in both: both medians and ranges, their ratio and whether the ranges
+    overlap; what is in one only is listed.
 
     \b
     Example:

@@ -17,7 +17,6 @@ import click
 
 from kit import __version__
 from kit.cli import options
-from kit.engine import lock
 from kit.errors import ExitCode, Interrupted, UserError
 
 if TYPE_CHECKING:
@@ -116,7 +115,10 @@ class KitGroup(click.Group):
                 click.echo(f"  resume with: micakit series --resume {resume}", err=True)
             ctx.exit(int(ExitCode.INTERRUPTED))
         finally:
-            lock.release_all()
+            # the one writer's locks, where a command took one (its module is then imported)
+            lock = sys.modules.get("kit.engine.lock")
+            if lock is not None:
+                lock.release_all()
 
 
 @click.group(
