@@ -238,7 +238,7 @@ def _write_context(
             if top == "wheelhouse" or rel == dockerfile.name:
                 continue
             tar.add(context_dir / rel, arcname=rel, recursive=False)
-        tar.add(dockerfile, arcname=dockerfile.name)
+        tar.add(dockerfile.resolve(), arcname=dockerfile.name)  # kit/files holds links to it
         info = tarfile.TarInfo("wheelhouse")
         info.type, info.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(info)
