@@ -122,6 +122,8 @@ class ResultsDir:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.writer = WriterLock(self.root)
+        # runs.jsonl parsed once while unchanged (a report reads it from several tables)
+        self._records: tuple[tuple[int, int, int], list[dict]] | None = None
 
     def lock(self, what: str = "a series") -> ResultsDir:
         """Become this directory's one writer, or be refused at once (kit.engine.lock)."""
@@ -208,8 +210,13 @@ class ResultsDir:
     def records(self) -> list[dict]:
         """Every finished run's record. A torn last line is cut off, never read as a run."""
         path = self.root / RECORDS
-        if not path.exists():
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
             return []
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        if self._records is not None and self._records[0] == key:
+            return list(self._records[1])
         data = path.read_bytes()
         if data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
@@ -217,6 +224,8 @@ class ResultsDir:
                 f.truncate(cut)
                 os.fsync(f.fileno())
             data = data[:cut]
+            st = os.stat(path)
+            key = (st.st_size, st.st_mtime_ns, st.st_ino)
         records = []
         for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
             if not line.strip():
@@ -225,7 +234,8 @@ class ResultsDir:
                 records.append(json.loads(line))
             except json.JSONDecodeError as e:
                 raise UserError(f"{path}:{number} is not a JSON record: {e}") from None
-        return records
+        self._records = (key, records)
+        return list(records)
 
     def check_raw_files(self) -> None:
         """Every finished run's raw logs are here: every number is recomputed from them (D6)."""
@@ -242,6 +252,7 @@ class ResultsDir:
                 )
 
     def append_record(self, record: dict) -> None:
+        self._records = None
         line = json.dumps(record, sort_keys=False) + "\n"
         fd = os.open(self.root / RECORDS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
         os.fchmod(fd, FILE_MODE)  # the umask narrowed the mode open() was given
@@ -283,6 +294,7 @@ def audit(rd: ResultsDir) -> list[str]:
     adjustments = rd.read_json(ADJUSTMENTS) if (rd.root / ADJUSTMENTS).exists() else {}
     batches = {model: a["batch_size"] for model, a in adjustments.items()}
     problems: list[str] = []
+    root = str(rd.root)
     folders: dict[str, int] = {}
     finals: dict[int, str] = {}
     for number, record in enumerate(rd.records(), 1):
@@ -305,7 +317,7 @@ def audit(rd: ResultsDir) -> list[str]:
         own = f"runs/{run_id:04d}-{run['config'].replace('/', '.')}/"
         if not (log_dir.startswith(own) and log_dir.count("/") == 2):
             problems.append(f"{where}: run {run_id}'s record points at {log_dir}, not under {own}")
-        elif not (rd.root / log_dir).is_dir():
+        elif not os.path.isdir(os.path.join(root, log_dir)):
             problems.append(f"{where}: run {run_id}'s folder {log_dir} is missing")
         if log_dir in folders:
             problems.append(
@@ -329,10 +341,11 @@ def audit(rd: ResultsDir) -> list[str]:
 def refuse_if_altered(rd: ResultsDir) -> None:
     """No table is computed from a directory whose records or run folders were altered."""
     problems = audit(rd)
+    root = str(rd.root)
     problems += [
         p
         for r in rd.records()
-        if (rd.root / str(r.get("log_dir", ""))).is_dir()
+        if os.path.isdir(os.path.join(root, str(r.get("log_dir", ""))))
         for p in missing_files(rd, r)
     ]
     if problems:
@@ -346,10 +359,11 @@ def refuse_if_altered(rd: ResultsDir) -> None:
 
 def missing_files(rd: ResultsDir, record: dict) -> list[str]:
     """The raw files a record lists that are gone."""
+    root = str(rd.root)
     return [
         f"{rel}: raw file missing (run {record.get('run_id')})"
         for rel in record.get("files", {})
-        if not (rd.root / rel).is_file()
+        if not os.path.isfile(os.path.join(root, rel))
     ]
 
 
@@ -366,10 +380,10 @@ def _unrecorded_attempts(
         if run_id is not None:
             recorded_attempt[run_id] = max(recorded_attempt.get(run_id, 0), attempt)
     out = []
-    for path in sorted((rd.root / "runs").glob("*/attempt-*")):
-        rel = f"runs/{path.parent.name}/{path.name}"
+    for rel in _attempt_folders(rd.root / "runs"):
         if rel in folders:
             continue
+        path = rd.root / rel
         run_id, attempt = _attempt_of(rel)
         if run_id is None or run_id not in planned:
             out.append(f"{rel}: a run folder that no planned run owns")
@@ -379,6 +393,21 @@ def _unrecorded_attempts(
         if not (retried or stopped_in) and any(path.iterdir()):
             out.append(f"{rel}: run {run_id}'s logs, with no record in {RECORDS}")
     return out
+
+
+def _attempt_folders(runs: Path) -> list[str]:
+    """`runs/<run>/attempt-<k>` of every attempt folder, sorted (os.scandir: thousands of
+    runs are listed in one `verify`)."""
+    out = []
+    try:
+        run_dirs = [e for e in os.scandir(runs) if e.is_dir()]
+    except FileNotFoundError:
+        return []
+    for run_dir in run_dirs:
+        for e in os.scandir(run_dir.path):
+            if e.name.startswith("attempt-"):
+                out.append(f"runs/{run_dir.name}/{e.name}")
+    return sorted(out)
 
 
 def _attempt_of(log_dir: str) -> tuple[int | None, int]:

@@ -32,10 +32,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 STDOUT, STDERR = "stdout", "stderr"
 _MUX_HEADER = struct.Struct(">BxxxL")
@@ -43,25 +42,33 @@ _MUX_STREAMS = {1: STDOUT, 2: STDERR}
 _READ_SIZE = 1 << 20  # a long line arrives in few reads; a short one is read as it comes
 
 
-@dataclass(frozen=True)
-class StampedLine:
+class StampedLine(NamedTuple):
     stamp_ns: int
     text: str  # decoded as UTF-8 with replacement, for parsing; the log keeps the bytes
 
 
-def read_stamped(path: Path) -> Iterator[StampedLine]:
-    """The lines of a stamped log. A line that is not `<int> <bytes>` is a corrupt log."""
+def read_stamped(path: Path | str) -> Iterator[StampedLine]:
+    """The lines of a stamped log. A line that is not `<int> <bytes>` is a corrupt log.
+
+    The file is read whole and split once (a results directory of thousands of runs is read
+    in one `report`); a line is still parsed on its own, and a bad one named by its number.
+    """
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            raw = raw.rstrip(b"\n")
-            stamp, sep, text = raw.partition(b" ")
-            if not sep and not stamp:
-                continue
-            try:
-                stamp_ns = int(stamp)
-            except ValueError:
-                raise ValueError(f"{path}:{number}: not a stamped line: {raw[:80]!r}") from None
-            yield StampedLine(stamp_ns, shown(text).decode("utf-8", "replace"))
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last line
+    for number, raw in enumerate(lines, 1):
+        stamp, sep, text = raw.partition(b" ")
+        if not sep and not stamp:
+            continue
+        try:
+            stamp_ns = int(stamp)
+        except ValueError:
+            raise ValueError(f"{path}:{number}: not a stamped line: {raw[:80]!r}") from None
+        if b"\r" in text:
+            text = shown(text)
+        yield StampedLine(stamp_ns, text.decode("utf-8", "replace"))
 
 
 def shown(raw: bytes) -> bytes:

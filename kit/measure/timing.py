@@ -143,7 +143,10 @@ def judge(
     (a stall or the whole-run limit), recorded with the run.
     """
     out = list(read_stamped(stdout_log))
-    ended = exit_outcome(out, list(read_stamped(stderr_log)), exit_code, grammar, stopped)
+    # stderr matters only to an exit with a status (its out-of-memory line, D4)
+    needs_err = not stopped and exit_code is not None and exit_code > 0
+    err = list(read_stamped(stderr_log)) if needs_err else []
+    ended = exit_outcome(out, err, exit_code, grammar, stopped)
     if ended is not None:
         return ended
     if not out:

@@ -33,12 +33,12 @@ def warmups(rd: ResultsDir, runs: pd.DataFrame, window_start_step: int) -> pd.Se
     started = {r["run_id"]: r.get("start_ns") for r in rd.records()}
     ok = runs[(runs["kind"] == "timed") & (runs["status"] == timing.OK)]
     out = {}
-    for _, r in ok.iterrows():
-        start_ns = started.get(r["run_id"])
-        if start_ns is None or pd.isna(r["window_start_ns"]):
+    for run_id, window_ns, step_s in zip(ok["run_id"], ok["window_start_ns"], ok["step_s"]):
+        start_ns = started.get(run_id)
+        if start_ns is None or pd.isna(window_ns):
             continue
-        to_step = (int(r["window_start_ns"]) - int(start_ns)) / 1e9
-        out[int(r["run_id"])] = to_step - window_start_step * float(r["step_s"])
+        to_step = (int(window_ns) - int(start_ns)) / 1e9
+        out[int(run_id)] = to_step - window_start_step * float(step_s)
     return pd.Series(out, dtype=float)
 
 

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 
 from kit.engine import conditions
@@ -22,15 +24,19 @@ FAMILIES = "families.tsv"  # beside the protocol file (§6: fixed before the fir
 
 
 def conditions_columns(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run: peak memory (whole run) and the window's SM clock and clock events."""
+    """Per run: peak memory (whole run) and the window's clocks and clock events."""
     rows = []
-    for _, r in runs.iterrows():
-        summary = conditions.run_summary(
-            rd.root / r["log_dir"], _int(r.get("window_start_ns")), _int(r.get("window_end_ns"))
+    root = str(rd.root)
+    starts, ends = runs["window_start_ns"].tolist(), runs["window_end_ns"].tolist()
+    for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends):
+        summary = (
+            conditions.run_summary(rd.root / log_dir, _int(lo), _int(hi))
+            if os.path.exists(os.path.join(root, log_dir, conditions.SAMPLES))
+            else {}  # a run without samples (a CPU series, a skipped profile)
         )
         rows.append(
             {
-                "run_id": r["run_id"],
+                "run_id": run_id,
                 "peak_memory_bytes": summary.get("peak_memory_bytes"),
                 "sm_clock_median_mhz": summary.get("sm_clock_median_mhz"),
                 "temperature_max_c": summary.get("temperature_max_c"),
