@@ -12,6 +12,8 @@ import pandas as pd
 
 from kit.engine import store
 from kit.engine.store import ResultsDir
+from kit.engine.tablefile import csv_text, read_table
+from kit.errors import UserError
 from kit.report import html, rerun, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
 from kit.report.tables import Tables
@@ -37,7 +39,7 @@ def write(rd: ResultsDir, t: Tables) -> list[Path]:
     """The tables in CSV (every digit), then what `render` builds, each file written whole."""
     written = []
     for name, df in t.items():
-        rd.write_text(f"tables/{name}.csv", df.to_csv(index=False, float_format="%.17g"))
+        rd.write_text(f"tables/{name}.csv", csv_text(df))
         written.append(rd.root / "tables" / f"{name}.csv")
     for rel, data in render(rd, t).items():
         store.write_atomic(rd.root / rel, data)
@@ -75,13 +77,21 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
     except ValueError as e:  # a raw log that no longer parses
         return [f"cannot recompute: {e}"]
     for name, df in fresh.items():
-        path = rd.root / "tables" / f"{name}.csv"
+        rel = f"tables/{name}.csv"
+        path = rd.root / rel
         if not path.exists():
-            problems.append(f"tables/{name}.csv: missing")
+            problems.append(f"{rel}: missing")
             continue
-        published = pd.read_csv(path, keep_default_na=False, na_values=[""])
-        recomputed = pd.read_csv(_as_csv_buffer(df), keep_default_na=False, na_values=[""])
-        problems += _diff_frames(f"tables/{name}.csv", published, recomputed)
+        text = csv_text(df)
+        if path.read_bytes() == text.encode("utf-8"):
+            continue  # the same bytes: nothing to compare cell by cell
+        try:
+            published = read_table(path)
+        except UserError as e:
+            problems.append(f"{rel}: {e.message}")
+            continue
+        recomputed = read_table(io.StringIO(text))
+        problems += _diff_frames(rel, published, recomputed)
     for rel, data in published_files.items():
         problems += _diff_file(rd.root, rel, data)
     return problems
@@ -113,10 +123,6 @@ def _clip(line: str, other: str, width: int = 100) -> str:
     at = next(same, min(len(line), len(other)))
     lo = max(0, at - width // 2)
     return ("…" if lo else "") + line[lo : lo + width] + ("…" if lo + width < len(line) else "")
-
-
-def _as_csv_buffer(df: pd.DataFrame):
-    return io.StringIO(df.to_csv(index=False, float_format="%.17g"))
 
 
 def _diff_frames(where: str, published: pd.DataFrame, recomputed: pd.DataFrame) -> list[str]:

@@ -147,3 +147,29 @@ def test_a_missing_raw_file_is_caught(series, cli):
     run = timed(series)[0]
     (series / run["log_dir"] / "command.json").unlink()
     refused(cli, series, f"{run['log_dir']}/command.json: raw file missing")
+
+
+def test_every_table_carries_its_schema_version(series, cli):
+    for path in sorted((series / "tables").glob("*.csv")):
+        header = path.read_text().splitlines()[0].split(",")
+        assert header[0] == "schema_version", path
+        column = pd.read_csv(path)["schema_version"]
+        assert (column == 1).all(), path
+
+
+def test_a_table_from_before_schema_versions_is_upgraded(series, cli):
+    # an older kit wrote the same columns without the version: read as schema 0, upgraded
+    path = series / "tables" / "configurations.csv"
+    pd.read_csv(path, dtype=str, keep_default_na=False).drop(columns=["schema_version"]).to_csv(
+        path, index=False
+    )
+    res = cli("verify", series)
+    assert res.exit_code == 0, res.output
+
+
+def test_a_table_from_a_newer_kit_is_refused_by_name(series, cli):
+    path = series / "tables" / "runs.csv"
+    text = path.read_text().splitlines()
+    path.write_text("\n".join([text[0], *(re.sub(r"^1,", "2,", t) for t in text[1:])]) + "\n")
+    out = refused(cli, series, "tables/runs.csv", "table schema 2")
+    assert "this kit reads table schema 1" in out

@@ -1,0 +1,37 @@
+"""The CSV tables a results directory publishes: written with every digit and a schema
+version, read back upgraded (an older table) or refused (a newer one)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kit.errors import UserError
+
+TABLE_SCHEMA = 1  # the version of every tables/*.csv, carried in each as its first column
+TABLE_SCHEMA_COLUMN = "schema_version"
+
+
+def csv_text(df: pd.DataFrame) -> str:
+    """A table as the kit publishes it: every digit, and its schema version as the first
+    column (other tools read the CSVs alone)."""
+    df = df.copy()
+    df.insert(0, TABLE_SCHEMA_COLUMN, TABLE_SCHEMA)
+    return df.to_csv(index=False, float_format="%.17g")
+
+
+def read_table(source) -> pd.DataFrame:
+    """A published table, upgraded to this kit's schema; one from a newer kit is refused.
+
+    Schema 0 is a table from before the column existed: the same columns, nothing to change.
+    """
+    df = pd.read_csv(source, keep_default_na=False, na_values=[""])
+    if TABLE_SCHEMA_COLUMN not in df.columns:
+        return df  # schema 0 -> 1: only the version column was added
+    versions = set(df[TABLE_SCHEMA_COLUMN].astype(str))
+    newer = [v for v in versions if not v.isdigit() or int(v) > TABLE_SCHEMA]
+    if newer:
+        raise UserError(
+            f"table schema {newer[0]}; this kit reads table schema {TABLE_SCHEMA} and older",
+            "verify it with the kit version named in the directory's manifest.json",
+        )
+    return df.drop(columns=[TABLE_SCHEMA_COLUMN])
