@@ -35,6 +35,10 @@ from kit.protocol.load import Protocol
 
 SCHEMA = 1
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
+# JSON files whose "schema" the store writes and strips on reading (their readers see only
+# their data); manifest.json, plan.json, summary.json and each record carry theirs as a field
+STAMPED = ("versions.json", "gating.json", "publication.json", "adjustments.json",
+           "footprint/ratio.json")  # fmt: skip
 STARTING = ".micakit-series"  # written first: this directory is a series' own
 FILE_MODE, DIR_MODE = 0o644, 0o755  # world-readable, whatever the umask
 
@@ -177,12 +181,7 @@ class ResultsDir:
                 "name a directory that a `micakit series` wrote",
             )
         rd = cls(root)
-        schema = rd.manifest().get("schema")
-        if schema != SCHEMA:
-            raise UserError(
-                f"{root} was written with results schema {schema}; this kit reads {SCHEMA}",
-                "use the kit version named in its manifest.json (kit_version)",
-            )
+        rd.manifest()  # a manifest from a newer kit is refused there, naming its schema
         return rd
 
     # -- whole files --------------------------------------------------------------------------
@@ -191,15 +190,31 @@ class ResultsDir:
         return self.read_json(MANIFEST)
 
     def read_json(self, rel: str) -> Any:
+        """A JSON file of the directory. One that a newer kit wrote (a higher "schema") is
+        refused; an older one is read as it is, since no version has yet changed a field
+        (an upgrade would go here, one function per version, as schema 2 comes)."""
         path = self.root / rel
         try:
-            return json.loads(path.read_text("utf-8"))
+            obj = json.loads(path.read_text("utf-8"))
         except FileNotFoundError:
             raise UserError(f"{path} is missing", "the results directory is incomplete") from None
         except json.JSONDecodeError as e:
             raise UserError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            return obj
+        schema = obj.get("schema", 0)
+        if not isinstance(schema, int) or schema > SCHEMA:
+            raise UserError(
+                f"{path} has results schema {schema!r}; this kit reads schema {SCHEMA} and older",
+                "read it with the kit version named in the directory's manifest.json (kit_version)",
+            )
+        if rel in STAMPED:
+            obj.pop("schema", None)
+        return obj
 
     def write_json(self, rel: str, obj: Any) -> None:
+        if rel in STAMPED and isinstance(obj, dict):
+            obj = {"schema": SCHEMA, **obj}
         write_json(self.root / rel, obj)
 
     def write_text(self, rel: str, text: str) -> None:

@@ -46,3 +46,33 @@ def test_open_refuses_what_is_not_a_results_directory(tmp_path):
     (tmp_path / "manifest.json").write_text('{"schema": 99}')
     with pytest.raises(UserError, match="schema 99"):
         ResultsDir.open(tmp_path)
+
+
+def test_stamped_json_files_carry_the_schema_and_readers_see_only_their_data(tmp_path):
+    rd = ResultsDir.create(tmp_path / "r")
+    rd.write_json("versions.json", {"kit": "0.2.0"})
+    on_disk = json.loads((rd.root / "versions.json").read_text())
+    assert on_disk == {"schema": 1, "kit": "0.2.0"}
+    assert rd.read_json("versions.json") == {"kit": "0.2.0"}
+
+
+def test_a_json_file_from_before_schemas_is_read_and_a_newer_one_refused(tmp_path):
+    rd = ResultsDir.create(tmp_path / "r")
+    (rd.root / "gating.json").write_text('{"statuses": {}}')  # schema 0: no field yet
+    assert rd.read_json("gating.json") == {"statuses": {}}
+    (rd.root / "plan.json").write_text('{"schema": 2, "order": []}')
+    with pytest.raises(UserError, match=r"plan.json has results schema 2; this kit reads") as e:
+        rd.read_json("plan.json")
+    assert "kit_version" in e.value.fix
+
+
+def test_records_are_read_again_after_an_append(tmp_path):
+    rd = ResultsDir.create(tmp_path / "r")
+    rd.append_record({"run_id": 0, "status": "ok"})
+    assert len(rd.records()) == 1
+    rd.append_record({"run_id": 1, "status": "ok"})
+    assert [r["run_id"] for r in rd.records()] == [0, 1]
+    # another writer's append (another process) is seen too
+    with open(rd.root / "runs.jsonl", "a") as f:
+        f.write(json.dumps({"run_id": 2, "status": "ok"}) + "\n")
+    assert [r["run_id"] for r in rd.records()] == [0, 1, 2]
