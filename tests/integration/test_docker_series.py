@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.executors.docker import engine as dockerapi
+from kit.executors.docker import building
 from kit.executors.docker.containers import LABEL_SERIES
 from tests.conftest import FAKES, ROOT, TEXT_INPUT, records
 
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def mica_image(client, tmp_path_factory) -> tuple[str, Path]:
     base = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
-    if dockerapi.image_id(client, base) is None:
+    if building.image_id(client, base) is None:
         pytest.skip(f"no base image {base}: `bash scripts/ci-setup.sh` builds it")
     src = tmp_path_factory.mktemp("zipsrc")
     (src / "__main__.py").write_text((FAKES / "contender.py").read_text())
