@@ -7,12 +7,14 @@ and install from the wheelhouse that script fills, so no registry or package ind
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
 import signal
 import socket
 import threading
+import time
 import zipapp
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,13 @@ import pytest
 from kit.errors import UserError
 from kit.executors.base import Mount, RunOutcome, RunSpec
 from kit.executors.docker import building, inventory
-from kit.executors.docker.containers import LABEL_OWNER, LABEL_SERIES, TOOLKIT_URL, owner_label
+from kit.executors.docker.containers import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    LABEL_SERIES,
+    TOOLKIT_URL,
+    owner_label,
+)
 from kit.executors.docker.executor import DockerExecutor
 from kit.executors.docker.footprint import footprint_ratio, read_files
 from kit.measure import clock
@@ -148,6 +156,56 @@ def test_sweep_removes_what_a_crashed_series_left(client, base_image, executor):
         assert crashed not in left and other_host not in left
     finally:
         client.api.remove_container(live, force=True)
+
+
+def test_a_measured_container_is_contained(client, base_image, executor, tmp_path):
+    """Each containment setting took effect in the engine, and the program feels it: no
+    network, no capability, no new privileges, the user's uid, a read-only root, /tmp only."""
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = RunSpec(
+        label="contained",
+        argv=("python3", "/micakit/fakes/contained_probe.py", "/micakit/work/go"),
+        mounts=(Mount("fakes", FAKES), Mount("work", work, read_only=False)),
+        image=base_image,
+    )
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(executor.run, spec, tmp_path / "probe")
+        try:
+            labels = [f"{LABEL_SERIES}={executor.series_id}", f"{LABEL_RUN}=contained"]
+            deadline = time.monotonic() + 120
+            found: list = []
+            while not found and time.monotonic() < deadline and not running.done():
+                found = client.api.containers(filters={"label": labels})
+                time.sleep(0.1)
+            assert found, "the measured container never ran"
+            info = client.api.inspect_container(found[0]["Id"])
+        finally:
+            (work / "go").touch()
+        outcome = running.result(timeout=120)
+    host = info["HostConfig"]
+    assert host["NetworkMode"] == "none"
+    assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
+    assert "no-new-privileges" in (host.get("SecurityOpt") or [])
+    assert host["ReadonlyRootfs"] is True
+    assert host["Privileged"] is False
+    assert set(host["Tmpfs"]) == {"/tmp"} and "nosuid" in host["Tmpfs"]["/tmp"]
+    assert host["Init"] is True
+    assert info["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
+    writable = {m["Destination"] for m in info["Mounts"] if m["RW"]}
+    assert writable == {"/micakit/work", "/micakit/cache"}
+    # what the program met inside
+    assert outcome.exit_code == 0
+    (line,) = [line.text for line in _lines(outcome)]
+    probe = json.loads(line)
+    assert (probe["uid"], probe["gid"]) == (os.getuid(), os.getgid())
+    assert probe["write_root"] == "EROFS"
+    assert probe["write_tmp"] == "allowed"
+    assert probe["connect"] in ("ENETUNREACH", "EHOSTUNREACH", "EACCES", "EPERM")
+    assert probe["interfaces"] == ["lo"]
+    assert int(probe["status"]["CapEff"], 16) == 0 and int(probe["status"]["CapPrm"], 16) == 0
+    assert probe["status"]["NoNewPrivs"] == "1"
+    assert not _leftovers(client, executor.series_id)
 
 
 def test_library_table_of_a_program_that_opens_libz(base_image, executor, tmp_path):

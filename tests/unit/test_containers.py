@@ -262,6 +262,22 @@ class _RecordingAPI:
         pass
 
 
+class _RecordingWatchdog:
+    """What the kit tells the watchdog, kept, and no process started."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def watch(self, container_id: str) -> None:
+        self.lines.append(f"+{container_id}")
+
+    def forget(self, container_id: str) -> None:
+        self.lines.append(f"-{container_id}")
+
+    def close(self) -> None:
+        pass
+
+
 def test_a_measured_container_is_contained(tmp_path: Path) -> None:
     import os
 
@@ -273,6 +289,8 @@ def test_a_measured_container_is_contained(tmp_path: Path) -> None:
     ex._images_seen.add("micakit-mica:x")
     ex._host_paths = HostPaths(container_id=None)
     ex._take_reader = lambda: None  # type: ignore[method-assign]
+    watched = _RecordingWatchdog()
+    ex._watchdog = watched  # type: ignore[assignment]
     work = tmp_path / "work"
     work.mkdir()
     spec = RunSpec(
@@ -297,6 +315,8 @@ def test_a_measured_container_is_contained(tmp_path: Path) -> None:
     assert run["environment"]["HOME"] == "/tmp"
     # the cache volume is handed to the user by one unmeasured container that may only chown
     assert chown["host_config"]["CapAdd"] == ["CHOWN"] and chown["user"] == "0:0"
+    # the watchdog was told of the container the moment it existed, and of its removal
+    assert watched.lines == ["+chown", "-chown"]
 
 
 def test_a_containers_death_by_signal_is_told_from_an_exit_status() -> None:
