@@ -78,8 +78,9 @@ class DockerExecutor(Executor):
     Mounts appear under /micakit/<name>. A cache volume named after the series keeps
     Inductor's, Triton's and the CUDA driver's caches from run to run, so the discarded first
     run of a configuration fills them for its timed runs (§5). Run containers carry the label
-    `micakit.series` and are removed whatever ends the run; `sweep()` removes what a crashed
-    series left. Files a run writes into a mount belong to the container's user (root).
+    `micakit.series` and are removed whatever ends the run, the kit's own death included (the
+    series' watchdog); `sweep()` removes anything a crashed series still left. Files a run
+    writes into a mount belong to the invoking user (`containers.contained`).
     """
 
     name = "docker"

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--api-version", default=None)
     args = parser.parse_args(argv)
-    # its own session has no terminal; these come only from someone who means the kit's group
+    # a Ctrl-C or a hang-up meant for the kit must not end the one process that cleans up after it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     os.write(1, READY)
