@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kit.executors.base import Executor, RunSpec  # noqa: E402
-from kit.executors.docker import engine as dockerapi  # noqa: E402
+from kit.executors.docker import connection  # noqa: E402
+from kit.executors.docker.executor import DockerExecutor  # noqa: E402
 from kit.executors.local import LocalExecutor  # noqa: E402
 from kit.measure import clock  # noqa: E402
 
@@ -126,10 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
 
-    client = dockerapi.connect()
-    docker_ex = dockerapi.DockerExecutor(client, f"bench-{os.getpid()}")
+    client = connection.connect()
+    docker_ex = DockerExecutor(client, f"bench-{os.getpid()}")
     local_ex = LocalExecutor()
-    out: dict = {"image": args.image, "engine": dockerapi.versions(client)}
+    out: dict = {"image": args.image, "engine": connection.versions(client)}
     with tempfile.TemporaryDirectory(prefix="micakit-bench-") as tmp_name:
         tmp = Path(tmp_name)
         try:

@@ -29,12 +29,13 @@ def executor(name: str | None, host: str | None = None) -> Executor:
     """The executor asked for; by default Docker wherever an engine answers, else local."""
     if name == "local":
         return LocalExecutor()
-    from kit.executors.docker import engine as dockerapi
+    from kit.executors.docker.connection import connect
+    from kit.executors.docker.executor import DockerExecutor
 
     if name == "docker" or host:
-        return dockerapi.DockerExecutor(dockerapi.connect(host))
+        return DockerExecutor(connect(host), host=host)
     try:
-        return dockerapi.DockerExecutor(dockerapi.connect(None))
+        return DockerExecutor(connect(None))
     except UserError:
         return LocalExecutor()
 

@@ -411,15 +411,14 @@ def images_build(
       micakit images build --contender PATH/TO/mica-program --libs PATH/TO/its-libs
       micakit images build --only pytorch --base micakit-base:bookworm --wheelhouse wheelhouse
     """
-    from kit.executors.docker import engine as dockerapi
-    from kit.executors.docker import images as images_mod
+    from kit.executors.docker import building, connection
     from kit.protocol import load as protocol_mod
 
     p = protocol_mod.load(protocol_path)
     if not kinds:
         kinds = ["pytorch", "runner"] + (["mica"] if contender else [])
-    client = dockerapi.connect(docker_host)
-    built = images_mod.build(
+    client = connection.connect(docker_host)
+    built = building.build_images(
         client,
         p,
         list(kinds),
@@ -451,17 +450,17 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host, as_j
     Example:
       micakit footprint results/footprint-L4 --json
     """
-    from kit.executors.docker import engine as dockerapi
+    from kit.executors.docker import connection, inventory
     from kit.executors.docker import images as images_mod
     from kit.protocol import load as protocol_mod
 
     p = protocol_mod.load(protocol_path)
-    client = dockerapi.connect(docker_host)
+    client = connection.connect(docker_host)
     refs = {
         "pytorch": pytorch_ref or images_mod.ref("pytorch", p),
         "mica": mica_ref or images_mod.ref("mica", p),
     }
-    ratio = dockerapi.measure_footprints(client, refs, out / "footprint")
+    ratio = inventory.measure_footprints(client, refs, out / "footprint")
     if as_json:
         click.echo(json.dumps(ratio, indent=2))
     else:

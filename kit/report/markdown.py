@@ -269,7 +269,7 @@ def versions_line(found: dict) -> str:
     for key in ("python", "torch", "triton", "cudnn", "numpy", "cuda_runtime", "nanogpt_commit"):
         if py.get(key) is not None:
             parts.append(f"{key} {py[key]}")
-    # the key kit.executors.docker.engine.versions() writes
+    # the key kit.executors.docker.connection.versions() writes
     engine = found.get("executor", {})
     if engine.get("docker_engine"):
         parts.append(f"Docker {engine['docker_engine']}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kit.executors.docker import engine as dockerapi
+from kit.executors.docker import connection
 from kit.report import markdown
 from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args
 
@@ -42,7 +42,7 @@ def _docker_recorded(out: Path) -> None:
     """The series' versions as the Docker executor records its engine."""
     path = out / "versions.json"
     found = json.loads(path.read_text())
-    found["executor"] = {"name": "docker", **dockerapi.versions(_Engine())}  # type: ignore[arg-type]
+    found["executor"] = {"name": "docker", **connection.versions(_Engine())}  # type: ignore[arg-type]
     path.write_text(json.dumps(found, indent=2) + "\n")
 
 
@@ -50,7 +50,7 @@ def test_the_versions_line_names_the_docker_engine_and_skips_what_is_absent() ->
     found = {
         "card": {"name": "NVIDIA L4", "driver_version": "550.90.07", "uuid": None},
         "pytorch": {"python": "3.11.7", "torch": "2.13.0", "triton": None, "cudnn": None},
-        "executor": {"name": "docker", **dockerapi.versions(_Engine())},  # type: ignore[arg-type]
+        "executor": {"name": "docker", **connection.versions(_Engine())},  # type: ignore[arg-type]
     }
     line = markdown.versions_line(found)
     assert "Docker 27.3.1" in line

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 import pytest
 
 from kit.errors import UserError
-from kit.executors.docker import engine as dockerapi
+from kit.executors.docker import connection
 
 
 @pytest.fixture(scope="session")
 def client() -> Iterator:
     try:
-        c = dockerapi.connect(timeout_s=600)
+        c = connection.connect(timeout_s=600)
     except UserError as e:
         pytest.skip(f"no Docker engine answers: {e.message}")
     yield c

@@ -7,12 +7,14 @@ and install from the wheelhouse that script fills, so no registry or package ind
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
 import signal
 import socket
 import threading
+import time
 import zipapp
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +23,16 @@ import pytest
 
 from kit.errors import UserError
 from kit.executors.base import Mount, RunOutcome, RunSpec
-from kit.executors.docker import engine as dockerapi
-from kit.executors.docker.containers import LABEL_OWNER, LABEL_SERIES, TOOLKIT_URL, owner_label
-from kit.executors.docker.footprint import read_files
+from kit.executors.docker import building, inventory
+from kit.executors.docker.containers import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    LABEL_SERIES,
+    TOOLKIT_URL,
+    owner_label,
+)
+from kit.executors.docker.executor import DockerExecutor
+from kit.executors.docker.footprint import footprint_ratio, read_files
 from kit.measure import clock
 from kit.telemetry.libraries import read_library_dir
 
@@ -38,7 +47,7 @@ TAG = "ci"
 @pytest.fixture(scope="session")
 def base_image(client) -> str:
     ref = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
-    if not dockerapi._image_exists(client, ref):
+    if not building.image_exists(client, ref):
         pytest.skip(f"no base image {ref}: `bash scripts/ci-setup.sh` builds it")
     return ref
 
@@ -51,8 +60,8 @@ def wheelhouse() -> Path:
 
 
 @pytest.fixture(scope="session")
-def executor(client) -> Iterator[dockerapi.DockerExecutor]:
-    ex = dockerapi.DockerExecutor(client, f"pytest-{os.getpid()}", stop_grace_s=2)
+def executor(client) -> Iterator[DockerExecutor]:
+    ex = DockerExecutor(client, f"pytest-{os.getpid()}", stop_grace_s=2)
     yield ex
     ex.drop_cache()
 
@@ -149,6 +158,56 @@ def test_sweep_removes_what_a_crashed_series_left(client, base_image, executor):
         client.api.remove_container(live, force=True)
 
 
+def test_a_measured_container_is_contained(client, base_image, executor, tmp_path):
+    """Each containment setting took effect in the engine, and the program feels it: no
+    network, no capability, no new privileges, the user's uid, a read-only root, /tmp only."""
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = RunSpec(
+        label="contained",
+        argv=("python3", "/micakit/fakes/contained_probe.py", "/micakit/work/go"),
+        mounts=(Mount("fakes", FAKES), Mount("work", work, read_only=False)),
+        image=base_image,
+    )
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(executor.run, spec, tmp_path / "probe")
+        try:
+            labels = [f"{LABEL_SERIES}={executor.series_id}", f"{LABEL_RUN}=contained"]
+            deadline = time.monotonic() + 120
+            found: list = []
+            while not found and time.monotonic() < deadline and not running.done():
+                found = client.api.containers(filters={"label": labels})
+                time.sleep(0.1)
+            assert found, "the measured container never ran"
+            info = client.api.inspect_container(found[0]["Id"])
+        finally:
+            (work / "go").touch()
+        outcome = running.result(timeout=120)
+    host = info["HostConfig"]
+    assert host["NetworkMode"] == "none"
+    assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
+    assert "no-new-privileges" in (host.get("SecurityOpt") or [])
+    assert host["ReadonlyRootfs"] is True
+    assert host["Privileged"] is False
+    assert set(host["Tmpfs"]) == {"/tmp"} and "nosuid" in host["Tmpfs"]["/tmp"]
+    assert host["Init"] is True
+    assert info["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
+    writable = {m["Destination"] for m in info["Mounts"] if m["RW"]}
+    assert writable == {"/micakit/work", "/micakit/cache"}
+    # what the program met inside
+    assert outcome.exit_code == 0
+    (line,) = [line.text for line in _lines(outcome)]
+    probe = json.loads(line)
+    assert (probe["uid"], probe["gid"]) == (os.getuid(), os.getgid())
+    assert probe["write_root"] == "EROFS"
+    assert probe["write_tmp"] == "allowed"
+    assert probe["connect"] in ("ENETUNREACH", "EHOSTUNREACH", "EACCES", "EPERM")
+    assert probe["interfaces"] == ["lo"]
+    assert int(probe["status"]["CapEff"], 16) == 0 and int(probe["status"]["CapPrm"], 16) == 0
+    assert probe["status"]["NoNewPrivs"] == "1"
+    assert not _leftovers(client, executor.series_id)
+
+
 def test_library_table_of_a_program_that_opens_libz(base_image, executor, tmp_path):
     code = "import ctypes; ctypes.CDLL('libz.so.1'); print('opened', flush=True)"
     spec = RunSpec(
@@ -193,7 +252,7 @@ def test_a_failed_build_shows_its_own_lines(client, base_image, tmp_path):
     dockerfile = tmp_path / "Dockerfile.bad"
     dockerfile.write_text("ARG BASE\nFROM ${BASE}\nRUN echo about-to-fail && false\n")
     with pytest.raises(UserError, match="about-to-fail") as e:
-        dockerapi.build_image(
+        building.build_image(
             client, dockerfile, tmp_path, f"micakit-test-bad:{TAG}", {"BASE": base_image}
         )
     assert "returned a non-zero code" in e.value.message
@@ -203,7 +262,7 @@ def test_a_missing_base_image_names_the_local_one(client, tmp_path):
     dockerfile = tmp_path / "Dockerfile.nobase"
     dockerfile.write_text("ARG BASE\nFROM ${BASE}\n")
     with pytest.raises(UserError, match="micakit-test-nobase:none") as e:
-        dockerapi.build_image(
+        building.build_image(
             client,
             dockerfile,
             tmp_path,
@@ -229,14 +288,14 @@ def mica_image(client, base_image, tmp_path_factory) -> tuple[str, Path]:
     (ctx / "libs").mkdir()
     shutil.copy(Path("/lib/x86_64-linux-gnu/libz.so.1").resolve(), ctx / "libs" / "libfake.so.1")
     args = {"BASE": base_image, "PROGRAM": "contender", "LIBS": "libfake.so.1"}
-    return dockerapi.build_image(
+    return building.build_image(
         client, ROOT / "Dockerfile.mica", ctx, f"micakit-test-mica:{TAG}", args
     ), ctx
 
 
 def test_mica_image_footprint_and_a_run_in_it(client, mica_image, executor, tmp_path):
     ref, ctx = mica_image
-    fp = dockerapi.footprint(client, ref, tmp_path / "fp")
+    fp = inventory.footprint(client, ref, tmp_path / "fp")
     assert fp["size_bytes"] == client.api.inspect_image(ref)["Size"]
     assert fp["id"] == client.api.inspect_image(ref)["Id"]
     assert fp["labels"]["org.micakit.libs"] == "libfake.so.1"
@@ -268,12 +327,12 @@ def pytorch_image(client, base_image, wheelhouse, tmp_path_factory) -> str:
     shutil.copytree(ROOT / "tests" / "fixtures" / "nanogpt_image", ctx / "nanogpt")
     args = {"BASE": base_image, "NANOGPT_COMMIT": "fixture"}
     tag = f"micakit-test-pytorch:{TAG}"
-    return dockerapi.build_image(client, ROOT / "Dockerfile.pytorch", ctx, tag, args, wheelhouse)
+    return building.build_image(client, ROOT / "Dockerfile.pytorch", ctx, tag, args, wheelhouse)
 
 
 @pytest.mark.slow
 def test_pytorch_image_compiles_and_trains(client, pytorch_image, mica_image, executor, tmp_path):
-    fp = dockerapi.footprint(client, pytorch_image, tmp_path / "fp")
+    fp = inventory.footprint(client, pytorch_image, tmp_path / "fp")
     rows = {r["path"]: r for r in read_files(tmp_path / "fp" / "files.tsv")}
     assert "/opt/nanogpt/train.py" in rows and "/usr/bin/g++" in rows
     version_py = "/opt/venv/lib/python3.11/site-packages/torch/version.py"
@@ -300,15 +359,15 @@ def test_pytorch_image_compiles_and_trains(client, pytorch_image, mica_image, ex
     listed = executor.run(spec, tmp_path / "cache")
     assert int(_lines(listed)[0].text) > 0
 
-    mica = dockerapi.footprint(client, mica_image[0], tmp_path / "fp-mica")
-    ratio = dockerapi.footprint_ratio(mica, fp)
+    mica = inventory.footprint(client, mica_image[0], tmp_path / "fp-mica")
+    ratio = footprint_ratio(mica, fp)
     assert ratio["pytorch_over_mica"] == fp["size_bytes"] / mica["size_bytes"] > 1
 
 
 def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_path):
     ref = f"micakit-test-runner:{TAG}"
     commit = "0123456789abcdef0123456789abcdef01234567"
-    dockerapi.build_image(
+    building.build_image(
         client,
         ROOT / "Dockerfile.runner",
         ROOT,
@@ -325,10 +384,11 @@ def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_pa
     # it names the commit it was built from and the engine's host, not the container's id
     code = (
         "import socket; from pathlib import Path; "
-        "from kit.executors.docker import engine as dockerapi; from kit.engine import versions; "
-        "c = dockerapi.connect(); p = dockerapi.detect_host_paths(c); "
+        "from kit.executors.docker.connection import connect; from kit.engine import versions; "
+        "from kit.executors.docker.executor import DockerExecutor, detect_host_paths; "
+        "c = connect(); p = detect_host_paths(c); "
         "print(p.to_host(Path('/results/s1'))); print(versions.kit_commit()); "
-        "print(dockerapi.DockerExecutor(c).host()); print(socket.gethostname())"
+        "print(DockerExecutor(c).host()); print(socket.gethostname())"
     )
     volumes = {**sock, str(tmp_path): {"bind": "/results", "mode": "rw"}}
     out = client.containers.run(

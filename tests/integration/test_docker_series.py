@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.executors.docker import engine as dockerapi
-from kit.executors.docker.containers import LABEL_SERIES
+from kit.executors.docker import building
+from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES
 from tests.conftest import FAKES, ROOT, TEXT_INPUT, records
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def mica_image(client, tmp_path_factory) -> tuple[str, Path]:
     base = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
-    if dockerapi.image_id(client, base) is None:
+    if building.image_id(client, base) is None:
         pytest.skip(f"no base image {base}: `bash scripts/ci-setup.sh` builds it")
     src = tmp_path_factory.mktemp("zipsrc")
     (src / "__main__.py").write_text((FAKES / "contender.py").read_text())
@@ -165,6 +165,46 @@ def test_ctrl_c_mid_run_leaves_no_container(
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) == 130
     assert left_after(client, before) == set()
+
+
+def test_kill_9_of_the_kit_removes_its_container_without_a_resume(
+    client, mica_image, fast_protocol, tmp_path
+):
+    """The kit's own death: its watchdog removes the running container within seconds."""
+    image, program = mica_image
+    before = {c["Id"] for c in leftovers(client)}
+    out = tmp_path / "r"
+    fake = {"step_ms": {"*": 50.0}}
+    proc = subprocess.Popen(
+        series_args(out, fast_protocol, program, image, fake),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        running: list = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            running = [
+                c
+                for c in client.api.containers(filters={"label": LABEL_RUN})
+                if c["Id"] not in before
+            ]
+            if running and list(out.glob("runs/*/attempt-1/stdout.log")):
+                break
+            time.sleep(0.2)
+        assert running, "no run container came up"
+        time.sleep(1.0)  # in the middle of the run
+        os.kill(proc.pid, signal.SIGKILL)  # the kit alone, not its group
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+        killed = time.monotonic()
+        assert left_after(client, before, wait_s=10.0) == set()
+        assert time.monotonic() - killed < 10.0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture

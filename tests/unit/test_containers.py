@@ -13,7 +13,7 @@ import requests
 
 from kit.errors import UserError
 from kit.executors.base import RunSpec
-from kit.executors.docker import engine as dockerapi
+from kit.executors.docker import building, connection
 from kit.executors.docker.containers import (
     TOOLKIT_URL,
     HostPaths,
@@ -23,7 +23,9 @@ from kit.executors.docker.containers import (
     owner_alive,
     owner_label,
 )
+from kit.executors.docker.executor import DockerExecutor, device_requests
 from kit.executors.docker.footprint import FootprintWriter, footprint_ratio, read_files
+from kit.executors.docker.running import exit_code_of, run_error
 
 ID = "91afdbd3cf1d" + "0" * 52
 
@@ -131,15 +133,15 @@ def test_footprint_ratio_uses_the_two_sizes_alone() -> None:
 
 def test_connect_to_no_engine_says_how_to_start_one(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no Docker engine answers") as e:
-        dockerapi.connect(f"unix://{tmp_path}/no.sock", timeout_s=5)
+        connection.connect(f"unix://{tmp_path}/no.sock", timeout_s=5)
     assert "dockerd" in (e.value.fix or "") and "--executor local" in (e.value.fix or "")
 
 
 def test_device_requests() -> None:
-    assert dockerapi.device_requests(None) is None
-    (everything,) = dockerapi.device_requests("all") or []
+    assert device_requests(None) is None
+    (everything,) = device_requests("all") or []
     assert everything["Count"] == -1 and everything["Capabilities"] == [["gpu"]]
-    (two,) = dockerapi.device_requests("0, GPU-1234") or []
+    (two,) = device_requests("0, GPU-1234") or []
     assert two["DeviceIDs"] == ["0", "GPU-1234"]
 
 
@@ -172,7 +174,7 @@ def _api_error(text: str) -> docker.errors.APIError:
 )
 def test_engine_errors_become_user_errors(text: str, expected: str, fix_names: str) -> None:
     spec = RunSpec(label="run 1 mica-f32", argv=("p",), image="m:1", gpu="all")
-    error = dockerapi._run_error(spec, _api_error(text))
+    error = run_error(spec, _api_error(text))
     assert isinstance(error, UserError)
     assert expected in error.message and fix_names in (error.fix or "")
     if "GPU" in expected:
@@ -182,7 +184,7 @@ def test_engine_errors_become_user_errors(text: str, expected: str, fix_names: s
 def test_an_unknown_engine_error_stays_a_bug() -> None:
     spec = RunSpec(label="r", argv=("p",), image="m:1")
     error = _api_error("something new")
-    assert dockerapi._run_error(spec, error) is error
+    assert run_error(spec, error) is error
 
 
 def test_build_context_honours_dockerignore_and_adds_the_wheelhouse(tmp_path: Path) -> None:
@@ -200,7 +202,7 @@ def test_build_context_honours_dockerignore_and_adds_the_wheelhouse(tmp_path: Pa
     (wheels / "numpy-2-cp311.whl").write_text("w")
     (wheels / ".requirements").write_text("numpy")
     out = io.BytesIO()
-    dockerapi._write_context(out, ctx / "Dockerfile.x", ctx, wheels)
+    building._write_context(out, ctx / "Dockerfile.x", ctx, wheels)
     out.seek(0)
     with tarfile.open(fileobj=out) as tar:
         names = tar.getnames()
@@ -213,7 +215,7 @@ def test_build_context_honours_dockerignore_and_adds_the_wheelhouse(tmp_path: Pa
         "wheelhouse/numpy-2-cp311.whl",
     ]
     out = io.BytesIO()
-    dockerapi._write_context(out, ctx / "Dockerfile.x", ctx, None)
+    building._write_context(out, ctx / "Dockerfile.x", ctx, None)
     out.seek(0)
     with tarfile.open(fileobj=out) as tar:
         assert [n for n in tar.getnames() if n.startswith("wheelhouse")] == ["wheelhouse"]
@@ -260,6 +262,22 @@ class _RecordingAPI:
         pass
 
 
+class _RecordingWatchdog:
+    """What the kit tells the watchdog, kept, and no process started."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def watch(self, container_id: str) -> None:
+        self.lines.append(f"+{container_id}")
+
+    def forget(self, container_id: str) -> None:
+        self.lines.append(f"-{container_id}")
+
+    def close(self) -> None:
+        pass
+
+
 def test_a_measured_container_is_contained(tmp_path: Path) -> None:
     import os
 
@@ -267,10 +285,12 @@ def test_a_measured_container_is_contained(tmp_path: Path) -> None:
 
     api = _RecordingAPI()
     client = type("Client", (), {"api": api})()
-    ex = dockerapi.DockerExecutor(client, "s")
+    ex = DockerExecutor(client, "s")
     ex._images_seen.add("micakit-mica:x")
     ex._host_paths = HostPaths(container_id=None)
     ex._take_reader = lambda: None  # type: ignore[method-assign]
+    watched = _RecordingWatchdog()
+    ex._watchdog = watched  # type: ignore[assignment]
     work = tmp_path / "work"
     work.mkdir()
     spec = RunSpec(
@@ -295,11 +315,13 @@ def test_a_measured_container_is_contained(tmp_path: Path) -> None:
     assert run["environment"]["HOME"] == "/tmp"
     # the cache volume is handed to the user by one unmeasured container that may only chown
     assert chown["host_config"]["CapAdd"] == ["CHOWN"] and chown["user"] == "0:0"
+    # the watchdog was told of the container the moment it existed, and of its removal
+    assert watched.lines == ["+chown", "-chown"]
 
 
 def test_a_containers_death_by_signal_is_told_from_an_exit_status() -> None:
     # the engine says 128 + N for a death by signal N; the kit says -N, as subprocess does,
     # so it is never taken for an exit after an out-of-memory line (amendment 8)
-    assert dockerapi.exit_code_of(139) == -11
-    assert dockerapi.exit_code_of(137) == -9
-    assert dockerapi.exit_code_of(1) == 1 and dockerapi.exit_code_of(0) == 0
+    assert exit_code_of(139) == -11
+    assert exit_code_of(137) == -9
+    assert exit_code_of(1) == 1 and exit_code_of(0) == 0

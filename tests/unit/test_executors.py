@@ -6,12 +6,13 @@ import inspect
 import io
 import tarfile
 
+import docker.errors
 import pytest
 
 from kit.errors import UserError
 from kit.executors import base
-from kit.executors.docker import engine as dockerapi
 from kit.executors.docker import footprint
+from kit.executors.docker.executor import DockerExecutor
 from kit.executors.local import LocalExecutor
 
 MICA = {"image": "m:1", "size_bytes": 100}
@@ -22,7 +23,7 @@ def test_the_interface_declares_what_the_engine_calls() -> None:
     declared = set(dir(base.Executor))
     for name in ("run", "where", "footprint", "footprint_ratio", "image_id", "use_series"):
         assert name in declared
-        for cls in (LocalExecutor, dockerapi.DockerExecutor):
+        for cls in (LocalExecutor, DockerExecutor):
             # the same arguments in every executor, so the engine never asks which it holds
             assert inspect.signature(getattr(cls, name)).parameters.keys() == (
                 inspect.signature(getattr(base.Executor, name)).parameters.keys()
@@ -44,7 +45,7 @@ def test_the_local_executor_has_no_images_and_says_so(tmp_path) -> None:
 class _Api:
     def inspect_image(self, ref: str) -> dict:
         if ref != "p:1":
-            raise dockerapi.docker.errors.ImageNotFound(ref)
+            raise docker.errors.ImageNotFound(ref)
         return {"Id": "sha256:" + "a" * 64}
 
 
@@ -54,7 +55,7 @@ class _Client:
 
 def test_docker_footprint_ratio_returns_the_record_and_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ex = dockerapi.DockerExecutor(_Client())  # type: ignore[arg-type]
+    ex = DockerExecutor(_Client())  # type: ignore[arg-type]
     ratio = ex.footprint_ratio(MICA, PYTORCH)
     assert ratio == footprint.footprint_ratio(MICA, PYTORCH)
     assert ratio["pytorch_over_mica"] == 9.0
@@ -62,7 +63,7 @@ def test_docker_footprint_ratio_returns_the_record_and_writes_nothing(tmp_path, 
 
 
 def test_docker_image_id_asks_the_engine() -> None:
-    ex = dockerapi.DockerExecutor(_Client())  # type: ignore[arg-type]
+    ex = DockerExecutor(_Client())  # type: ignore[arg-type]
     assert ex.uses_images is True
     assert ex.image_id("p:1") == "sha256:" + "a" * 64
     assert ex.image_id("q:1") is None

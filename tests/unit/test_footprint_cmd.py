@@ -16,7 +16,7 @@ import pytest
 
 from kit.cli.main import images_build, main
 from kit.errors import UserError
-from kit.executors.docker import engine as dockerapi
+from kit.executors.docker import building, inventory
 
 
 def tar_of(files: dict[str, bytes]) -> bytes:
@@ -77,7 +77,7 @@ IMAGES = {
 
 def test_both_footprints_and_their_ratio(tmp_path: Path) -> None:
     api = FakeAPI(IMAGES)
-    ratio = dockerapi.measure_footprints(FakeClient(api), REFS, tmp_path / "footprint")
+    ratio = inventory.measure_footprints(FakeClient(api), REFS, tmp_path / "footprint")
     assert ratio["pytorch_over_mica"] == 3010 / 1000
     got = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
     assert got == [
@@ -97,7 +97,7 @@ def test_both_footprints_and_their_ratio(tmp_path: Path) -> None:
 def test_a_missing_image_names_the_command_that_builds_it(tmp_path: Path) -> None:
     api = FakeAPI({"micakit-pytorch:t": IMAGES["micakit-pytorch:t"]})
     with pytest.raises(UserError) as e:
-        dockerapi.measure_footprints(FakeClient(api), REFS, tmp_path / "footprint")
+        inventory.measure_footprints(FakeClient(api), REFS, tmp_path / "footprint")
     assert "micakit-mica:t" in e.value.message
     assert "`micakit images build --only mica --contender PROGRAM`" in str(e.value.fix)
     assert list(tmp_path.iterdir()) == []  # PyTorch's image was not measured either
@@ -107,7 +107,7 @@ def test_a_missing_image_names_the_command_that_builds_it(tmp_path: Path) -> Non
 def test_the_fix_is_a_command_the_cli_accepts(tmp_path: Path, side: str) -> None:
     program = tmp_path / "mica"
     program.write_text("#!/bin/sh\n")
-    words = shlex.split(dockerapi.BUILD_COMMANDS[side].replace("PROGRAM", str(program)))
+    words = shlex.split(building.BUILD_COMMANDS[side].replace("PROGRAM", str(program)))
     assert words[:3] == ["micakit", "images", "build"]
     assert "images" in main.commands and main.commands["images"].commands["build"] is images_build
     ctx = images_build.make_context("build", words[3:])  # parses, or raises click's error
@@ -118,15 +118,15 @@ def test_the_fix_is_a_command_the_cli_accepts(tmp_path: Path, side: str) -> None
 def test_a_failure_half_way_leaves_no_partial_footprint(tmp_path: Path) -> None:
     out = tmp_path / "footprint"
     with pytest.raises(docker.errors.APIError):
-        dockerapi.measure_footprints(
+        inventory.measure_footprints(
             FakeClient(FakeAPI(IMAGES, broken="micakit-mica:t")), REFS, out
         )
     assert list(tmp_path.iterdir()) == []
     # an earlier complete footprint survives a failed measurement untouched
-    dockerapi.measure_footprints(FakeClient(FakeAPI(IMAGES)), REFS, out)
+    inventory.measure_footprints(FakeClient(FakeAPI(IMAGES)), REFS, out)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     with pytest.raises(docker.errors.APIError):
-        dockerapi.measure_footprints(
+        inventory.measure_footprints(
             FakeClient(FakeAPI(IMAGES, broken="micakit-mica:t")), REFS, out
         )
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
@@ -136,7 +136,7 @@ def test_a_failure_half_way_leaves_no_partial_footprint(tmp_path: Path) -> None:
 def test_footprint_files_are_world_readable_under_umask_077(tmp_path: Path) -> None:
     old = os.umask(0o077)
     try:
-        dockerapi.measure_footprints(FakeClient(FakeAPI(IMAGES)), REFS, tmp_path / "footprint")
+        inventory.measure_footprints(FakeClient(FakeAPI(IMAGES)), REFS, tmp_path / "footprint")
     finally:
         os.umask(old)
     for p in (tmp_path / "footprint").rglob("*"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from kit.executors.docker import engine as dockerapi
+from kit.executors.docker.executor import DockerExecutor
 from kit.executors.local import LocalExecutor
 
 
@@ -20,7 +20,7 @@ class InfoClient:
 
 
 def test_a_docker_series_names_the_engines_host() -> None:
-    ex = dockerapi.DockerExecutor(InfoClient("gpu-box-7"))  # type: ignore[arg-type]
+    ex = DockerExecutor(InfoClient("gpu-box-7"))  # type: ignore[arg-type]
     assert ex.host() == "gpu-box-7" != socket.gethostname()
 
 

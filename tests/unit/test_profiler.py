@@ -13,7 +13,7 @@ from kit.engine.scheduler import PROFILE
 from kit.engine.store import ResultsDir
 from kit.executors.base import Mount, RunSpec
 from kit.executors.docker.containers import NSYS_DIR, NSYS_ENV, HostPaths, host_nsys
-from kit.executors.docker.engine import DockerExecutor
+from kit.executors.docker.executor import DockerExecutor
 from kit.protocol import load as protocol_mod
 from kit.report import separate as sidetables
 
@@ -94,7 +94,7 @@ def test_the_profiled_runs_spec_mounts_the_hosts_nsys_read_only(tmp_path, monkey
 def test_without_nsys_the_run_is_not_profiled_and_the_lookup_is_made_once(tmp_path, monkeypatch):
     monkeypatch.delenv(NSYS_ENV, raising=False)
     calls = []
-    monkeypatch.setattr("kit.executors.docker.engine.shutil.which", lambda p: calls.append(p))
+    monkeypatch.setattr("kit.executors.docker.executor.shutil.which", lambda p: calls.append(p))
     executor = docker_executor(HostPaths(container_id=None))
     for n in range(3):
         prepared = extras.prepare(PROFILE, spec(), executor, tmp_path / f"a{n}")

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from kit.engine import versions
-from kit.executors.docker import engine as dockerapi
-from kit.executors.docker import images
+from kit.executors.docker import building
 from kit.protocol import load as protocol_mod
 from tests.conftest import ROOT
 
@@ -22,10 +21,10 @@ def test_images_build_passes_the_kits_commit(monkeypatch: pytest.MonkeyPatch) ->
         seen[Path(dockerfile).name] = dict(args)
         return "sha256:" + "0" * 64
 
-    monkeypatch.setattr(dockerapi, "build_image", build_image)
-    monkeypatch.setattr(dockerapi, "tag_image", lambda *a: None)
+    monkeypatch.setattr(building, "build_image", build_image)
+    monkeypatch.setattr(building, "tag_image", lambda *a: None)
     monkeypatch.setattr(versions, "kit_commit", lambda: "c0ffee" * 6 + "abcd")
-    images.build(None, protocol_mod.load(), ["runner"], base="micakit-base:bookworm")
+    building.build_images(None, protocol_mod.load(), ["runner"], base="micakit-base:bookworm")
     assert seen == {
         "Dockerfile.runner": {"KIT_COMMIT": "c0ffee" * 6 + "abcd", "BASE": "micakit-base:bookworm"}
     }

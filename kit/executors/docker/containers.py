@@ -1,7 +1,6 @@
 """What the Docker executor decides without the engine: names, labels, the cache's environment,
-and where a path the kit sees lies on the engine's host. Kept apart from
-`kit.executors.docker.engine`, the
-one module that imports `docker`, so these rules are tested without an engine.
+and where a path the kit sees lies on the engine's host. Kept apart from the
+modules that import `docker`, so these rules are tested without an engine.
 """
 
 from __future__ import annotations

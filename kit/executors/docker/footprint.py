@@ -1,7 +1,6 @@
 """An image's footprint (§8): its size, identity, layers and full file list, and the ratio of
-two footprints. `kit.executors.docker.engine.footprint` reads the image from the engine and feeds
-this module
-the flattened filesystem's tar members; nothing here talks to the engine.
+two footprints. `kit.executors.docker.inventory` reads the image from the engine and feeds this
+module the flattened filesystem's tar members; nothing here talks to the engine.
 """
 
 from __future__ import annotations

@@ -9,13 +9,10 @@ Tags carry the kit's version and the protocol's hash, so an image says what it w
 from __future__ import annotations
 
 import shutil
-import tempfile
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 from kit import __version__
-from kit.engine import versions
 from kit.errors import UserError
 from kit.protocol.load import FILES, Protocol
 from kit.sides import nanogpt, workspace
@@ -78,48 +75,3 @@ def mica_context(program: Path, libs: Path | None, dest: Path) -> dict[str, str]
             shutil.copy2(lib, dest / "libs" / lib.name, follow_symlinks=True)
             names.append(lib.name)
     return {"PROGRAM": program.name, "LIBS": ",".join(names)}
-
-
-def build(
-    client,
-    protocol: Protocol,
-    kinds: list[str],
-    *,
-    base: str | None = None,
-    wheelhouse: Path | None = None,
-    contender: Path | None = None,
-    libs: Path | None = None,
-    nanogpt_checkout: str | None = None,
-    suffix: str | None = None,
-    on_line: Callable[[str], None] | None = None,
-) -> dict[str, str]:
-    """Build the images named in `kinds`; returns each image's reference and id."""
-    from kit.executors.docker import engine as dockerapi
-
-    built = {}
-    for kind in kinds:
-        dockerfile = FILES / DOCKERFILES[kind]
-        with tempfile.TemporaryDirectory(prefix=f"micakit-{kind}-") as tmp:
-            context = Path(tmp)
-            if kind == PYTORCH:
-                args = pytorch_context(protocol, nanogpt_checkout, context)
-            elif kind == MICA:
-                if contender is None:
-                    raise UserError(
-                        "the Mica image holds the contender program, and none was named",
-                        "pass --contender PATH (and --libs DIR for the libraries it opens)",
-                    )
-                args = mica_context(Path(contender), libs, context)
-            else:
-                # the runner has no .git: the kit's commit travels as a build argument, and
-                # becomes a label and MICAKIT_COMMIT, which versions.kit_commit() reads there
-                context, args = runner_context(context), {"KIT_COMMIT": versions.kit_commit()}
-            if base:
-                args["BASE"] = base
-            name = ref(kind, protocol, suffix)
-            image_id = dockerapi.build_image(
-                client, dockerfile, context, name, args, wheelhouse, on_line
-            )
-            dockerapi.tag_image(client, image_id, NAMES[kind], "latest")
-            built[name] = image_id
-    return built

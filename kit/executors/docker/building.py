@@ -1,0 +1,220 @@
+"""Building the measured images and the runner through the engine, and looking them up.
+
+What goes into each image's build context, and its name, is `kit.executors.docker.images`'s;
+this module sends a context to the engine's builder, streams its output, and explains a
+failed build.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO
+
+import docker
+import docker.errors
+import docker.utils.build
+
+from kit.engine import versions
+from kit.errors import UserError
+from kit.executors.docker import images
+from kit.executors.docker.connection import explain
+from kit.protocol.load import FILES, Protocol
+
+BUILD_FIX = "`micakit images build` builds it"
+# the command that builds each measured image, as the CLI spells it (PROGRAM: the contender)
+BUILD_COMMANDS = {
+    "pytorch": "micakit images build --only pytorch",
+    "mica": "micakit images build --only mica --contender PROGRAM",
+}
+_SETUP_FIX = (
+    "with no image registry in reach, `bash scripts/ci-setup.sh` builds the local base "
+    "micakit-base:bookworm from Debian's archive; pass it as build arg BASE"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the builder colours a step's stderr
+
+
+def build_image(
+    client: docker.DockerClient,
+    dockerfile: Path,
+    context_dir: Path,
+    tag: str,
+    buildargs: Mapping[str, str] | None = None,
+    wheelhouse: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> str:
+    """Build `dockerfile` with the files of `context_dir` and return the image's id.
+
+    The context honours `context_dir/.dockerignore`; `wheelhouse`, when given, is added as the
+    context's `wheelhouse/` folder (any of context_dir's own is left out), so the Dockerfiles
+    install from it with no package index; without it, `wheelhouse/` is an empty folder and
+    pip uses the index. The build's output goes to `on_line` as it comes.
+    """
+    if not dockerfile.is_file():
+        raise UserError(f"no Dockerfile at {dockerfile}")
+    if not context_dir.is_dir():
+        raise UserError(f"the build context {context_dir} is not a folder")
+    buildargs = dict(buildargs or {})
+    tail: list[str] = []
+    image_id = None
+    with tempfile.TemporaryFile(prefix="micakit-context-") as context:
+        _write_context(context, dockerfile, context_dir, wheelhouse)
+        context.seek(0)
+        # the legacy builder (POST /build) is what the API offers: BuildKit needs a session
+        error = None
+        try:
+            stream = client.api.build(
+                fileobj=context,
+                custom_context=True,
+                dockerfile=dockerfile.name,
+                tag=tag,
+                buildargs=buildargs,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                timeout=None,
+                use_config_proxy=False,
+            )
+        except docker.errors.APIError as e:
+            if e.response is not None:
+                e.response.close()
+            raise _build_failed(client, dockerfile, tag, buildargs, explain(e), tail) from None
+        # read to the end whatever comes, so the response closes with its stream
+        for item in stream:
+            if "stream" in item:
+                for line in _ANSI.sub("", item["stream"]).splitlines():
+                    if not line.strip():
+                        continue  # the builder sends each line's newline on its own
+                    tail = (tail + [line])[-40:]
+                    if on_line is not None:
+                        on_line(line)
+            elif "aux" in item and "ID" in item["aux"]:
+                image_id = item["aux"]["ID"]
+            elif "error" in item and error is None:
+                error = str(item["error"])
+        if error is not None:
+            raise _build_failed(client, dockerfile, tag, buildargs, error, tail)
+    return image_id or client.api.inspect_image(tag)["Id"]
+
+
+def _write_context(
+    f: IO[bytes], dockerfile: Path, context_dir: Path, wheelhouse: Path | None
+) -> None:
+    patterns = []
+    ignore = context_dir / ".dockerignore"
+    if ignore.is_file():
+        lines = (line.strip() for line in ignore.read_text().splitlines())
+        patterns = [line for line in lines if line and not line.startswith("#")]
+    included = docker.utils.build.exclude_paths(str(context_dir), patterns)
+    with tarfile.open(fileobj=f, mode="w") as tar:
+        for rel in sorted(included):
+            top = rel.split("/", 1)[0]
+            if top == "wheelhouse" or rel == dockerfile.name:
+                continue
+            tar.add(context_dir / rel, arcname=rel, recursive=False)
+        tar.add(dockerfile.resolve(), arcname=dockerfile.name)  # kit/files holds links to it
+        info = tarfile.TarInfo("wheelhouse")
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(info)
+        if wheelhouse is not None:
+            if not wheelhouse.is_dir():
+                raise UserError(
+                    f"the wheelhouse {wheelhouse} is not a folder",
+                    "`bash scripts/ci-setup.sh` fills wheelhouse/ with the wheels the images need",
+                )
+            for wheel in sorted(wheelhouse.glob("*.whl")):
+                tar.add(wheel, arcname=f"wheelhouse/{wheel.name}")
+
+
+def _build_failed(
+    client: docker.DockerClient,
+    dockerfile: Path,
+    tag: str,
+    buildargs: Mapping[str, str],
+    error: str,
+    tail: list[str],
+) -> UserError:
+    shown = "\n".join(f"    {line}" for line in tail[-20:]) or "    (no output)"
+    message = f"building {tag} from {dockerfile.name} failed: {error.strip()}\n{shown}"
+    base = buildargs.get("BASE") or _default_base(dockerfile)
+    at_from = any(line.startswith("Step 1/") for line in tail[-3:]) or not tail
+    if base and at_from and not image_exists(client, base):
+        return UserError(
+            f"building {tag}: the base image {base} is not here and could not be pulled "
+            f"({error.strip()})",
+            _SETUP_FIX,
+        )
+    return UserError(message, "the lines above are the build's own; fix what they name")
+
+
+def _default_base(dockerfile: Path) -> str | None:
+    m = re.search(r"^ARG BASE=(\S+)", dockerfile.read_text(), re.MULTILINE)
+    return m.group(1) if m else None
+
+
+def image_exists(client: docker.DockerClient, ref: str) -> bool:
+    try:
+        client.api.inspect_image(ref)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def tag_image(client: docker.DockerClient, image_id: str, repository: str, tag: str) -> None:
+    """Give a built image a second name (e.g. `latest` beside the versioned tag)."""
+    client.api.tag(image_id, repository, tag)
+
+
+def image_id(client: docker.DockerClient, ref: str) -> str | None:
+    """The id of the image `ref` names, or None where the engine has no such image."""
+    try:
+        return client.api.inspect_image(ref)["Id"]
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def build_images(
+    client: docker.DockerClient,
+    protocol: Protocol,
+    kinds: list[str],
+    *,
+    base: str | None = None,
+    wheelhouse: Path | None = None,
+    contender: Path | None = None,
+    libs: Path | None = None,
+    nanogpt_checkout: str | None = None,
+    suffix: str | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> dict[str, str]:
+    """Build the images named in `kinds`; returns each image's reference and id."""
+    built = {}
+    for kind in kinds:
+        dockerfile = FILES / images.DOCKERFILES[kind]
+        with tempfile.TemporaryDirectory(prefix=f"micakit-{kind}-") as tmp:
+            context = Path(tmp)
+            if kind == images.PYTORCH:
+                args = images.pytorch_context(protocol, nanogpt_checkout, context)
+            elif kind == images.MICA:
+                if contender is None:
+                    raise UserError(
+                        "the Mica image holds the contender program, and none was named",
+                        "pass --contender PATH (and --libs DIR for the libraries it opens)",
+                    )
+                args = images.mica_context(Path(contender), libs, context)
+            else:
+                # the runner has no .git: the kit's commit travels as a build argument, and
+                # becomes a label and MICAKIT_COMMIT, which versions.kit_commit() reads there
+                context, args = (
+                    images.runner_context(context),
+                    {"KIT_COMMIT": versions.kit_commit()},
+                )
+            if base:
+                args["BASE"] = base
+            name = images.ref(kind, protocol, suffix)
+            image_id = build_image(client, dockerfile, context, name, args, wheelhouse, on_line)
+            tag_image(client, image_id, images.NAMES[kind], "latest")
+            built[name] = image_id
+    return built

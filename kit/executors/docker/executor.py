@@ -1,0 +1,359 @@
+"""The Docker executor: every run in a fresh, contained container, under the outside clock (§5).
+
+The package splits the engine's work by room: `connection` (a checked client, the versions),
+`building` (images built and looked up), `inventory` (an image's footprint, §8), `running` (one
+container attached, started, waited on, drained) and `watchdog` (the kit's death removes its
+containers); the rules that need no engine (labels, limits, host paths) are `containers`'.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+
+import docker
+import docker.errors
+import docker.types
+
+from kit import __version__
+from kit.errors import UserError
+from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
+from kit.executors.docker import connection, inventory
+from kit.executors.docker.building import BUILD_FIX, image_exists
+from kit.executors.docker.building import image_id as engine_image_id
+from kit.executors.docker.containers import (
+    CACHE_DIR,
+    CACHE_ENV,
+    CONTAINED_ENV,
+    LABEL_OWNER,
+    LABEL_RUN,
+    LABEL_SERIES,
+    LD_DEBUG_DIR,
+    MOUNT_ROOT,
+    HostPaths,
+    cache_volume_name,
+    contained,
+    host_paths_from_inspect,
+    nsys_profiler,
+    own_container_ids,
+    owner_alive,
+    owner_label,
+    write_container_record,
+)
+from kit.executors.docker.footprint import footprint_ratio
+from kit.executors.docker.running import AttachedRun, run_error
+from kit.executors.docker.watchdog import Watchdog
+from kit.measure import clock
+
+
+def detect_host_paths(client: docker.DockerClient) -> HostPaths:
+    """Where the kit's paths lie on the engine's host: the same, unless the kit itself runs in
+    a container of this engine (the `micakit` image), whose mounts then translate them."""
+    for candidate in own_container_ids():
+        try:
+            info = client.api.inspect_container(candidate)
+        except docker.errors.APIError:
+            continue  # not a container of this engine
+        return host_paths_from_inspect(info)
+    return HostPaths(container_id=None)
+
+
+def device_requests(gpu: str | None) -> list[docker.types.DeviceRequest] | None:
+    """Docker's request for `gpu`: "all", or indices / UUIDs separated by commas."""
+    if gpu is None:
+        return None
+    if gpu == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    ids = [g.strip() for g in gpu.split(",") if g.strip()]
+    return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+
+
+class DockerExecutor(Executor):
+    """Every run in a fresh container of its side's measured image, read by the outside clock.
+
+    Mounts appear under /micakit/<name>. A cache volume named after the series keeps
+    Inductor's, Triton's and the CUDA driver's caches from run to run, so the discarded first
+    run of a configuration fills them for its timed runs (§5). Run containers carry the label
+    `micakit.series` and are removed whatever ends the run, the kit's own death included (the
+    series' watchdog); `sweep()` removes anything a crashed series still left. Files a run
+    writes into a mount belong to the invoking user (`containers.contained`).
+    """
+
+    name = "docker"
+    uses_images = True
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        series_id: str | None = None,
+        *,
+        shm_size: str = "2g",
+        stop_grace_s: int = 5,
+        drain_s: float = 60.0,
+        host: str | None = None,
+    ) -> None:
+        self.client = client
+        self.engine_host = host  # as connect() was given it; the watchdog connects there too
+        self._watchdog: Watchdog | None = None
+        self._images_seen: set[str] = set()
+        self._spare: clock.PendingReader | None = None
+        self._finalizer: weakref.finalize | None = None
+        self.series_id = series_id or f"pid{os.getpid()}"
+        self.shm_size = shm_size  # Docker's 64 MiB /dev/shm is too small for compile workers
+        self.stop_grace_s = stop_grace_s  # as the local executor: SIGTERM, then SIGKILL
+        self.drain_s = drain_s  # how long the output may trail the exit before it is cut
+        self._host_paths: HostPaths | None = None
+        self._volume_ready = False
+        self._profiler: Profiler | str | None = None  # looked up once a series
+
+    def use_series(self, series_id: str) -> None:
+        """Name the series (labels, cache volume); a resumed series passes the same id."""
+        self.series_id = series_id
+        self._volume_ready = False
+
+    @property
+    def host_paths(self) -> HostPaths:
+        if self._host_paths is None:
+            self._host_paths = detect_host_paths(self.client)
+        return self._host_paths
+
+    @property
+    def cache_volume(self) -> str:
+        return cache_volume_name(self.series_id)
+
+    def where(self, mount: Mount) -> str:
+        return f"{MOUNT_ROOT}/{mount.name}"
+
+    def versions(self) -> dict[str, str]:
+        return connection.versions(self.client)
+
+    def host(self) -> str:
+        # the engine's machine: where the kit runs in the runner image, its own name is only
+        # the container's id
+        return str(self.client.info().get("Name") or super().host())
+
+    def sweep(self) -> None:
+        """Remove the run containers of series whose process is gone (§5: the card must hold
+        no other program). A live series' containers are left to it."""
+        api = self.client.api
+        running = [c["Id"] for c in api.containers()]
+        for c in api.containers(all=True, filters={"label": LABEL_SERIES}):
+            if not owner_alive((c.get("Labels") or {}).get(LABEL_OWNER), running):
+                self._remove(c["Id"])
+
+    def finish(self) -> None:
+        self.drop_cache()
+        self.close_watchdog()
+
+    def footprint(self, ref: str, out_dir: Path) -> dict:
+        return inventory.footprint(self.client, ref, out_dir)
+
+    def profiler(self, image: str | None, scratch: Path) -> Profiler | str:
+        """§6: the host's Nsight Systems, mounted read-only into profiled runs only, so that
+        neither measured image holds it; looked up once, and the reason kept when there is
+        none."""
+        if self._profiler is None:
+            self._profiler = nsys_profiler(os.environ, shutil.which, self.host_paths)
+        return self._profiler
+
+    def footprint_ratio(self, mica: Mapping, pytorch: Mapping) -> dict:
+        return footprint_ratio(mica, pytorch)
+
+    def image_id(self, ref: str) -> str | None:
+        return engine_image_id(self.client, ref)
+
+    def image_info(self, ref: str) -> dict:
+        info = self.client.api.inspect_image(ref)
+        return {
+            "image": ref,
+            "image_id": info["Id"],
+            "repo_digests": info.get("RepoDigests") or [],
+            "size_bytes": info.get("Size"),
+        }
+
+    def drop_cache(self) -> None:
+        """Remove this series' cache volume, once nothing will run in the series again."""
+        self.close_readers()
+        try:
+            self.client.api.remove_volume(self.cache_volume, force=True)
+        except docker.errors.NotFound:
+            pass
+        self._volume_ready = False
+
+    def run(self, spec: RunSpec, log_dir: Path) -> RunOutcome:
+        api = self.client.api
+        if not spec.image:
+            raise UserError(
+                f"{spec.label}: no image to run in", "the Docker executor runs a side's image"
+            )
+        if spec.image not in self._images_seen:
+            # once per image and series: a round trip to the engine less before every run
+            if not image_exists(self.client, spec.image):
+                raise UserError(f"{spec.label}: the image {spec.image} is not built", BUILD_FIX)
+            self._images_seen.add(spec.image)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
+        env = {**CACHE_ENV, **spec.env}
+        mounts = [self._cache_mount(spec.image)] + [self._bind(m) for m in spec.mounts]
+        libraries_dir = None
+        if spec.trace_libraries:
+            # amendment 2: the loader writes what it opens, one file per process, to the host
+            libraries_dir = log_dir / "ld_debug"
+            libraries_dir.mkdir(exist_ok=True)
+            mounts.append(self._bind(Mount("ld_debug", libraries_dir, read_only=False)))
+            env.update(LD_DEBUG="libs", LD_DEBUG_OUTPUT=f"{LD_DEBUG_DIR}/ld")
+        if spec.gpu is not None:
+            env.setdefault("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+        as_user, limits = contained()
+        env = {**CONTAINED_ENV, **env}
+        host_config = api.create_host_config(
+            mounts=mounts,
+            device_requests=device_requests(spec.gpu),
+            init=True,  # a real PID 1 reaps the compile workers and forwards signals
+            shm_size=self.shm_size,
+            **limits,
+        )
+        labels = {
+            LABEL_SERIES: self.series_id,
+            LABEL_RUN: spec.label,
+            LABEL_OWNER: owner_label(),
+            "micakit.kit": __version__,
+        }
+        # a reader started before this run, already waiting: handed the stream after the attach
+        pending = None if self._over_ssh() else self._take_reader()
+        try:
+            watchdog = self._watched()
+            container = api.create_container(
+                spec.image,
+                entrypoint=[spec.argv[0]],
+                command=list(spec.argv[1:]),
+                environment=env,
+                working_dir=spec.workdir,
+                labels=labels,
+                host_config=host_config,
+                tty=False,  # two streams, multiplexed on the attach socket
+                stdin_open=False,
+                **as_user,
+            )["Id"]
+            watchdog.watch(container)  # should the kit die from here on, it is removed
+        except BaseException as e:
+            if pending is not None:
+                pending.cancel()
+            if isinstance(e, docker.errors.APIError):
+                raise run_error(spec, e) from None
+            raise
+        try:
+            attached = AttachedRun(
+                api, container, self._remove, stop_grace_s=self.stop_grace_s, drain_s=self.drain_s
+            )
+            start_ns, exit_code, stopped = attached.start_and_wait(
+                spec, stdout_log, stderr_log, pending
+            )
+            end_ns = time.monotonic_ns()
+            write_container_record(log_dir / "container.json", api.inspect_container(container))
+        finally:
+            self._remove(container)
+        return RunOutcome(
+            exit_code=exit_code,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            stdout_log=stdout_log,
+            stderr_log=stderr_log,
+            libraries_dir=libraries_dir,
+            stopped=stopped,
+        )
+
+    def _take_reader(self) -> clock.PendingReader:
+        """The waiting reader, and a new one started for the next run."""
+        reader = self._spare or clock.PendingReader()
+        self._spare = clock.PendingReader()
+        self._tidy_at_exit()
+        return reader
+
+    def _watched(self) -> Watchdog:
+        """The series' watchdog, started before its first container (see watchdog.py)."""
+        if self._watchdog is None:
+            version = getattr(self.client.api, "api_version", None)
+            self._watchdog = Watchdog(self.engine_host, version)
+            self._tidy_at_exit()
+        return self._watchdog
+
+    def _tidy_at_exit(self) -> None:
+        if self._finalizer is None:
+            # a series that ends without finish() (Ctrl-C, a failure) leaves no reader behind,
+            # and its watchdog sees the pipe end at once
+            self._finalizer = weakref.finalize(self, _at_exit, self)
+
+    def close_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
+
+    def close_readers(self) -> None:
+        if self._spare is not None:
+            self._spare.cancel()
+            self._spare = None
+
+    def _over_ssh(self) -> bool:
+        return "ssh" in str(self.client.api.base_url)
+
+    def _cache_mount(self, image: str) -> docker.types.Mount:
+        mount = docker.types.Mount(target=CACHE_DIR, source=self.cache_volume, type="volume")
+        if not self._volume_ready:
+            # created explicitly, to carry the series' label; an existing one is kept
+            self.client.api.create_volume(self.cache_volume, labels={LABEL_SERIES: self.series_id})
+            self._own_volume(image, mount)
+            self._volume_ready = True
+        return mount
+
+    def _own_volume(self, image: str, mount: docker.types.Mount) -> None:
+        """A new volume belongs to root; the runs, as the invoking user, must write the cache.
+        One unmeasured container, with only the capability to chown, hands it over."""
+        api = self.client.api
+        owner = f"{os.getuid()}:{os.getgid()}"
+        watchdog = self._watched()
+        container = api.create_container(
+            image,
+            entrypoint=["chown", owner, CACHE_DIR],
+            labels={LABEL_SERIES: self.series_id, LABEL_OWNER: owner_label()},
+            host_config=api.create_host_config(
+                mounts=[mount], network_mode="none", cap_drop=["ALL"], cap_add=["CHOWN"]
+            ),
+            user="0:0",
+        )["Id"]
+        watchdog.watch(container)
+        try:
+            api.start(container)
+            api.wait(container, timeout=60)
+        finally:
+            self._remove(container)
+
+    def _bind(self, mount: Mount) -> docker.types.Mount:
+        if not mount.host.exists():
+            raise UserError(f"{mount.name}: {mount.host} does not exist", "prepare it first")
+        return docker.types.Mount(
+            target=self.where(mount),
+            source=self.host_paths.to_host(mount.host),
+            type="bind",
+            read_only=mount.read_only,
+        )
+
+    def _remove(self, container: str) -> None:
+        try:
+            self.client.api.remove_container(container, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as e:
+            if "already in progress" not in connection.explain(e):
+                raise
+        if self._watchdog is not None:
+            self._watchdog.forget(container)
+
+
+def _at_exit(executor: DockerExecutor) -> None:  # pragma: no cover - at exit
+    executor.close_readers()
+    executor.close_watchdog()

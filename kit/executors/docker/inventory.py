@@ -1,0 +1,84 @@
+"""An image's footprint read from the engine (§8): its size, layers and full file list.
+
+`kit.executors.docker.footprint` turns what this module reads into the records; nothing there
+talks to the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from kit.engine import store
+from kit.errors import UserError
+from kit.executors.docker import footprint as footprint_mod
+from kit.executors.docker.building import BUILD_COMMANDS, BUILD_FIX, image_exists
+from kit.executors.docker.footprint import ChunkReader, FootprintWriter, footprint_ratio
+
+
+def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dict:
+    """Measure an image (§8): its size, id, digests, layers and full file list, into out_dir.
+
+    The size is the engine's (all layers, unpacked). The file list is read from the flattened
+    filesystem of a container created from the image and never started, as a tar stream.
+    Writes `footprint.json` and `files.tsv` into out_dir, so give each image its own folder.
+    """
+    api = client.api
+    try:
+        image = api.inspect_image(image_ref)
+    except docker.errors.ImageNotFound:
+        raise UserError(f"no image {image_ref} to measure", BUILD_FIX) from None
+    history = api.history(image_ref)
+    writer = FootprintWriter(out_dir)
+    container = api.create_container(
+        image["Id"],
+        entrypoint=["/micakit-footprint-never-started"],
+        labels={"micakit.footprint": image_ref},
+        network_disabled=True,
+    )["Id"]
+    try:
+        chunks = api.export(container, chunk_size=1 << 20)
+        with tarfile.open(fileobj=ChunkReader(chunks), mode="r|") as tar:
+            for member in tar:
+                writer.add(member)
+    finally:
+        api.remove_container(container, force=True)
+    return writer.finish(image_ref, image, history)
+
+
+def measure_footprints(client: docker.DockerClient, refs: Mapping[str, str], out_dir: Path) -> dict:
+    """Both measured images' footprints into out_dir/<side>/ and their ratio into
+    out_dir/ratio.json (§8); returns the ratio. All or nothing: every image is looked up before
+    any is measured, and the measurements land in a sibling folder renamed into place at the
+    end, so a failure leaves no partial footprint (and an earlier complete one untouched)."""
+    for side, ref in refs.items():
+        if not image_exists(client, ref):
+            raise UserError(
+                f"no {side} image {ref} to measure",
+                f"`{BUILD_COMMANDS[side]}` builds it (add --tag T where its tag is not the "
+                f"kit's), or name a built image with --{side} REF",
+            )
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        found = {side: footprint(client, ref, partial / side) for side, ref in refs.items()}
+        for side, info in found.items():
+            base = info.get("labels", {}).get(footprint_mod.BASE_LABEL)
+            if base and image_exists(client, base):
+                # what the image adds beyond its side's minimum is told against its base (§8)
+                footprint(client, base, partial / side / footprint_mod.BASE)
+        ratio = footprint_ratio(found["mica"], found["pytorch"])
+        store.write_json(partial / "ratio.json", ratio)
+        store.publish_modes(partial)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(partial, out_dir)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return ratio
