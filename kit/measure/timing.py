@@ -6,12 +6,13 @@ number from them alone, and `micakit verify` can tell when a published number di
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,8 +28,7 @@ class OutputError(ValueError):
     """The program's output breaks its side's grammar; the message says how."""
 
 
-@dataclass(frozen=True)
-class StepLine:
+class StepLine(NamedTuple):  # a tuple: thousands of runs' lines are parsed in one report
     step: int
     loss: float
     time_ms: float | None  # the program's own reading, never the step time
@@ -51,8 +51,9 @@ class Outcome:
 
 def step_lines(lines: list[StampedLine], grammar: Grammar, where: str) -> list[StepLine]:
     """The step lines of a side's stdout, checked: in order, with numbers for losses."""
-    line_rx = re.compile(grammar.line_regex)
-    prefix_rx = re.compile(grammar.step_prefix)
+    line_rx = _compiled(grammar.line_regex)
+    prefix_rx = _compiled(grammar.step_prefix)
+    has_time = "time_ms" in line_rx.groupindex
     out: list[StepLine] = []
     for number, line in enumerate(lines, 1):
         m = line_rx.search(line.text)
@@ -71,7 +72,7 @@ def step_lines(lines: list[StampedLine], grammar: Grammar, where: str) -> list[S
                 f"{where}:{number}: the loss {m['loss']!r} at step {step} is not a number"
             ) from None
         try:
-            time_ms = float(m["time_ms"]) if "time_ms" in m.re.groupindex else None
+            time_ms = float(m["time_ms"]) if has_time else None
         except ValueError:
             # the grammar's character class admits `-` or `e` alone; they are no reading
             raise OutputError(
@@ -84,6 +85,11 @@ def step_lines(lines: list[StampedLine], grammar: Grammar, where: str) -> list[S
             )
         out.append(StepLine(step, loss, time_ms, line.stamp_ns))
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 def _matches_oom(lines: list[StampedLine], patterns: list[str]) -> str | None:
