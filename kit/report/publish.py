@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.engine import store
+from kit.engine import audit, store
 from kit.engine.store import ResultsDir
 from kit.engine.tablefile import csv_text, read_table
 from kit.errors import UserError
@@ -55,7 +55,7 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
     own, every raw file as its run wrote it. Then the tables, report.md, report.html, rerun.sh
     and the plots, each recomputed from the raw files and compared whole.
     """
-    problems = store.audit(rd)
+    problems = audit.audit(rd)
     root = str(rd.root)
     for record in rd.records():
         if not os.path.isdir(os.path.join(root, str(record.get("log_dir", "")))):

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kit.engine import audit, store
 from kit.engine import separate as extras
-from kit.engine import store
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.store import ResultsDir
 from kit.executors.base import RunOutcome
@@ -339,7 +339,7 @@ def tables(
     protocol = store.load_protocol(rd)
     plan = rd.read_json(store.PLAN)
     if not audited:
-        store.refuse_if_altered(rd)  # D6: numbers only from the records and folders a series wrote
+        audit.refuse_if_altered(rd)  # D6: numbers only from the records and folders a series wrote
     runs = runs_table(rd, protocol)
     found = states.config_states(runs, plan)
     published = config_publications(plan, protocol, checks or {}, preview)

@@ -1,0 +1,152 @@
+"""Whether a results directory is as its series wrote it (D6): each record belongs to a
+planned run, in a folder of its own, with its raw files; no folder without a record that is
+not an interrupted attempt. `verify` names every difference; `report` refuses to compute from
+a directory that has any."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kit.engine.store import ADJUSTMENTS, FINAL, PLAN, RECORDS, ResultsDir
+from kit.errors import DirectoryDiffers
+
+
+def audit(rd: ResultsDir) -> list[str]:
+    """What makes the records and run folders other than a series writes them (D6).
+
+    Each record belongs to a planned run (same run, configuration and kind), in a folder of its
+    own under that run's `runs/<id>-<config>/`, which exists; no two records share a folder,
+    and no planned run has two final records at the batch in force (amendment 5.1). A run
+    folder without a record is an attempt the series was stopped in: either its run was tried
+    again later, or the series has not yet recorded any run planned after it. Anything else
+    (a record dropped, duplicated, re-pointed or added, a folder deleted) is named here.
+    """
+    plan = rd.read_json(PLAN)
+    planned = {r["run_id"]: (position, r) for position, r in enumerate(plan["order"])}
+    models = {c["id"]: c["model"] for c in plan["configurations"]}
+    adjustments = rd.read_json(ADJUSTMENTS) if (rd.root / ADJUSTMENTS).exists() else {}
+    batches = {model: a["batch_size"] for model, a in adjustments.items()}
+    problems: list[str] = []
+    root = str(rd.root)
+    folders: dict[str, int] = {}
+    finals: dict[int, str] = {}
+    for number, record in enumerate(rd.records(), 1):
+        where = f"{RECORDS} line {number}"
+        run_id, log_dir = record.get("run_id"), str(record.get("log_dir", ""))
+        position_run = planned.get(run_id) if isinstance(run_id, int) else None
+        if position_run is None:
+            problems.append(f"{where}: run {run_id!r} is not in {PLAN}")
+            continue
+        run = position_run[1]
+        if (record.get("config"), record.get("kind", "timed")) != (
+            run["config"],
+            run.get("kind", "timed"),
+        ):
+            problems.append(
+                f"{where}: run {run_id} is planned as {run.get('kind', 'timed')} "
+                f"{run['config']}, the record says {record.get('kind')} {record.get('config')}"
+            )
+            continue
+        own = f"runs/{run_id:04d}-{run['config'].replace('/', '.')}/"
+        if not (log_dir.startswith(own) and log_dir.count("/") == 2):
+            problems.append(f"{where}: run {run_id}'s record points at {log_dir}, not under {own}")
+        elif not os.path.isdir(os.path.join(root, log_dir)):
+            problems.append(f"{where}: run {run_id}'s folder {log_dir} is missing")
+        if log_dir in folders:
+            problems.append(
+                f"{where}: run {run_id}'s record duplicates line {folders[log_dir]}'s "
+                f"(both name {log_dir})"
+            )
+            continue
+        folders[log_dir] = number
+        current = record.get("batch_size") == batches.get(models.get(run["config"], ""))
+        if record.get("status") in FINAL and current and isinstance(run_id, int):
+            if run_id in finals:
+                problems.append(
+                    f"{where}: run {run_id} has a second final record ({finals[run_id]} "
+                    f"and {log_dir})"
+                )
+            finals[run_id] = log_dir
+    problems += _unrecorded_attempts(rd, planned, folders, finals)
+    return problems
+
+
+def refuse_if_altered(rd: ResultsDir) -> None:
+    """No table is computed from a directory whose records or run folders were altered."""
+    problems = audit(rd)
+    root = str(rd.root)
+    problems += [
+        p
+        for r in rd.records()
+        if os.path.isdir(os.path.join(root, str(r.get("log_dir", ""))))
+        for p in missing_files(rd, r)
+    ]
+    if problems:
+        shown = "\n  ".join(problems[:20]) + ("\n  …" if len(problems) > 20 else "")
+        raise DirectoryDiffers(
+            f"{rd.root} is not as its series wrote it:\n  {shown}",
+            f"`micakit verify {rd.root}` names every difference; restore the directory from "
+            "its copy, or measure the series again",
+        )
+
+
+def missing_files(rd: ResultsDir, record: dict) -> list[str]:
+    """The raw files a record lists that are gone."""
+    root = str(rd.root)
+    return [
+        f"{rel}: raw file missing (run {record.get('run_id')})"
+        for rel in record.get("files", {})
+        if not os.path.isfile(os.path.join(root, rel))
+    ]
+
+
+def _unrecorded_attempts(
+    rd: ResultsDir,
+    planned: dict[int, tuple[int, dict]],
+    folders: dict[str, int],
+    finals: dict[int, str],
+) -> list[str]:
+    latest = max((planned[r][0] for r in finals if r in planned), default=-1)
+    recorded_attempt: dict[int, int] = {}
+    for log_dir in folders:
+        run_id, attempt = _attempt_of(log_dir)
+        if run_id is not None:
+            recorded_attempt[run_id] = max(recorded_attempt.get(run_id, 0), attempt)
+    out = []
+    for rel in _attempt_folders(rd.root / "runs"):
+        if rel in folders:
+            continue
+        path = rd.root / rel
+        run_id, attempt = _attempt_of(rel)
+        if run_id is None or run_id not in planned:
+            out.append(f"{rel}: a run folder that no planned run owns")
+            continue
+        retried = recorded_attempt.get(run_id, 0) > attempt
+        stopped_in = planned[run_id][0] > latest  # no final record of a later run yet
+        if not (retried or stopped_in) and any(path.iterdir()):
+            out.append(f"{rel}: run {run_id}'s logs, with no record in {RECORDS}")
+    return out
+
+
+def _attempt_folders(runs: Path) -> list[str]:
+    """`runs/<run>/attempt-<k>` of every attempt folder, sorted (os.scandir: thousands of
+    runs are listed in one `verify`)."""
+    out = []
+    try:
+        run_dirs = [e for e in os.scandir(runs) if e.is_dir()]
+    except FileNotFoundError:
+        return []
+    for run_dir in run_dirs:
+        for e in os.scandir(run_dir.path):
+            if e.name.startswith("attempt-"):
+                out.append(f"runs/{run_dir.name}/{e.name}")
+    return sorted(out)
+
+
+def _attempt_of(log_dir: str) -> tuple[int | None, int]:
+    try:
+        _, folder, attempt = log_dir.split("/")
+        return int(folder.split("-", 1)[0]), int(attempt.removeprefix("attempt-"))
+    except ValueError:
+        return None, 0
