@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kit.telemetry.nvml import Card, FakeCard, open_card  # noqa: E402
-from kit.telemetry.sampler import Sampler, summarize_samples  # noqa: E402
+from kit.telemetry.sampler import Sampler  # noqa: E402
+from kit.telemetry.samples import summarize_samples  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "nvml" / "steady_run.json"
 GOAL_CORE_FRACTION = 0.01

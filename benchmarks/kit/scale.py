@@ -24,6 +24,7 @@ Goal: report and verify each under 2 s at 15,000 runs (the median of --repeat ti
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -100,6 +101,10 @@ def start_series(out: Path, proto: Path) -> None:
     raise SystemExit(f"the series ended before {want} runs (exit {proc.returncode})")
 
 
+def _shifted(m: re.Match[bytes], offset: int) -> bytes:
+    return b"%d " % (int(m.group(1)) + offset)
+
+
 def grow(out: Path) -> int:
     """Fill every unrecorded timed run with a shifted copy of a real one; return their count."""
     plan = json.loads((out / "plan.json").read_text())
@@ -121,7 +126,7 @@ def grow(out: Path) -> int:
         for rel in src["files"]:
             data = (out / rel).read_bytes()
             if rel.endswith("stdout.log") or rel.endswith("stderr.log"):
-                data = STAMP.sub(lambda m: b"%d " % (int(m.group(1)) + offset), data)
+                data = STAMP.sub(functools.partial(_shifted, offset=offset), data)
             new = log_dir + rel[len(src["log_dir"]) :]
             path = out / new
             path.parent.mkdir(parents=True, exist_ok=True)

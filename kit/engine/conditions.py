@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kit.engine import store
-from kit.telemetry import sampler as telemetry
+from kit.telemetry import sampler, samples
 from kit.telemetry.nvml import Card
 
 SAMPLES = "samples.jsonl"
@@ -28,11 +28,11 @@ class CardConditions:
 
     @contextmanager
     def around(self, log_dir: Path) -> Iterator[None]:
-        check = telemetry.wait_until_idle(
+        check = sampler.wait_until_idle(
             self.card, timeout_s=self.idle_timeout_s, refuse_at_once=self.refuse_busy
         )
         store.write_json(log_dir / IDLE, dataclasses.asdict(check))
-        with telemetry.Sampler(self.card, log_dir / SAMPLES):
+        with sampler.Sampler(self.card, log_dir / SAMPLES):
             yield
 
 
@@ -41,4 +41,4 @@ def run_summary(log_dir: Path, start_ns: int | None, end_ns: int | None) -> dict
     path = log_dir / SAMPLES
     if not path.exists():
         return {}
-    return telemetry.summarize_samples(path, start_ns, end_ns).to_dict()
+    return samples.summarize_samples(path, start_ns, end_ns).to_dict()

@@ -187,7 +187,7 @@ def step_time_section(ctx: _Context) -> Section:
 
 
 def conditions_section(ctx: _Context) -> Section:
-    from kit.telemetry import sampler as telemetry
+    from kit.telemetry import samples as telemetry
 
     out = []
     for title, g in _groups(ctx):

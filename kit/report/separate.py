@@ -18,7 +18,7 @@ from kit.engine.store import ResultsDir
 from kit.protocol.load import Protocol
 from kit.status import RunStatus
 from kit.telemetry import kernels, libraries
-from kit.telemetry import sampler as telemetry
+from kit.telemetry import samples as telemetry
 
 FAMILIES = "families.tsv"  # beside the protocol file (§6: fixed before the first series)
 

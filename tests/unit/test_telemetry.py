@@ -11,14 +11,8 @@ import pytest
 
 from kit.errors import UserError
 from kit.telemetry.nvml import FakeCard
-from kit.telemetry.sampler import (
-    CardBusy,
-    Sampler,
-    flag_runs,
-    read_samples,
-    summarize_samples,
-    wait_until_idle,
-)
+from kit.telemetry.sampler import CardBusy, Sampler, wait_until_idle
+from kit.telemetry.samples import flag_runs, read_samples, summarize_samples
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
 GiB = 2**30
