@@ -23,7 +23,7 @@ from kit.engine import store
 from kit.errors import UserError
 from kit.protocol.load import Protocol
 from kit.sides import data as data_mod
-from kit.sides import nanogpt
+from kit.sides import nanogpt, patch
 
 SHIPPED, PATCHED = "shipped", "patched"
 
@@ -77,7 +77,7 @@ def prepare(p: Protocol, o: dict[str, Any], dest: Path) -> Path:
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     nanogpt.copy_run_files(src, tmp / SHIPPED)
-    nanogpt.apply_patch(src, p.beside(p.nanogpt.patch), tmp / PATCHED)
+    patch.apply_patch(src, p.beside(p.nanogpt.patch), tmp / PATCHED)
     for dataset in sorted({p.model(m).dataset for m in o["models"]}):
         shutil.copytree(data_root / dataset, tmp / "data" / dataset)
     for tree in (SHIPPED, PATCHED):

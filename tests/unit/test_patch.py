@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit.errors import UserError
-from kit.sides import nanogpt
+from kit.sides import nanogpt, patch
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "nanogpt" / "train.py.txt"
 
@@ -25,11 +25,11 @@ def fragment(tmp_path: Path) -> Path:
 
 
 def patched_fragment(src: Path, dest: Path) -> str:
-    return nanogpt.apply_patch(src, nanogpt.PATCH_PATH, dest, files=()).read_text()
+    return patch.apply_patch(src, nanogpt.PATCH_PATH, dest, files=()).read_text()
 
 
 def test_patch_touches_train_py_only():
-    patches = nanogpt.parse_patch(nanogpt.PATCH_PATH.read_text())
+    patches = patch.parse_patch(nanogpt.PATCH_PATH.read_text())
     assert [p.path for p in patches] == ["train.py"]
 
 
@@ -49,7 +49,7 @@ def test_patch_applies_to_fragment_and_leaves_source(fragment: Path, tmp_path: P
 
 def test_patch_changes_nothing_else(fragment: Path, tmp_path: Path):
     # Every line the patch removes is one of the four §4 changes' lines.
-    fp = nanogpt.parse_patch(nanogpt.PATCH_PATH.read_text())[0]
+    fp = patch.parse_patch(nanogpt.PATCH_PATH.read_text())[0]
     removed = [ln for h in fp.hunks for ln in h.old if ln not in h.new]
     assert len(removed) == 8
     for line in removed:
@@ -119,7 +119,7 @@ def test_run_files_are_copied(tmp_path: Path):
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         (src / name).write_text(f"# {name}\n")
     shutil.copyfile(FIXTURE, src / "train.py")
-    train = nanogpt.apply_patch(src, nanogpt.PATCH_PATH, tmp_path / "run")
+    train = patch.apply_patch(src, nanogpt.PATCH_PATH, tmp_path / "run")
     assert train == tmp_path / "run" / "train.py"
     for name in nanogpt.RUN_FILES[1:]:
         assert (tmp_path / "run" / name).read_text() == f"# {name}\n"
@@ -145,7 +145,7 @@ DIFF = """\
 
 
 def apply(text: str, diff: str = DIFF) -> str:
-    return nanogpt.patch_text(text, nanogpt.parse_patch(diff, "t.diff")[0], "t.diff")
+    return patch.patch_text(text, patch.parse_patch(diff, "t.diff")[0], "t.diff")
 
 
 def test_applies_at_header_line():
@@ -187,7 +187,7 @@ def test_no_newline_at_end_of_file():
 )
 def test_malformed_patches_are_user_errors(bad: str):
     with pytest.raises(UserError):
-        nanogpt.parse_patch(bad, "bad.diff")
+        patch.parse_patch(bad, "bad.diff")
 
 
 # ----------------------------------------------------------------------------- real nanoGPT
@@ -202,7 +202,7 @@ needs_nanogpt = pytest.mark.skipif(
 @needs_nanogpt
 def test_patch_applies_to_real_train_py(tmp_path: Path):
     src = nanogpt.from_checkout(Path(str(NANOGPT)))
-    train = nanogpt.apply_patch(src, nanogpt.PATCH_PATH, tmp_path / "run")
+    train = patch.apply_patch(src, nanogpt.PATCH_PATH, tmp_path / "run")
     compile(train.read_text(), str(train), "exec")  # the patched file is Python
     assert (src / "train.py").read_bytes() != train.read_bytes()
     assert nanogpt.verify_files(src) == []  # the checkout is untouched

@@ -244,11 +244,11 @@ def test_real_model_matches_the_expected_shapes(tmp_path: Path):
 def test_real_train_py_resumes_from_the_shared_start(tmp_path: Path):
     """The patched train.py reads ckpt.pt and the batch order; its step-0 loss is the forward
     pass of the safetensors weights on row 0 of the order."""
-    from kit.sides import nanogpt
+    from kit.sides import nanogpt, patch
 
     src = nanogpt.from_checkout(Path(str(NANOGPT)))
     run = tmp_path / "run"
-    nanogpt.apply_patch(src, nanogpt.PATCH_PATH, run)
+    patch.apply_patch(src, nanogpt.PATCH_PATH, run)
     data = run / "data" / "tiny"
     data.mkdir(parents=True)
     rng = np.random.default_rng(0)

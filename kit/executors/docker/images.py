@@ -15,7 +15,7 @@ from pathlib import Path
 from kit import __version__
 from kit.errors import UserError
 from kit.protocol.load import FILES, Protocol
-from kit.sides import nanogpt, workspace
+from kit.sides import nanogpt, patch, workspace
 
 PYTORCH, MICA, RUNNER = "pytorch", "mica", "runner"
 NAMES = {PYTORCH: "micakit-pytorch", MICA: "micakit-mica", RUNNER: "micakit"}
@@ -36,7 +36,7 @@ def pytorch_context(protocol: Protocol, checkout: str | None, dest: Path) -> dic
     src = workspace.source(protocol, checkout)
     tree = dest / "nanogpt"
     nanogpt.copy_run_files(src, tree / workspace.SHIPPED)
-    nanogpt.apply_patch(src, protocol.beside(protocol.nanogpt.patch), tree / workspace.PATCHED)
+    patch.apply_patch(src, protocol.beside(protocol.nanogpt.patch), tree / workspace.PATCHED)
     for sub in (workspace.SHIPPED, workspace.PATCHED):
         for model in protocol.models.values():
             if not (tree / sub / model.config).exists():
