@@ -87,7 +87,7 @@ def main() -> None:
         for i in range(args.repeats):
             folder = Path(tmp) / str(i)
             if args.with_sampler:
-                from kit.telemetry.nvml import FakeCard
+                from kit.telemetry.recorded import FakeCard
                 from kit.telemetry.sampler import Sampler
 
                 fixture = (

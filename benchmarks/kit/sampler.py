@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kit.telemetry.nvml import Card, FakeCard, open_card  # noqa: E402
+from kit.telemetry.nvml import Card, open_card  # noqa: E402
+from kit.telemetry.recorded import FakeCard  # noqa: E402
 from kit.telemetry.sampler import Sampler  # noqa: E402
 from kit.telemetry.samples import summarize_samples  # noqa: E402
 

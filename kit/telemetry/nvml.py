@@ -2,25 +2,17 @@
 
 §5 asks for three things of the card: that it holds no other program before a run, and that its
 clocks, temperature, power and memory are sampled during the run. `Card` is the small interface
-those needs make; `NvmlCard` carries it out with NVIDIA's NVML (the library nvidia-smi reads), and
-`FakeCard` replays a recorded JSON fixture so that tests and the sampler's benchmark run without a
-card.
+those needs make; `NvmlCard` carries it out with NVIDIA's NVML (the library nvidia-smi reads);
+kit.telemetry.recorded replays a recorded card, so that tests and benchmarks run without one.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from kit.errors import UserError
-
-FIXTURE_SCHEMA = "micakit.nvml-fixture"
-FIXTURE_VERSION = 1
 
 # NVML's clock event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*), kept
 # here so that decoding a recorded bitmask needs no NVML.
@@ -350,127 +342,3 @@ def open_card(index_or_uuid: int | str = 0) -> NvmlCard:
             f"NVML has no card {index_or_uuid!r} ({error}); it sees {count} card(s)",
             f"name the card by its index (0 to {count - 1}) or its UUID from nvidia-smi -L",
         ) from error
-
-
-# ---------------------------------------------------------------------------------------------
-# The recorded card
-
-
-@dataclass(frozen=True)
-class _Moment:
-    t_s: float
-    sample: Sample | None
-    processes: tuple[GpuProcess, ...]
-    error: str | None
-
-
-class FakeCard:
-    """A card replayed from a recorded JSON fixture (tests/fixtures/nvml/), so that tests know
-    exactly what the card said.
-
-    The fixture (schema "micakit.nvml-fixture", version 1) holds `info` and a `timeline` of
-    moments `{"t_s", "sample", "processes"}` or `{"t_s", "error"}`; from an error moment on, every
-    reading raises `CardError`, as NVML does for a lost GPU.
-
-    With a `clock` (nanoseconds), the card is at the last moment whose `t_s` has passed since its
-    first reading; without one, each `sample()` steps to the next moment and the last one stays.
-    `processes()` and `memory_used_bytes()` read the current moment without stepping.
-    """
-
-    def __init__(
-        self, fixture: Mapping[str, Any], *, clock: Callable[[], int] | None = None
-    ) -> None:
-        if fixture.get("schema") != FIXTURE_SCHEMA:
-            raise ValueError(f"not an NVML fixture: schema {fixture.get('schema')!r}")
-        if int(fixture.get("version", 0)) > FIXTURE_VERSION:
-            raise ValueError(f"NVML fixture version {fixture['version']} is newer than this kit")
-        self._info = CardInfo.from_dict(fixture["info"])
-        self._timeline = tuple(
-            _Moment(
-                t_s=float(m["t_s"]),
-                sample=Sample.from_dict(m["sample"]) if m.get("sample") else None,
-                processes=tuple(GpuProcess.from_dict(p) for p in m.get("processes", ())),
-                error=m.get("error"),
-            )
-            for m in fixture["timeline"]
-        )
-        if not self._timeline:
-            raise ValueError("an NVML fixture needs at least one moment")
-        self._clock = clock
-        self._origin_ns: int | None = None
-        self._step = 0
-        self.sample_calls = 0
-        self.memory_calls = 0
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> FakeCard:
-        return cls(json.loads(Path(path).read_text(encoding="utf-8")), **kwargs)
-
-    def _now(self) -> _Moment:
-        if self._clock is None:
-            return self._timeline[min(self._step, len(self._timeline) - 1)]
-        now = self._clock()
-        if self._origin_ns is None:
-            self._origin_ns = now
-        elapsed_s = (now - self._origin_ns) / 1e9
-        current = self._timeline[0]
-        for moment in self._timeline:
-            if moment.t_s > elapsed_s:
-                break
-            current = moment
-        return current
-
-    def _check(self, moment: _Moment) -> _Moment:
-        if moment.error is not None:
-            raise CardError(f"NVML (recorded): {moment.error}")
-        return moment
-
-    def info(self) -> CardInfo:
-        return self._info
-
-    def processes(self) -> list[GpuProcess]:
-        return list(self._check(self._now()).processes)
-
-    def memory_used_bytes(self) -> int:
-        self.memory_calls += 1
-        sample = self._check(self._now()).sample
-        return 0 if sample is None or sample.memory_used_bytes is None else sample.memory_used_bytes
-
-    def sample(self) -> Sample:
-        self.sample_calls += 1
-        moment = self._check(self._now())
-        if self._clock is None:
-            self._step += 1
-        if moment.sample is None:
-            raise CardError("NVML (recorded): no sample at this moment")
-        return moment.sample
-
-
-def fixture_from_samples(
-    info: CardInfo,
-    moments: Sequence[tuple[float, Sample | None, Sequence[GpuProcess]]],
-) -> dict[str, Any]:
-    """A fixture dict from readings, for recording a real card into tests/fixtures/nvml/."""
-    return {
-        "schema": FIXTURE_SCHEMA,
-        "version": FIXTURE_VERSION,
-        "info": info.to_dict(),
-        "timeline": [
-            {
-                "t_s": t_s,
-                "sample": None if sample is None else sample.to_dict(),
-                "processes": [asdict(p) for p in procs],
-            }
-            for t_s, sample, procs in moments
-        ],
-    }
-
-
-def record_fixture(card: Card, seconds: float, interval_s: float = 1.0) -> dict[str, Any]:
-    """Record `seconds` of a card into a fixture (run by hand on a GPU machine)."""
-    start = time.monotonic()
-    moments: list[tuple[float, Sample | None, Sequence[GpuProcess]]] = []
-    while (elapsed := time.monotonic() - start) < seconds:
-        moments.append((round(elapsed, 3), card.sample(), card.processes()))
-        time.sleep(interval_s)
-    return fixture_from_samples(card.info(), moments)

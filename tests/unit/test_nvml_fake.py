@@ -12,13 +12,12 @@ from kit.telemetry.nvml import (
     Card,
     CardError,
     CardInfo,
-    FakeCard,
     GpuProcess,
     Sample,
     clock_event_names,
-    fixture_from_samples,
     open_card,
 )
+from kit.telemetry.recorded import FakeCard, fixture_from_samples
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from kit.errors import UserError
-from kit.telemetry.nvml import FakeCard
+from kit.telemetry.recorded import FakeCard
 from kit.telemetry.sampler import CardBusy, Sampler, wait_until_idle
 from kit.telemetry.samples import flag_runs, read_samples, summarize_samples
 
