@@ -172,7 +172,9 @@ def _image(ex: Executor, kind: str, p: protocol_mod.Protocol, o: dict[str, Any])
     from kit.executors.docker import images
 
     ref = o.get(f"{kind}_image") or images.ref(kind, p)
-    if ex.image_id(ref) is None:
+    # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
+    # `docker run` does
+    if ex.image_id(ref) is None and ex.pull_image(ref) is None:
         build = "micakit images build" + (" --contender PATH" if kind == "mica" else "")
         raise UserError(
             f"the {kind} side's image {ref} is not on this Docker engine",

@@ -124,6 +124,16 @@ class Executor(abc.ABC):
         """What identifies a side's image (its id and digests); nothing without images."""
         return {"image": ref}
 
+    def pull_image(self, ref: str) -> str | None:
+        """Pull image `ref` from the registry it names; its id, or None where `ref` names no
+        registry (or the executor has no images)."""
+        return None
+
+    def runner_image(self) -> dict:
+        """What identifies the image the kit itself runs in (the runner image, pulled or
+        built), as image_info() does; {} where the kit runs on the host."""
+        return {}
+
     @abc.abstractmethod
     def footprint(self, ref: str, out_dir: Path) -> dict:
         """§8: measure image `ref` (size, layers, file list) into out_dir (footprint.json,

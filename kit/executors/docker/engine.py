@@ -33,6 +33,7 @@ from kit.engine import store
 from kit.errors import UserError
 from kit.executors.base import Executor, Limits, Mount, Profiler, RunOutcome, RunSpec
 from kit.executors.docker import footprint as footprint_mod
+from kit.executors.docker import registry
 from kit.executors.docker.containers import (
     CACHE_DIR,
     CACHE_ENV,
@@ -477,6 +478,19 @@ class DockerExecutor(Executor):
             "repo_digests": info.get("RepoDigests") or [],
             "size_bytes": info.get("Size"),
         }
+
+    def pull_image(self, ref: str) -> str | None:
+        if not registry.names_registry(ref):
+            return None  # a bare name would be looked for on Docker Hub: never guessed
+        return registry.pull(self.client, ref)
+
+    def runner_image(self) -> dict:
+        container = self.host_paths.container_id
+        if container is None:
+            return {}
+        # by id: the name the container was started with may name another image by now, and
+        # a resume in the same image under another name (tag or digest) is the same image
+        return self.image_info(self.client.api.inspect_container(container)["Image"])
 
     def drop_cache(self) -> None:
         """Remove this series' cache volume, once nothing will run in the series again."""

@@ -4,6 +4,9 @@ Tags carry the kit's version and the protocol's hash, so an image says what it w
     micakit-pytorch:<version>-<protocol12>   Python, torch and numpy, nanoGPT's two trees, g++
     micakit-mica:<version>-<protocol12>      the contender program and the libraries it opens
     micakit:<version>-<protocol12>           the kit (the runner), entry point `micakit`
+
+`images push` gives them to a registry under the same names (REGISTRY/micakit:TAG, ...) and
+records each one's digest, which names it wherever it is pulled.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ PYTORCH, MICA, RUNNER = "pytorch", "mica", "runner"
 NAMES = {PYTORCH: "micakit-pytorch", MICA: "micakit-mica", RUNNER: "micakit"}
 DOCKERFILES = {PYTORCH: "Dockerfile.pytorch", MICA: "Dockerfile.mica", RUNNER: "Dockerfile.runner"}
 MICA_PROGRAM_DIR = "/opt/mica/bin"  # where Dockerfile.mica puts the program
+PUSHED_SCHEMA = 1  # the version of `images push`'s record (digests.json)
 
 
 def tag(protocol: Protocol) -> str:
@@ -123,3 +127,61 @@ def build(
             dockerapi.tag_image(client, image_id, NAMES[kind], "latest")
             built[name] = image_id
     return built
+
+
+def built_kinds(client, protocol: Protocol, suffix: str | None = None) -> list[str]:
+    """The images built under this tag, in the order they are built."""
+    from kit.executors.docker import engine as dockerapi
+
+    kinds = (PYTORCH, MICA, RUNNER)
+    return [k for k in kinds if dockerapi.image_id(client, ref(k, protocol, suffix)) is not None]
+
+
+def push(
+    client,
+    protocol: Protocol,
+    registry: str,
+    kinds: list[str] | None = None,
+    *,
+    suffix: str | None = None,
+    also: tuple[str, ...] = (),
+    on_line: Callable[[str], None] | None = None,
+) -> dict:
+    """Push the images to `registry` (HOST[:PORT]/NAMESPACE) under their tag and the tags in
+    `also`; the record of what was pushed, each image with its registry digest.
+
+    `kinds`: default, every image built under the tag (the Mica image only where a contender
+    was given to `images build`)."""
+    from kit.executors.docker import registry as registry_mod
+
+    registry = registry_mod.check_registry(registry)
+    image_tag = registry_mod.check_tag(suffix or tag(protocol))
+    tags = list(dict.fromkeys([image_tag, *(registry_mod.check_tag(t) for t in also)]))
+    if kinds is None:
+        kinds = built_kinds(client, protocol, suffix)
+        if not kinds:
+            raise UserError(
+                f"no image of micakit is built under the tag {image_tag}",
+                "build them first: `micakit images build` (scripts/build-images.sh in a "
+                "checkout), or name the tag they were built under with --tag",
+            )
+    pushed = {}
+    for kind in kinds:
+        local = ref(kind, protocol, suffix)
+        repository = f"{registry}/{NAMES[kind]}"
+        digest = registry_mod.push(client, local, repository, tags, on_line)
+        pushed[kind] = {
+            "local": local,
+            "image_id": client.api.inspect_image(local)["Id"],
+            "repository": repository,
+            "tags": tags,
+            "digest": digest,
+            "pinned": f"{repository}@{digest}",  # what rerun.sh and `docker pull` name
+        }
+    return {
+        "schema": PUSHED_SCHEMA,
+        "kit_version": __version__,
+        "protocol_sha256": protocol.sha256,
+        "registry": registry,
+        "images": pushed,
+    }
