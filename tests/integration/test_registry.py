@@ -211,3 +211,24 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
     rerun = (out / "rerun.sh").read_text()
     assert f"IMAGE=${{IMAGE:-{runner['pinned']}}}" in rerun
     assert f"MICA_IMAGE=${{MICA_IMAGE:-{mica['pinned']}}}" in rerun
+
+    # README: with no clone, the contender's image is built by the pulled runner's own
+    # `images build`, through the engine's socket
+    base = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
+    mine = f"inrunner-{uuid.uuid4().hex[:8]}"
+    said = run_in(
+        client,
+        runner["pinned"],
+        [
+            *("images", "build", "--only", "mica", "--base", base, "--tag", mine),
+            *("--contender", f"/inputs/contender/{program.name}"),
+        ],
+        volumes,
+    )
+    image_id = dockerapi.image_id(client, f"micakit-mica:{mine}")
+    try:
+        assert image_id is not None and image_id in said
+        assert client.api.inspect_image(image_id)["Config"]["Labels"]["org.micakit.side"] == "mica"
+    finally:
+        if image_id is not None:
+            client.api.remove_image(image_id, force=True)
