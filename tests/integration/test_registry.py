@@ -126,21 +126,38 @@ def run_in(client, image: str, args: list[str], volumes: dict) -> str:
     return out + err
 
 
+def push(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "images", "push", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def test_what_cannot_be_pushed_is_the_users_to_fix(client, built):
+    tag, _ = built
+    nothing = push("--registry", "127.0.0.1:1/none", "--tag", f"{tag}-never-built")
+    assert nothing.returncode == 2, nothing.stderr
+    assert "no image of micakit is built under the tag" in nothing.stderr
+    assert "micakit images build" in nothing.stderr
+    # port 1: nothing listens there
+    unreachable = push("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica")
+    assert unreachable.returncode == 2, unreachable.stderr
+    assert "cannot push 127.0.0.1:1/none/micakit-mica" in unreachable.stderr
+    assert "fix: check the registry's address" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr
+
+
 def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
     client, registry, built, fast_protocol, tmp_path
 ):
     tag, program = built
     namespace = f"{registry}/micakit-test"
     digests = tmp_path / "digests.json"
-    done = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "run.py"), "images", "push"),
-            *("--registry", namespace, "--tag", tag, "--also-tag", "latest"),
-            *("--digests", str(digests)),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
+    done = push(
+        *("--registry", namespace, "--tag", tag, "--also-tag", "latest"),
+        *("--digests", str(digests)),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads(done.stdout)
@@ -175,7 +192,7 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
         str(program.parent): {"bind": "/inputs/contender", "mode": "ro"},
         str(TEXT_INPUT.parent): {"bind": "/inputs/text", "mode": "ro"},
     }
-    run_in(
+    said = run_in(
         client,
         runner["pinned"],
         [
@@ -193,6 +210,7 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
         ],
         volumes,
     )
+    assert f"pulling {mica['pinned']}" in said
     said = run_in(client, runner["pinned"], ["verify", "/results/pulled"], volumes)
     assert "every published number matches" in said
 

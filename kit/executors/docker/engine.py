@@ -479,10 +479,12 @@ class DockerExecutor(Executor):
             "size_bytes": info.get("Size"),
         }
 
-    def pull_image(self, ref: str) -> str | None:
+    def pull_image(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
         if not registry.names_registry(ref):
             return None  # a bare name would be looked for on Docker Hub: never guessed
-        return registry.pull(self.client, ref)
+        if on_line is not None:
+            on_line(f"pulling {ref}")
+        return registry.pull(self.client, ref, on_line)
 
     def runner_image(self) -> dict:
         container = self.host_paths.container_id
