@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set up a machine to build and test micakit's images, idempotently: the Docker engine and
-# debootstrap from Debian, a running engine, a local base image built from Debian's archive
-# (no image registry needed), and wheelhouse/ filled with the wheels the images install, so
-# every image builds with no package index (§8 images; README "Set-up").
+# Set up a machine to build and test micakit's images, idempotently: the Docker engine,
+# debootstrap and a registry to push to (docker-registry) from Debian, a running engine, a local
+# base image built from Debian's archive (no image registry needed), and wheelhouse/ filled with
+# the wheels the images install, so every image builds with no package index (§8 images; README
+# "Set-up").
 #
 # Each step says how long it took on stderr. Environment:
 #   MICAKIT_BASE_IMAGE    the local base image to build  (default micakit-base:bookworm)
@@ -38,6 +39,9 @@ packages() {
     [ -x /usr/sbin/sshd ] || need+=(openssh-server)
     # report.html is checked in headless Chromium (tests/integration/test_chromium.py)
     [ -x /usr/bin/chromium ] || need+=(chromium)
+    # `micakit images push` is tested against a registry of its own on 127.0.0.1
+    # (tests/integration/test_registry.py); the test starts it, so its service stays off
+    [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
     if [ ${#need[@]} -gt 0 ]; then
         $SUDO apt-get update -q
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \

@@ -7,6 +7,7 @@ them from there, so `series --resume DIR` needs nothing else.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,11 @@ def _absolute(path: Path | str | None) -> str | None:
 
 
 def build_sides(
-    p: protocol_mod.Protocol, o: dict[str, Any], work: Path, ex: Executor
+    p: protocol_mod.Protocol,
+    o: dict[str, Any],
+    work: Path,
+    ex: Executor,
+    say: Callable[[str], None] | None = None,
 ) -> list[Side]:
     """The sides of this series. In containers each side runs from its measured image (§8);
     nanoGPT's trees and the data are the series' own copies, mounted, in either executor."""
@@ -151,7 +156,7 @@ def build_sides(
     if PYTORCH in o["sides"]:
         ws = workspace.prepare(p, o, work / "nanogpt")
         if docker:
-            image = _image(ex, "pytorch", p, o)
+            image = _image(ex, "pytorch", p, o, say)
             sides.append(PyTorchSide(ws, "python", image, allow_torch=o.get("allow_torch", False)))
         else:
             python = o.get("python") or _python()
@@ -160,7 +165,7 @@ def build_sides(
         data = workspace.datasets(p, o)
         program = Path(o["contender"])
         if docker:
-            image = _image(ex, "mica", p, o)
+            image = _image(ex, "mica", p, o, say)
             inside = f"{images.MICA_PROGRAM_DIR}/{program.name}"
             sides.append(ContenderSide(program, data, image=image, image_program=inside))
         else:
@@ -168,12 +173,20 @@ def build_sides(
     return sides
 
 
-def _image(ex: Executor, kind: str, p: protocol_mod.Protocol, o: dict[str, Any]) -> str:
+def _image(
+    ex: Executor,
+    kind: str,
+    p: protocol_mod.Protocol,
+    o: dict[str, Any],
+    say: Callable[[str], None] | None = None,
+) -> str:
     """The measured image of a side, which must exist; its id is recorded with the versions."""
     from kit.executors.docker import images
 
     ref = o.get(f"{kind}_image") or images.ref(kind, p)
-    if ex.image_id(ref) is None:
+    # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
+    # `docker run` does
+    if ex.image_id(ref) is None and ex.pull_image(ref, say) is None:
         build = "micakit images build" + (" --contender PATH" if kind == "mica" else "")
         raise UserError(
             f"the {kind} side's image {ref} is not on this Docker engine",
@@ -222,7 +235,17 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     work = rd.root / "work"
     ctx = RunContext(p, ex, o["device"], gpu, work, smoke=o["smoke"], env=o.get("env") or {})
     hooks = progress.make(console)
-    s = Series(rd, p, spec, build_sides(p, o, work, ex), ex, ctx, hooks, conditions, card_info)
+    s = Series(
+        rd,
+        p,
+        spec,
+        build_sides(p, o, work, ex, hooks.message),
+        ex,
+        ctx,
+        hooks,
+        conditions,
+        card_info,
+    )
     if resume:
         s.check_resume()
     else:

@@ -434,6 +434,72 @@ def images_build(
         click.echo(f"{name}\t{image_id}")
 
 
+@images.command("push")
+@click.option(
+    "--registry",
+    required=True,
+    help="Where to: HOST[:PORT]/NAMESPACE, e.g. ghcr.io/OWNER (lower case).",
+)
+@click.option(
+    "--only",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["pytorch", "mica", "runner"]),
+    help="Push only these (default: every image built under the tag).",
+)
+@click.option("--tag", "suffix", help="The images' tag (default: <kit version>-<protocol hash>).")
+@click.option(
+    "--also-tag",
+    "also",
+    multiple=True,
+    help="A further tag in the registry for the same images, e.g. v0.2.0 or latest; repeatable.",
+)
+@click.option(
+    "--digests",
+    "digests_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the record printed on stdout to this file (e.g. for a release).",
+)
+@options.protocol_option
+@options.docker_host_option
+@options.verbosity
+def images_push(registry, kinds, suffix, also, digests_path, protocol_path, docker_host) -> None:
+    """Push the images to an image registry through the Docker SDK, and print each one's
+    registry digest as JSON: `pinned` (REPOSITORY@sha256:...) names it exactly wherever it is
+    pulled. Log in first (`docker login HOST`); the SDK reads those credentials.
+
+    \b
+    Examples:
+      micakit images push --registry ghcr.io/OWNER --also-tag v0.2.0 --digests digests.json
+      micakit images push --registry 127.0.0.1:5000/ci --only runner --tag ci
+      docker run ghcr.io/OWNER/micakit:TAG series --help    (once pushed)
+    """
+    from kit.engine import store
+    from kit.executors.docker import engine as dockerapi
+    from kit.executors.docker import images as images_mod
+    from kit.executors.docker import registry as registry_mod
+    from kit.protocol import load as protocol_mod
+
+    registry = registry_mod.check_registry(registry)  # before the engine is asked anything
+    for t in (suffix, *also) if suffix else also:
+        registry_mod.check_tag(t)
+    p = protocol_mod.load(protocol_path)
+    client = dockerapi.connect(docker_host)
+    record = images_mod.push(
+        client,
+        p,
+        registry,
+        list(kinds) or None,
+        suffix=suffix,
+        also=tuple(also),
+        on_line=options.say,
+    )
+    text = json.dumps(record, indent=2) + "\n"
+    if digests_path:
+        store.write_atomic(digests_path, text)
+    click.echo(text, nl=False)
+
+
 @main.command()
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--pytorch", "pytorch_ref", help="PyTorch's measured image (default: this kit's).")

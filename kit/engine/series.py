@@ -362,8 +362,11 @@ class Series:
             for name, side in self.sides.items()
             if side.image
         }
+        runner = self.executor.runner_image()
+        if runner:
+            images["runner"] = runner  # the kit's own image, where it runs in one
         if images:
-            found["images"] = images  # the measured images' ids and digests (rerun.sh)
+            found["images"] = images  # the images' ids and registry digests (rerun.sh)
         shutil.rmtree(scratch, ignore_errors=True)
         path = self.rd.root / versions.VERSIONS
         if path.exists():

@@ -27,6 +27,9 @@ from kit.telemetry import kernels
 
 VERSIONS = "versions.json"
 ANSWERS = "answers"  # a program's answers when it gave no version: recorded, never compared
+# the registry names an image has: a push after the start adds one to the same image, whose id
+# is compared; recorded, never compared
+REPO_DIGESTS = "repo_digests"
 
 # The PyTorch side's probe: a module of the kit run where nanoGPT's runs run (rule 4), with the
 # SDPA probe it imports (§6); the rest of the kit is not there.
@@ -164,7 +167,7 @@ def check_unchanged(recorded: dict, now: dict) -> None:
 
     def walk(a: Any, b: Any, where: str) -> None:
         if isinstance(a, dict) and isinstance(b, dict):
-            for k in sorted((set(a) | set(b)) - {ANSWERS}):  # recorded, never compared
+            for k in sorted((set(a) | set(b)) - {ANSWERS, REPO_DIGESTS}):
                 walk(a.get(k), b.get(k), f"{where}.{k}" if where else k)
         elif a != b:
             changed.append(f"{where}: {a!r} then, {b!r} now")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +123,16 @@ class Executor(abc.ABC):
     def image_info(self, ref: str) -> dict:
         """What identifies a side's image (its id and digests); nothing without images."""
         return {"image": ref}
+
+    def pull_image(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
+        """Pull image `ref` from the registry it names, saying so on `on_line`; its id, or None
+        where `ref` names no registry (or the executor has no images)."""
+        return None
+
+    def runner_image(self) -> dict:
+        """What identifies the image the kit itself runs in (the runner image, pulled or
+        built), as image_info() does; {} where the kit runs on the host."""
+        return {}
 
     @abc.abstractmethod
     def footprint(self, ref: str, out_dir: Path) -> dict:

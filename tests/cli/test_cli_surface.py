@@ -75,7 +75,7 @@ def test_quiet_says_nothing_on_stderr_and_verbose_is_accepted(tmp_path, fake_env
 @pytest.mark.parametrize(
     "command",
     [["series"], ["report"], ["publish"], ["verify"], ["footprint"], ["merge"], ["compare"],
-     ["correctness"], ["images", "build"]],
+     ["correctness"], ["images", "build"], ["images", "push"]],
 )  # fmt: skip
 def test_every_command_has_an_example_quiet_and_verbose(command):
     res = CliRunner().invoke(main, [*command, "--help"])

@@ -4,6 +4,9 @@ Tags carry the kit's version and the protocol's hash, so an image says what it w
     micakit-pytorch:<version>-<protocol12>   Python, torch and numpy, nanoGPT's two trees, g++
     micakit-mica:<version>-<protocol12>      the contender program and the libraries it opens
     micakit:<version>-<protocol12>           the kit (the runner), entry point `micakit`
+
+`images push` gives them to a registry under the same names (REGISTRY/micakit:TAG, ...) and
+records each one's digest, which names it wherever it is pulled.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ PYTORCH, MICA, RUNNER = "pytorch", "mica", "runner"
 NAMES = {PYTORCH: "micakit-pytorch", MICA: "micakit-mica", RUNNER: "micakit"}
 DOCKERFILES = {PYTORCH: "Dockerfile.pytorch", MICA: "Dockerfile.mica", RUNNER: "Dockerfile.runner"}
 MICA_PROGRAM_DIR = "/opt/mica/bin"  # where Dockerfile.mica puts the program
+PUSHED_SCHEMA = 1  # the version of `images push`'s record (digests.json)
 
 
 def tag(protocol: Protocol) -> str:

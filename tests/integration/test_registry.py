@@ -1,0 +1,252 @@
+"""Images a user can pull: `micakit images push` to a real registry, then a series from the
+pulled runner image, as someone who never built them runs it.
+
+Debian's `docker-registry` (the CNCF distribution registry) serves on 127.0.0.1, which the
+engine allows over plain http. Skipped, with the reason, where it or an engine is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+import zipapp
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kit.executors.docker import engine as dockerapi
+from kit.executors.docker import registry as registry_mod
+from tests.conftest import FAKES, ROOT, TEXT_INPUT, records
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REGISTRY_PROGRAM = "/usr/bin/docker-registry"
+WHEELHOUSE = Path(os.environ.get("MICAKIT_WHEELHOUSE", ROOT / "wheelhouse"))
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory) -> Iterator[str]:
+    """A registry of this test's own on 127.0.0.1 (a free port, a temporary store): its
+    address, HOST:PORT."""
+    program = shutil.which("docker-registry") or REGISTRY_PROGRAM
+    if not Path(program).exists():
+        pytest.skip("no docker-registry here: `apt-get install docker-registry` (ci-setup.sh)")
+    root = tmp_path_factory.mktemp("registry")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (root / "config.yml").write_text(
+        "version: 0.1\nlog:\n  level: warn\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {root / 'store'}\n"
+        f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
+    )
+    log = (root / "registry.log").open("w")
+    server = subprocess.Popen(
+        [program, "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            pytest.fail(f"docker-registry did not answer: {(root / 'registry.log').read_text()}")
+        time.sleep(0.2)
+    yield f"127.0.0.1:{port}"
+    server.terminate()
+    server.wait(10)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def built(client, tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """The runner and a Mica image (the fake contender as a one-file program), built by
+    `micakit images build` under a tag of their own; the tag and the program."""
+    base = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
+    if dockerapi.image_id(client, base) is None:
+        pytest.skip(f"no base image {base}: `bash scripts/ci-setup.sh` builds it")
+    if not list(WHEELHOUSE.glob("*.whl")):
+        pytest.skip(f"no wheels in {WHEELHOUSE}: `bash scripts/ci-setup.sh` fills it")
+    src = tmp_path_factory.mktemp("zipsrc")
+    (src / "__main__.py").write_text((FAKES / "contender.py").read_text())
+    (src / "fakelib.py").write_text((FAKES / "fakelib.py").read_text())
+    program = tmp_path_factory.mktemp("prog") / "mica-fake"
+    zipapp.create_archive(src, program, interpreter="/usr/bin/env python3")
+    program.chmod(0o755)
+    tag = f"push-{uuid.uuid4().hex[:8]}"
+    out = subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "run.py"), "images", "build"),
+            *("--only", "runner", "--only", "mica", "--contender", str(program)),
+            *("--base", base, "--wheelhouse", str(WHEELHOUSE), "--tag", tag),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    ids = [line.split("\t")[1] for line in out.stdout.splitlines()]
+    yield tag, program
+    for image_id in ids:  # whatever the test left: the built or the pulled images
+        if dockerapi.image_id(client, image_id) is not None:
+            client.api.remove_image(image_id, force=True)
+
+
+def run_in(client, image: str, args: list[str], volumes: dict) -> str:
+    """`docker run --rm IMAGE ARGS` as the README runs the runner (as the calling user, with
+    the engine's socket); its output, stdout then stderr."""
+    sock = "/var/run/docker.sock"
+    container = client.containers.create(
+        image,
+        args,
+        volumes={sock: {"bind": sock, "mode": "rw"}, **volumes},
+        user=f"{os.getuid()}:{os.getgid()}",
+        group_add=[str(os.stat(sock).st_gid)],
+    )
+    try:
+        container.start()
+        status = container.wait(timeout=900)["StatusCode"]
+        out = container.logs(stdout=True, stderr=False).decode()
+        err = container.logs(stdout=False, stderr=True).decode()
+    finally:
+        container.remove(force=True)
+    assert status == 0, f"{args[:1]} exited {status}:\n{err[-4000:]}"
+    return out + err
+
+
+def push(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "images", "push", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def test_what_cannot_be_pushed_is_the_users_to_fix(client, built):
+    tag, _ = built
+    nothing = push("--registry", "127.0.0.1:1/none", "--tag", f"{tag}-never-built")
+    assert nothing.returncode == 2, nothing.stderr
+    assert "no image of micakit is built under the tag" in nothing.stderr
+    assert "micakit images build" in nothing.stderr
+    # port 1: nothing listens there
+    unreachable = push("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica")
+    assert unreachable.returncode == 2, unreachable.stderr
+    assert "cannot push 127.0.0.1:1/none/micakit-mica" in unreachable.stderr
+    assert "fix: check the registry's address" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr
+
+
+def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
+    client, registry, built, fast_protocol, tmp_path
+):
+    tag, program = built
+    namespace = f"{registry}/micakit-test"
+    digests = tmp_path / "digests.json"
+    done = push(
+        *("--registry", namespace, "--tag", tag, "--also-tag", "latest"),
+        *("--digests", str(digests)),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(done.stdout)
+    assert record == json.loads(digests.read_text())
+    assert set(record["images"]) == {"mica", "runner"}  # every image built under the tag
+    runner, mica = record["images"]["runner"], record["images"]["mica"]
+    assert runner["repository"] == f"{namespace}/micakit"
+    assert runner["tags"] == [tag, "latest"]
+    assert runner["pinned"] == f"{namespace}/micakit@{runner['digest']}"
+    # the registry serves the manifest under both tags, by the digest the push recorded
+    for name in (tag, "latest"):
+        url = f"http://{registry}/v2/micakit-test/micakit/manifests/{name}"
+        accept = "application/vnd.docker.distribution.manifest.v2+json"
+        req = urllib.request.Request(url, headers={"Accept": accept})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.headers["Docker-Content-Digest"] == runner["digest"]
+
+    # as on a machine that never built them: every local name of both images gone
+    for image in (runner, mica):
+        client.api.remove_image(image["image_id"], force=True)
+        assert dockerapi.image_id(client, image["image_id"]) is None
+    # the runner pulled by its digest is the image that was pushed; the Mica image is left to
+    # the series, which pulls a side's image that names its registry
+    assert registry_mod.pull(client, runner["pinned"]) == runner["image_id"]
+    assert dockerapi.image_id(client, mica["pinned"]) is None
+
+    (tmp_path / "results").mkdir()
+    fake = {"step_ms": {"*": 10.0}, "state": "/micakit/work/state"}
+    volumes = {
+        str(tmp_path / "results"): {"bind": "/results", "mode": "rw"},
+        str(fast_protocol.parent): {"bind": "/inputs/protocol", "mode": "ro"},
+        str(program.parent): {"bind": "/inputs/contender", "mode": "ro"},
+        str(TEXT_INPUT.parent): {"bind": "/inputs/text", "mode": "ro"},
+    }
+    said = run_in(
+        client,
+        runner["pinned"],
+        [
+            *("series", "--out", "/results/pulled"),
+            *("--protocol", f"/inputs/protocol/{fast_protocol.name}"),
+            *("--device", "cpu", "--executor", "docker", "--no-pytorch"),
+            *("--contender", f"/inputs/contender/{program.name}", "--mica-image", mica["pinned"]),
+            *("--model", "shakespeare-char", "--precision", "float32"),
+            *(
+                "--input",
+                f"/inputs/text/{TEXT_INPUT.name}",
+                "--env",
+                f"MICAKIT_FAKE={json.dumps(fake)}",
+            ),
+        ],
+        volumes,
+    )
+    assert f"pulling {mica['pinned']}" in said
+    said = run_in(client, runner["pinned"], ["verify", "/results/pulled"], volumes)
+    assert "every published number matches" in said
+
+    out = tmp_path / "results" / "pulled"
+    timed = [r for r in records(out) if r["kind"] in ("discarded", "timed")]
+    # every run ran to its end; on a loaded machine a run the two clocks disagree on is void
+    assert len(timed) == 6 and "ok" in {r["status"] for r in timed}
+    assert {r["status"] for r in timed} <= {"ok", "void"}
+    assert {r["executor"] for r in timed} == {"docker"}
+    # the series recorded both images with their registry digests, and rerun.sh runs them by it
+    images = json.loads((out / "versions.json").read_text())["images"]
+    assert images["runner"]["image_id"] == runner["image_id"]
+    assert runner["pinned"] in images["runner"]["repo_digests"]
+    assert images["contender"]["image_id"] == mica["image_id"]
+    assert mica["pinned"] in images["contender"]["repo_digests"]
+    rerun = (out / "rerun.sh").read_text()
+    assert f"IMAGE=${{IMAGE:-{runner['pinned']}}}" in rerun
+    assert f"MICA_IMAGE=${{MICA_IMAGE:-{mica['pinned']}}}" in rerun
+
+    # README: with no clone, the contender's image is built by the pulled runner's own
+    # `images build`, through the engine's socket
+    base = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
+    mine = f"inrunner-{uuid.uuid4().hex[:8]}"
+    said = run_in(
+        client,
+        runner["pinned"],
+        [
+            *("images", "build", "--only", "mica", "--base", base, "--tag", mine),
+            *("--contender", f"/inputs/contender/{program.name}"),
+        ],
+        volumes,
+    )
+    image_id = dockerapi.image_id(client, f"micakit-mica:{mine}")
+    try:
+        assert image_id is not None and image_id in said
+        assert client.api.inspect_image(image_id)["Config"]["Labels"]["org.micakit.side"] == "mica"
+    finally:
+        if image_id is not None:
+            client.api.remove_image(image_id, force=True)
