@@ -475,17 +475,17 @@ def images_push(registry, kinds, suffix, also, digests_path, protocol_path, dock
       docker run ghcr.io/OWNER/micakit:TAG series --help    (once pushed)
     """
     from kit.engine import store
-    from kit.executors.docker import engine as dockerapi
-    from kit.executors.docker import images as images_mod
+    from kit.executors.docker import building
     from kit.executors.docker import registry as registry_mod
+    from kit.executors.docker.connection import connect
     from kit.protocol import load as protocol_mod
 
     registry = registry_mod.check_registry(registry)  # before the engine is asked anything
     for t in (suffix, *also) if suffix else also:
         registry_mod.check_tag(t)
     p = protocol_mod.load(protocol_path)
-    client = dockerapi.connect(docker_host)
-    record = images_mod.push(
+    client = connect(docker_host)
+    record = building.push(
         client,
         p,
         registry,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.executors.docker import engine as dockerapi
+from kit.executors.docker import building as dockerapi
 from kit.executors.docker import registry as registry_mod
 from tests.conftest import FAKES, ROOT, TEXT_INPUT, records
 

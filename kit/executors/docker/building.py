@@ -18,9 +18,11 @@ import docker
 import docker.errors
 import docker.utils.build
 
+from kit import __version__
 from kit.engine import versions
 from kit.errors import UserError
 from kit.executors.docker import images
+from kit.executors.docker import registry as registry_mod
 from kit.executors.docker.connection import explain
 from kit.protocol.load import FILES, Protocol
 
@@ -218,3 +220,57 @@ def build_images(
             tag_image(client, image_id, images.NAMES[kind], "latest")
             built[name] = image_id
     return built
+
+
+def built_kinds(client, protocol: Protocol, suffix: str | None = None) -> list[str]:
+    """The images built under this tag, in the order they are built."""
+    kinds = (images.PYTORCH, images.MICA, images.RUNNER)
+    return [k for k in kinds if image_id(client, images.ref(k, protocol, suffix)) is not None]
+
+
+def push(
+    client,
+    protocol: Protocol,
+    registry: str,
+    kinds: list[str] | None = None,
+    *,
+    suffix: str | None = None,
+    also: tuple[str, ...] = (),
+    on_line: Callable[[str], None] | None = None,
+) -> dict:
+    """Push the images to `registry` (HOST[:PORT]/NAMESPACE) under their tag and the tags in
+    `also`; the record of what was pushed, each image with its registry digest.
+
+    `kinds`: default, every image built under the tag (the Mica image only where a contender
+    was given to `images build`)."""
+    registry = registry_mod.check_registry(registry)
+    image_tag = registry_mod.check_tag(suffix or images.tag(protocol))
+    tags = list(dict.fromkeys([image_tag, *(registry_mod.check_tag(t) for t in also)]))
+    if kinds is None:
+        kinds = built_kinds(client, protocol, suffix)
+        if not kinds:
+            raise UserError(
+                f"no image of micakit is built under the tag {image_tag}",
+                "build them first: `micakit images build` (scripts/build-images.sh in a "
+                "checkout), or name the tag they were built under with --tag",
+            )
+    pushed = {}
+    for kind in kinds:
+        local = images.ref(kind, protocol, suffix)
+        repository = f"{registry}/{images.NAMES[kind]}"
+        digest = registry_mod.push(client, local, repository, tags, on_line)
+        pushed[kind] = {
+            "local": local,
+            "image_id": client.api.inspect_image(local)["Id"],
+            "repository": repository,
+            "tags": tags,
+            "digest": digest,
+            "pinned": f"{repository}@{digest}",  # what rerun.sh and `docker pull` name
+        }
+    return {
+        "schema": images.PUSHED_SCHEMA,
+        "kit_version": __version__,
+        "protocol_sha256": protocol.sha256,
+        "registry": registry,
+        "images": pushed,
+    }

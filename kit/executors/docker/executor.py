@@ -12,7 +12,7 @@ import os
 import shutil
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import docker
@@ -22,7 +22,7 @@ import docker.types
 from kit import __version__
 from kit.errors import UserError
 from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
-from kit.executors.docker import connection, inventory
+from kit.executors.docker import connection, inventory, registry
 from kit.executors.docker.building import BUILD_FIX, image_exists
 from kit.executors.docker.building import image_id as engine_image_id
 from kit.executors.docker.containers import (
@@ -174,6 +174,21 @@ class DockerExecutor(Executor):
             "repo_digests": info.get("RepoDigests") or [],
             "size_bytes": info.get("Size"),
         }
+
+    def pull_image(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
+        if not registry.names_registry(ref):
+            return None  # a bare name would be looked for on Docker Hub: never guessed
+        if on_line is not None:
+            on_line(f"pulling {ref}")
+        return registry.pull(self.client, ref, on_line)
+
+    def runner_image(self) -> dict:
+        container = self.host_paths.container_id
+        if container is None:
+            return {}
+        # by id: the name the container was started with may name another image by now, and
+        # a resume in the same image under another name (tag or digest) is the same image
+        return self.image_info(self.client.api.inspect_container(container)["Image"])
 
     def drop_cache(self) -> None:
         """Remove this series' cache volume, once nothing will run in the series again."""
