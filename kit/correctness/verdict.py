@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.correctness import checks
+from kit.correctness import checks, curves
 from kit.correctness import methods as corr
 from kit.correctness.plan import TRAINING, CheckRun, CheckSpec, method_b_windows
 from kit.engine.engine import now
@@ -35,14 +35,14 @@ class Verdict:
 def curve(spec: CheckSpec, run: CheckRun, grammar: Grammar, stdout_log: Path) -> pd.DataFrame:
     """A run's evaluations (A) or every step's loss (B), through to the check's last step."""
     where = f"run {run.run_id} ({run.side} seed {run.seed})"
-    lines = corr.read_log_lines(stdout_log)
+    lines = curves.read_log_lines(stdout_log)
     if spec.method == "A":
-        df, what = corr.parse_eval_lines(lines, where=where), "evaluation"
+        df, what = curves.parse_eval_lines(lines, where=where), "evaluation"
     else:
         g = grammar
-        df, what = corr.parse_train_lines(lines, g.line_regex, g.step_prefix, where), "loss"
+        df, what = curves.parse_train_lines(lines, g.line_regex, g.step_prefix, where), "loss"
     if not len(df):
-        regex = corr.EVAL_LINE_REGEX if spec.method == "A" else grammar.line_regex
+        regex = curves.EVAL_LINE_REGEX if spec.method == "A" else grammar.line_regex
         raise UserError(f"{where} printed no {what} line (the grammar {regex!r})")
     last = int(df["step"].iloc[-1])
     if last != spec.steps:

@@ -22,8 +22,7 @@ from click.testing import CliRunner
 from kit.cli.correctness import correctness as correctness_cmd
 from kit.cli.correctness import parse_seeds
 from kit.cli.main import KitGroup
-from kit.correctness import checks, gate, nanogpt_config
-from kit.correctness import methods as correctness
+from kit.correctness import checks, curves, gate, nanogpt_config
 from kit.correctness import plan as checkplan
 from kit.engine import store
 from kit.errors import UserError
@@ -94,7 +93,7 @@ def argv_of(out: Path, record: dict) -> list[str]:
 
 
 def stdout_of(out: Path, record: dict) -> list[str]:
-    return correctness.read_log_lines(out / record["log_dir"] / "stdout.log")
+    return curves.read_log_lines(out / record["log_dir"] / "stdout.log")
 
 
 @pytest.fixture
