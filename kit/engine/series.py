@@ -314,8 +314,8 @@ class Series(Kind[PlannedRun]):
         label = f"run {run.run_id} {config.id}"
         batch = self.batches().get(config.model)
         spec = self.sides[config.side].spec(config, label, self.ctx, batch_size=batch)
-        # amendment 2: which libraries the loader opened, during the discarded run; a hang is
-        # stopped at the protocol's limits and fails like any other failure
+        # amendment 2: which libraries the loader opened, during the discarded run; a timed run
+        # past the protocol's whole-run limit fails like any other failure
         spec = dataclasses.replace(spec, trace_libraries=run.discarded, limit_s=self._limit_s(run))
         separate = extras.prepare(run.kind, spec, self.executor, log_dir)
         if separate.skip_reason:
