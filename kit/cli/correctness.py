@@ -23,6 +23,7 @@ from kit.cli import options
 from kit.cli.options import say
 from kit.correctness import checks
 from kit.correctness import methods as corr
+from kit.correctness import plan as checkplan
 from kit.correctness import run as checkrun
 from kit.engine import store
 from kit.engine.lock import LOCK
@@ -170,7 +171,7 @@ def _products(p: Protocol, o: dict[str, Any], products: Path | None) -> str | No
             f"(SHA-256 {want[:12]}…)",
             "name the program that series ran: a check runs the build it compares (7.1)",
         )
-    config = checkrun.make_spec(p, o).config(CONTENDER)
+    config = checkplan.make_spec(p, o).config(CONTENDER)
     if not (root / "work" / "products" / f"{config.slug}.products").is_file():
         raise UserError(
             f"{root} holds no products record for {config.id}",
@@ -186,7 +187,7 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
         raise UserError("give either --out (a new check) or --resume (an existing one)")
     if resume:
         rd = ResultsDir.open(Path(resume)).lock("a check")
-        if rd.manifest().get("kind") != checkrun.KIND:
+        if rd.manifest().get("kind") != checkplan.KIND:
             raise UserError(
                 f"{resume} is not a correctness check's results directory",
                 f"a series resumes with `micakit series --resume {resume}`",

@@ -306,9 +306,9 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
 
 
 def _check_statuses(results: Path, check_dirs: tuple[Path, ...]) -> dict[str, str]:
-    from kit.correctness import run as checkrun  # lazy: the correctness engine (start-up speed)
+    from kit.correctness import gate  # lazy: the check records and the protocol (start-up speed)
 
-    return checkrun.checks_for_series(results, list(check_dirs))
+    return gate.checks_for_series(results, list(check_dirs))
 
 
 def _tables(rd: ResultsDir, results: Path, checks=None, preview: bool | None = None):

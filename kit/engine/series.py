@@ -1,40 +1,35 @@
 """A series (§5): every configuration's discarded run, then the timed rounds, resumable.
 
-The engine is the same for every executor and side: it asks a side for a run's command, an
-executor to run it under the outside clock, judges the run from its stamped logs alone, and
-appends one record. A run's record is written only once the run has ended, so a series stopped
-at any point resumes with every finished run kept and only the unfinished one run again.
+The series is a plan of runs for the engine (`kit.engine.engine`), which starts, resumes, runs
+and records it as it does a correctness check. What is the series' own: its configurations and
+their rounds, a run's command from its side, its judgement by §5's window (and §6's separate
+records), out of memory that stops a configuration (amendment 8) and the batch that halves when
+no mode of a side holds it (amendment 5.1).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import platform
-import shutil
-import signal
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import __version__
 from kit.engine import separate as extras
-from kit.engine import store, versions
+from kit.engine import store
 from kit.engine.conditions import CardConditions
+from kit.engine.engine import Engine, Judged, Kind
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun, plan
 from kit.engine.store import ResultsDir
-from kit.errors import Interrupted, SeriesFailed, UserError
-from kit.executors.base import Executor
+from kit.errors import UserError
+from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.executors.docker import footprint
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import separate as sidetables
 from kit.sides.side import RunContext, Side
 
-RECORD_SCHEMA = 1
 # a run with one of these is never run again
 DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 SEPARATE = (PROFILE, GRAPH_BREAKS)
@@ -105,8 +100,10 @@ def configurations(
     return configs, not_measured
 
 
-class Series:
+class Series(Kind[PlannedRun]):
     """A series bound to its results directory, protocol, sides and executor."""
+
+    noun, command, stop_rule = "series", "series", "amendment 8.4"
 
     def __init__(
         self,
@@ -139,39 +136,28 @@ class Series:
             compiled = [c.id for c in self.configs if c.side == PYTORCH and c.variant != "eager"]
             separate = [(PROFILE, ids), (GRAPH_BREAKS, compiled)]
         self.order = plan(self.configs, runs, discarded, separate)
+        self.engine = Engine(rd, protocol, executor, self.order, self)
 
     # -- starting and resuming --------------------------------------------------------------
 
     def write_start(self, argv: list[str], options: dict[str, Any] | None = None) -> None:
-        """The protocol file, the plan, then the manifest, all before the first run (§3 rule 1).
-
-        The manifest comes last: a directory without one never started, and is started again.
-        """
+        """The protocol file, the families' rules, the plan, then the manifest (§3 rule 1)."""
+        beside = {}
+        families = self.protocol.beside(sidetables.FAMILIES)
+        if families.exists():
+            # §6: the rules file fixed before the first series travels with the results
+            beside[sidetables.FAMILIES] = families.read_text("utf-8")
+        plan_fields = {
+            "configurations": [c.to_json() for c in self.configs],
+            "primary": {c.id: self._primary(c) for c in self.configs},
+            "not_measured": self.not_measured,
+        }
         manifest = {
-            "schema": store.SCHEMA,
-            "kit_version": __version__,
-            "kit_commit": versions.kit_commit(),
-            "protocol_name": self.protocol.name,
-            "protocol_sha256": self.protocol.sha256,
-            "amendments_in_force": [a.number for a in self.protocol.amendments],
-            "command": argv,
-            "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "host": self.executor.host(),
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "executor": self.executor.name,
-            "executor_versions": self.executor.versions(),
             "series": dataclasses.asdict(self.spec),
             "options": options or {},
             "inputs_sha256": self.inputs_sha256(),
         }
-        self.rd.write_text(store.PROTOCOL, self.protocol.path.read_text("utf-8"))
-        families = self.protocol.beside(sidetables.FAMILIES)
-        if families.exists():
-            # §6: the rules file fixed before the first series travels with the results
-            self.rd.write_text(sidetables.FAMILIES, families.read_text("utf-8"))
-        self.rd.write_json(store.PLAN, self.plan_json())
-        self.rd.write_json(store.MANIFEST, manifest)
+        self.engine.write_start(argv, plan_fields, manifest, beside)
 
     def inputs_sha256(self) -> dict[str, str]:
         """Every file beside the protocol that the series reads, by name, with its SHA-256.
@@ -189,15 +175,6 @@ class Series:
                 out[name] = store.sha256_file(path)
         return out
 
-    def plan_json(self) -> dict:
-        return {
-            "schema": store.SCHEMA,
-            "configurations": [c.to_json() for c in self.configs],
-            "primary": {c.id: self._primary(c) for c in self.configs},
-            "not_measured": self.not_measured,
-            "order": [r.to_json() for r in self.order],
-        }
-
     def _primary(self, config: Config) -> bool:
         side = self.sides[config.side]
         variants = dict(side.variants(self.protocol, config.precision, self.spec.smoke))
@@ -205,80 +182,66 @@ class Series:
 
     def check_resume(self) -> None:
         """Resume only what this series was: same protocol file, same plan."""
-        manifest = self.rd.manifest()
-        if manifest["protocol_sha256"] != self.protocol.sha256:
-            raise UserError(
-                f"{self.rd.root} was measured under a protocol file with SHA-256 "
-                f"{manifest['protocol_sha256'][:12]}…, and {self.protocol.path} has "
-                f"{self.protocol.sha256[:12]}…: a series never changes protocol midway",
-                f"resume with the protocol it started under: --protocol "
-                f"{self.rd.root / store.PROTOCOL}",
-            )
-        saved = self.rd.read_json(store.PLAN)
-        if saved["order"] != [r.to_json() for r in self.order]:
-            raise UserError(
-                f"the planned runs of {self.rd.root} differ from what this kit plans now",
-                "resume with the kit version named in its manifest.json",
-            )
-        self.rd.check_raw_files()
+        self.engine.check_resume()
 
-    # -- running ------------------------------------------------------------------------
-
-    def latest_records(self) -> dict[int, dict]:
-        latest: dict[int, dict] = {}
-        for r in self.rd.records():
-            latest[r["run_id"]] = r
-        return latest
+    # -- running: what the engine asks of a series ------------------------------------------
 
     def run(self) -> None:
         """Run every planned run that has no finished record yet, in the planned order."""
-        self.rd.lock()  # one writer (kit.engine.lock); taken already where the CLI made it
-        self.hooks.planned(self.configs, self.order, self._done())
-        self.executor.sweep()
-        self._versions()
+        self.engine.run()
+
+    def planned(self, done: set[int]) -> None:
+        self.hooks.planned(self.configs, self.order, done)
+
+    def prepare(self) -> None:
+        self.engine.record_versions(self.card_info, self.sides, self.ctx, images=True)
         self._footprint()
-        with sigterm_as_interrupt():
-            while self._pass():
-                pass
 
     def _current(self, record: dict) -> bool:
         """A record counts only if it ran at its model's batch now in force (amendment 5.1)."""
         model = self.by_id[record["config"]].model
         return record.get("batch_size") == self.batches().get(model)
 
-    def _done(self) -> set[int]:
-        latest = self.latest_records()
-        return {i for i, r in latest.items() if r["status"] in DONE and self._current(r)}
+    def done(self, record: dict) -> bool:
+        return record["status"] in DONE and self._current(record)
 
-    def _pass(self) -> bool:
-        """One pass over the plan; True when a batch was halved and the plan must run again."""
-        latest = self.latest_records()
-        done = self._done()
-        stopped = {
-            r["config"]: r["run_id"]
+    def _stopped(self, latest: Mapping[int, dict]) -> set[str]:
+        """Amendment 8.1: the configurations that ran out of memory, which run no further."""
+        return {
+            r["config"]
             for r in latest.values()
             if r["status"] == timing.OOM and r.get("kind") not in SEPARATE and self._current(r)
         }
-        for position, planned in enumerate(self.order):
-            if planned.run_id in done:
-                continue
-            if planned.config in stopped:
-                continue  # amendment 8.1: out of memory runs no further
-            record = self._run_one(planned, position)
-            if record["status"] == timing.OOM and planned.kind not in SEPARATE:
-                stopped[planned.config] = planned.run_id
-                self.hooks.message(
-                    f"{planned.config}: out of memory in run {planned.run_id}; "
-                    "recorded, and the series goes on (amendment 8)"
-                )
-                if planned.discarded and self._halve_if_no_mode_fits(planned):
-                    return True
-            elif record["status"] == timing.FAILED:
-                raise SeriesFailed(
-                    self._failure_message(planned, record),
-                    f"fix the cause shown above, then `micakit series --resume {self.rd.root}`",
-                )
+
+    def passed_over(self, run: PlannedRun, latest: Mapping[int, dict]) -> bool:
+        return run.config in self._stopped(latest)
+
+    def after(self, run: PlannedRun, record: dict) -> bool:
+        """Amendment 8: out of memory is recorded and the series goes on; True when the batch
+        was halved and the plan must run again (amendment 5.1)."""
+        self.hooks.run_finished(run, record)
+        if record["status"] == timing.OOM and run.kind not in SEPARATE:
+            self.hooks.message(
+                f"{run.config}: out of memory in run {run.run_id}; "
+                "recorded, and the series goes on (amendment 8)"
+            )
+            return run.discarded and self._halve_if_no_mode_fits(run)
         return False
+
+    def slug(self, run: PlannedRun) -> str:
+        return self.by_id[run.config].slug
+
+    def title(self, run: PlannedRun) -> str:
+        return f"run {run.run_id} of {run.config}"
+
+    def head(self, run: PlannedRun) -> dict[str, Any]:
+        return {
+            "config": run.config,
+            "round": run.round,
+            "kind": run.kind,
+            "discarded": run.discarded,
+            "batch_size": self.batches().get(self.by_id[run.config].model),
+        }
 
     # -- amendment 5.1: a batch that no mode of a side can hold -------------------------------
 
@@ -296,7 +259,7 @@ class Series:
         model = self.protocol.model(config.model)
         if not model.halve_batch_when_no_mode_fits or config.precision != "float32":
             return False
-        latest = self.latest_records()
+        latest = self.engine.latest()
         for side in self.sides:
             ids = [
                 c.id
@@ -343,66 +306,41 @@ class Series:
             ratio = self.executor.footprint_ratio(found["contender"], found["pytorch"])
             self.rd.write_json("footprint/ratio.json", ratio)
 
-    def _versions(self) -> None:
-        """Rule 4: the versions, recorded before the first run and unchanged at every resume."""
-        scratch = self.rd.root / "work" / "versions"
-        path = self.rd.root / versions.VERSIONS
-        before = self.rd.read_json(versions.VERSIONS) if path.exists() else {}
-        found = versions.collect(
-            versions.kit_commit(),
-            self.card_info,
-            self.executor,
-            {
-                name: side.versions(self.ctx, scratch / name, before.get(name))
-                for name, side in self.sides.items()
-            },
-        )
-        images = {
-            name: self.executor.image_info(side.image)
-            for name, side in self.sides.items()
-            if side.image
-        }
-        runner = self.executor.runner_image()
-        if runner:
-            images["runner"] = runner  # the kit's own image, where it runs in one
-        if images:
-            found["images"] = images  # the images' ids and registry digests (rerun.sh)
-        shutil.rmtree(scratch, ignore_errors=True)
-        path = self.rd.root / versions.VERSIONS
-        if path.exists():
-            versions.check_unchanged(self.rd.read_json(versions.VERSIONS), found)
-        else:
-            self.rd.write_json(versions.VERSIONS, found)
+    def started(self, run: PlannedRun, position: int) -> None:
+        self.hooks.run_started(run, self.by_id[run.config], position, len(self.order))
 
-    def _run_one(self, planned: PlannedRun, position: int) -> dict:
-        config = self.by_id[planned.config]
-        side = self.sides[config.side]
-        label = f"run {planned.run_id} {config.id}"
+    def run_spec(self, run: PlannedRun, log_dir: Path) -> RunSpec | Judged:
+        config = self.by_id[run.config]
+        label = f"run {run.run_id} {config.id}"
         batch = self.batches().get(config.model)
-        spec = side.spec(config, label, self.ctx, batch_size=batch)
-        # amendment 2: which libraries the loader opened, during the discarded run; a hang is
-        # stopped at the protocol's limits and fails like any other failure
-        spec = dataclasses.replace(
-            spec,
-            trace_libraries=planned.discarded,
-            stall_s=self.protocol.timing.stall_s,
-            limit_s=self._limit_s(planned),
-        )
-        log_dir = self.rd.new_attempt_dir(planned.run_id, config.slug)
-        self.hooks.run_started(planned, config, position, len(self.order))
-        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        separate = extras.prepare(planned.kind, spec, self.executor, log_dir)
+        spec = self.sides[config.side].spec(config, label, self.ctx, batch_size=batch)
+        # amendment 2: which libraries the loader opened, during the discarded run; a timed run
+        # past the protocol's whole-run limit fails like any other failure
+        spec = dataclasses.replace(spec, trace_libraries=run.discarded, limit_s=self._limit_s(run))
+        separate = extras.prepare(run.kind, spec, self.executor, log_dir)
         if separate.skip_reason:
-            return self._record(planned, log_dir, started, None, separate.skip_reason)
-        spec = separate.spec
-        store.write_json(log_dir / "command.json", {"argv": list(spec.argv), "env": spec.env})
-        try:
-            with self.conditions.around(log_dir) if self.conditions else _nothing():
-                outcome = self.executor.run(spec, log_dir)
-            extra = extras.finish(planned.kind, spec, self.executor, log_dir, outcome)
-        except KeyboardInterrupt:
-            raise Interrupted(label) from None
-        return self._record(planned, log_dir, started, outcome, None, extra)
+            return self._judged(
+                timing.Outcome(extras.NOT_PROFILED, None, None, separate.skip_reason)
+            )
+        return separate.spec
+
+    def around(self, run: PlannedRun, log_dir: Path) -> AbstractContextManager[None]:
+        return self.conditions.around(log_dir) if self.conditions else nullcontext()
+
+    def judge(self, run: PlannedRun, spec: RunSpec, outcome: RunOutcome, log_dir: Path) -> Judged:
+        extra = extras.finish(run.kind, spec, self.executor, log_dir, outcome)
+        grammar = self.sides[self.by_id[run.config].side].grammar(self.protocol)
+        return self._judged(extras.judge(run.kind, outcome, grammar, self.protocol.timing), extra)
+
+    @staticmethod
+    def _judged(judged: timing.Outcome, extra: dict | None = None) -> Judged:
+        fields = {
+            "step_s": judged.step_s,
+            "own_step_s": judged.own_step_s,
+            "final_loss": judged.final_loss,
+            **(extra or {}),
+        }
+        return Judged(judged.status, judged.reason, fields)
 
     def _limit_s(self, planned: PlannedRun) -> float | None:
         """A timed run's whole-run limit: the protocol's factor times its configuration's
@@ -420,97 +358,8 @@ class Series:
                     return max(t.run_limit_factor * seconds, t.stall_s)
         return None
 
-    def _record(
-        self,
-        planned: PlannedRun,
-        log_dir: Path,
-        started: str,
-        outcome,
-        skip_reason: str | None,
-        extra: dict | None = None,
-    ) -> dict:
-        """Judge a run from its raw logs and append its record (the only write of a run)."""
-        config = self.by_id[planned.config]
-        side = self.sides[config.side]
-        if outcome is None:
-            judged = timing.Outcome(extras.NOT_PROFILED, None, None, skip_reason or "")
-        else:
-            judged = extras.judge(
-                planned.kind,
-                outcome,
-                side.grammar(self.protocol),
-                self.protocol.timing,
-            )
-        record = {
-            "schema": RECORD_SCHEMA,
-            "run_id": planned.run_id,
-            "config": planned.config,
-            "round": planned.round,
-            "kind": planned.kind,
-            "discarded": planned.discarded,
-            "batch_size": self.batches().get(config.model),
-            "log_dir": self.rd.rel(log_dir),
-            "started_utc": started,
-            "start_ns": outcome.start_ns if outcome else None,
-            "end_ns": outcome.end_ns if outcome else None,
-            "exit_code": outcome.exit_code if outcome else None,
-            "stopped": outcome.stopped if outcome else None,
-            "status": judged.status,
-            "reason": judged.reason,
-            "step_s": judged.step_s,
-            "own_step_s": judged.own_step_s,
-            "final_loss": judged.final_loss,
-            **(extra or {}),
-            "executor": self.executor.name,
-            "files": {
-                self.rd.rel(p): store.sha256_file(p)
-                for p in sorted(log_dir.rglob("*"))
-                if p.is_file()
-            },
-        }
-        self.rd.append_record(record)
-        self.hooks.run_finished(planned, record)
-        return record
-
-    def _failure_message(self, planned: PlannedRun, record: dict) -> str:
-        shown = timing.tail_block(self.rd.root / record["log_dir"])
-        return (
-            f"run {planned.run_id} of {planned.config} failed: {record['reason']} "
-            f"(exit code {record['exit_code']}); the series stops here (amendment 8.4).\n"
-            f"  the tail of its output ({record['log_dir']}):\n{shown}\n"
-            f"  every finished run is kept; once the cause is fixed, "
-            f"`micakit series --resume {self.rd.root}` runs this one again"
-        )
-
     def complete(self) -> bool:
-        latest = self.latest_records()
-        done = self._done()
-        stopped = {
-            r["config"]
-            for r in latest.values()
-            if r["status"] == timing.OOM and r.get("kind") not in SEPARATE and self._current(r)
-        }
+        latest = self.engine.latest()
+        done = {i for i, r in latest.items() if self.done(r)}
+        stopped = self._stopped(latest)
         return all(r.run_id in done or r.config in stopped for r in self.order)
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops a series the way Ctrl-C does: the unfinished run is rerun on resume."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (tests driving a series from a thread)
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -26,6 +26,7 @@ import pandas as pd
 from kit.engine import store
 from kit.engine.series import DONE
 from kit.engine.store import ResultsDir
+from kit.engine.tablefile import csv_text
 from kit.errors import UserError
 from kit.measure import timing
 from kit.protocol.load import Protocol
@@ -69,7 +70,7 @@ def merge(dirs: Sequence[Path], out: Path) -> list[Path]:
     protocol = store.load_protocol(sources[0].rd)
     table = release_table(sources, protocol)
     out.mkdir(parents=True, exist_ok=True)
-    store.write_atomic(out / RELEASE_CSV, table.to_csv(index=False, float_format="%.17g"))
+    store.write_atomic(out / RELEASE_CSV, csv_text(table))
     store.write_atomic(out / RELEASE_MD, release_markdown(sources, protocol, table))
     return [out / RELEASE_CSV, out / RELEASE_MD]
 

@@ -18,15 +18,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from kit.correctness.methods import (
-    CONTENDER,
-    PYTORCH,
-    STEP0_TOLERANCE,
-    STEP_TOLERANCE,
-    MethodAResult,
-    TrainCurve,
-    train_frame,
-)
+from kit.correctness.curves import CONTENDER, PYTORCH, TrainCurve, train_frame
+from kit.correctness.methods import STEP0_TOLERANCE, STEP_TOLERANCE, MethodAResult
 
 SIDE_LABELS = {PYTORCH: "PyTorch (nanoGPT)", CONTENDER: "Mica program"}
 SIDE_COLOURS = {PYTORCH: "Blues", CONTENDER: "Oranges"}  # one family of shades a side

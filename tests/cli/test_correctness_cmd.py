@@ -22,9 +22,8 @@ from click.testing import CliRunner
 from kit.cli.correctness import correctness as correctness_cmd
 from kit.cli.correctness import parse_seeds
 from kit.cli.main import KitGroup
-from kit.correctness import checks
-from kit.correctness import methods as correctness
-from kit.correctness import run as checkrun
+from kit.correctness import checks, curves, gate, nanogpt_config
+from kit.correctness import plan as checkplan
 from kit.engine import store
 from kit.errors import UserError
 from kit.protocol import load as protocol_mod
@@ -94,7 +93,7 @@ def argv_of(out: Path, record: dict) -> list[str]:
 
 
 def stdout_of(out: Path, record: dict) -> list[str]:
-    return correctness.read_log_lines(out / record["log_dir"] / "stdout.log")
+    return curves.read_log_lines(out / record["log_dir"] / "stdout.log")
 
 
 @pytest.fixture
@@ -148,7 +147,7 @@ def test_method_a_smoke_five_seeds_a_side_passes(tmp_path: Path, fakes):
     assert check.passed is True and check.seeds_per_side == 5 and check.contender_build == "mica"
     assert (out / "method_a.png").stat().st_size > 10_000
     table = (out / "tables" / "method_a.csv").read_text()
-    assert table.splitlines()[0].startswith("step,judged,pytorch_median")
+    assert table.splitlines()[0].startswith("schema_version,step,judged,pytorch_median")
     md = (out / "correctness.md").read_text()
     assert "| verdict | **passed** |" in md
     assert "Final losses at step 200: median and range" in md
@@ -380,7 +379,7 @@ def test_method_b_contender_apart_fails_at_its_step(tmp_path: Path, fakes):
 
 def test_method_b_gpt2_medium_window_scaled_with_the_verdict_beside():
     p = protocol_mod.load()
-    spec = checkrun.CheckSpec(
+    spec = checkplan.CheckSpec(
         method="B",
         model="gpt2-medium",
         precision="float32",
@@ -396,11 +395,11 @@ def test_method_b_gpt2_medium_window_scaled_with_the_verdict_beside():
         from_step=100,
     )
     # amendment 6: steps 1 to 100 judge, §7 B's 200 steps stand beside; a smoke check scales both
-    assert checkrun.method_b_windows(p, spec) == ((1, 10), (1, 20))
+    assert checkplan.method_b_windows(p, spec) == ((1, 10), (1, 20))
     full = dataclasses.replace(spec, steps=200, smoke=False)
-    assert checkrun.method_b_windows(p, full) == ((1, 100), (1, 200))
+    assert checkplan.method_b_windows(p, full) == ((1, 100), (1, 200))
     small = dataclasses.replace(full, model="gpt2-small")
-    assert checkrun.method_b_windows(p, small) == ((1, 200), None)
+    assert checkplan.method_b_windows(p, small) == ((1, 200), None)
 
 
 def test_init_weights_of_the_wrong_shape_are_refused(tmp_path: Path, fakes):
@@ -513,12 +512,12 @@ def test_nanogpt_config_reads_defaults_config_file_and_overrides(tmp_path: Path)
         "config_keys = [k for k in globals()]\nafter = 1\n"
     )
     (tmp_path / "cfg.py").write_text("batch_size = 64\nn_layer = 6\n")
-    cfg = checkrun.nanogpt_config(tmp_path, ["cfg.py", "--gradient_accumulation_steps=1"])
+    cfg = nanogpt_config.nanogpt_config(tmp_path, ["cfg.py", "--gradient_accumulation_steps=1"])
     assert cfg == {"batch_size": 64, "gradient_accumulation_steps": 1, "bias": False, "n_layer": 6}
     with pytest.raises(UserError, match="no setting 'after'"):
-        checkrun.nanogpt_config(tmp_path, ["--after=2"])
+        nanogpt_config.nanogpt_config(tmp_path, ["--after=2"])
     with pytest.raises(UserError, match="nanoGPT's bias is a bool"):
-        checkrun.nanogpt_config(tmp_path, ["--bias=1"])
+        nanogpt_config.nanogpt_config(tmp_path, ["--bias=1"])
 
 
 # -- the verdict gate ------------------------------------------------------------------------
@@ -533,10 +532,10 @@ def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_pa
         tmp_path, "cpu", protocol, smoke=True, models=["shakespeare-char"], precisions=["float32"]
     )
     key = "shakespeare-char/float32/mica"  # rule 6 is per build (amendment 4.2)
-    assert checkrun.checks_for_series(series, []) == {key: "correctness not checked"}
-    assert checkrun.checks_for_series(series, [a]) == {key: "method B not run on cpu"}
+    assert gate.checks_for_series(series, []) == {key: "correctness not checked"}
+    assert gate.checks_for_series(series, [a]) == {key: "method B not run on cpu"}
     assert invoke(*check_args(b, protocol, tree, "B")).exit_code == 0
-    assert checkrun.checks_for_series(series, [a, b]) == {key: "passed"}
+    assert gate.checks_for_series(series, [a, b]) == {key: "passed"}
     l4 = series_dir(
         tmp_path,
         "NVIDIA L4",
@@ -546,18 +545,18 @@ def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_pa
         precisions=["float32"],
     )
     # amendment 7.3: the families stand for every card; method B and one seed a side do not
-    assert checkrun.checks_for_series(l4, [a, b]) == {
+    assert gate.checks_for_series(l4, [a, b]) == {
         key: "method A's one seed a side not run on NVIDIA L4; method B not run on NVIDIA L4"
     }
     full = series_dir(tmp_path / "f", "cpu", protocol, models=["shakespeare-char"])
     with pytest.raises(UserError, match="is a smoke check, and the series is not alike"):
-        checkrun.checks_for_series(full, [a])
+        gate.checks_for_series(full, [a])
     other = write_protocol(tmp_path / "other.toml", runs=4)
     elsewhere = series_dir(tmp_path / "o", "cpu", other, smoke=True)
     with pytest.raises(UserError, match="ran under another protocol file"):
-        checkrun.checks_for_series(elsewhere, [a])
+        gate.checks_for_series(elsewhere, [a])
     with pytest.raises(UserError, match="not a correctness check's results directory"):
-        checkrun.checks_for_series(series, [series])
+        gate.checks_for_series(series, [series])
 
 
 @pytest.mark.slow
@@ -651,7 +650,8 @@ def test_real_nanogpt_method_b_smoke(tmp_path: Path):
     assert check.passed is True, check.reason
     rows = (out / "tables" / "method_b.csv").read_text().splitlines()
     step0 = rows[1].split(",")
-    assert float(step0[3]) <= 1e-5  # §7 B's step-0 rule, judged on every digit
+    assert rows[0].startswith("schema_version,") and step0[0] == "1"
+    assert float(step0[4]) <= 1e-5  # §7 B's step-0 rule, judged on every digit
     torch_run = records(out)[1]
     assert re.search(
         r"^iter 20: loss \d\.\d{10}, time ", "\n".join(stdout_of(out, torch_run)), re.M

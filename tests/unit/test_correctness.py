@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit.correctness import checks
+from kit.correctness import checks, curves
 from kit.correctness import methods as c
 from kit.engine import store
 from kit.errors import UserError
@@ -259,7 +259,7 @@ def test_a_side_without_curves():
 
 def test_parse_nanogpt_eval_lines():
     lines = (FIXTURES / "nanogpt_stdout.txt").read_text().splitlines()
-    df = c.parse_eval_lines(lines)
+    df = curves.parse_eval_lines(lines)
     assert list(df.columns) == ["step", "train_loss", "val_loss"]
     assert df["step"].tolist() == [0, 4, 8, 12]
     assert df.iloc[0].tolist() == [0, 4.1740, 4.1747]
@@ -267,13 +267,13 @@ def test_parse_nanogpt_eval_lines():
 
 def test_parse_contender_eval_lines_beside_its_step_lines():
     lines = (FIXTURES / "contender_stdout.txt").read_text().splitlines()
-    df = c.parse_eval_lines(lines)
+    df = curves.parse_eval_lines(lines)
     assert df["step"].tolist() == [0, 4, 8, 12]
     assert df["val_loss"].iloc[-1] == 4.1842
 
 
 def test_parse_train_lines_of_both_sides():
-    nano = c.parse_train_lines(
+    nano = curves.parse_train_lines(
         (FIXTURES / "nanogpt_stdout.txt").read_text().splitlines(),
         P.pytorch.line_regex,
         P.pytorch.step_prefix,
@@ -281,7 +281,7 @@ def test_parse_train_lines_of_both_sides():
     assert nano["step"].tolist() == list(range(13))
     assert nano["loss"].iloc[0] == 4.1761
     assert nano["loss_resolution"].iloc[0] == pytest.approx(1e-4)  # nanoGPT prints .4f
-    mica = c.parse_train_lines(
+    mica = curves.parse_train_lines(
         (FIXTURES / "contender_stdout.txt").read_text().splitlines(),
         P.contender.line_regex,
         P.contender.step_prefix,
@@ -292,14 +292,16 @@ def test_parse_train_lines_of_both_sides():
 
 
 def test_parse_keeps_nan_and_refuses_broken_lines():
-    df = c.parse_eval_lines(["step 0: train loss nan, val loss nan"])
+    df = curves.parse_eval_lines(["step 0: train loss nan, val loss nan"])
     assert np.isnan(df["val_loss"].iloc[0])
     with pytest.raises(UserError, match="line 2 starts like a loss line but breaks the grammar"):
-        c.parse_eval_lines(["step 0: train loss 4.1, val loss 4.2", "step 250: train loss 3.0"])
+        curves.parse_eval_lines(
+            ["step 0: train loss 4.1, val loss 4.2", "step 250: train loss 3.0"]
+        )
     with pytest.raises(UserError, match="the val loss 'x4' at step 0 is not a number"):
-        c.parse_eval_lines(["step 0: train loss 4.1, val loss x4"])
+        curves.parse_eval_lines(["step 0: train loss 4.1, val loss x4"])
     with pytest.raises(UserError, match="step 0 comes after step 250"):
-        c.parse_eval_lines(
+        curves.parse_eval_lines(
             ["step 250: train loss 4.1, val loss 4.2", "step 0: train loss 4.1, val loss 4.2"]
         )
 
@@ -309,9 +311,9 @@ def test_read_stamped_log(tmp_path: Path):
     log.write_bytes(
         b"100 step 0: train loss 4.1740, val loss 4.1747\n200 iter 0: loss 4.1761, time 1ms, mfu 0%\n"
     )
-    assert c.parse_eval_lines(c.read_log_lines(log))["step"].tolist() == [0]
+    assert curves.parse_eval_lines(curves.read_log_lines(log))["step"].tolist() == [0]
     with pytest.raises(UserError, match="cannot read the log"):
-        c.read_log_lines(tmp_path / "absent.log")
+        curves.read_log_lines(tmp_path / "absent.log")
 
 
 # -- method B -------------------------------------------------------------------------------
@@ -436,10 +438,10 @@ def test_method_b_steps_out_of_order():
 def test_method_b_refuses_losses_printed_too_coarsely():
     # nanoGPT prints `.4f`: at M1's step-0 loss near 4.17 that is 2.4e-5 relative, coarser than
     # a tenth of the 1e-5 rule, so step 0 cannot be judged from those digits
-    nano = c.parse_train_lines(
+    nano = curves.parse_train_lines(
         (FIXTURES / "nanogpt_stdout.txt").read_text().splitlines(), P.pytorch.line_regex
     )
-    mica = c.parse_train_lines(
+    mica = curves.parse_train_lines(
         (FIXTURES / "contender_stdout.txt").read_text().splitlines(), P.contender.line_regex
     )
     with pytest.raises(

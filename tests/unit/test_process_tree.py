@@ -96,7 +96,7 @@ def test_what_a_finished_wrapper_leaves_in_its_group_is_ended(tmp_path):
 KIT = """
 import sys
 from pathlib import Path
-from kit.engine.series import sigterm_as_interrupt
+from kit.engine.engine import sigterm_as_interrupt
 from kit.executors.base import RunSpec
 from kit.executors.local import LocalExecutor
 with sigterm_as_interrupt():

@@ -292,13 +292,11 @@ def test_real_train_py_resumes_from_the_shared_start(tmp_path: Path):
         text=True,
         check=True,
     ).stdout
-    from kit.correctness import methods as correctness
+    from kit.correctness import curves
     from kit.protocol import load as protocol
 
     p = protocol.load()
-    curve = correctness.parse_train_lines(
-        out.splitlines(), p.pytorch.line_regex, p.pytorch.step_prefix
-    )
+    curve = curves.parse_train_lines(out.splitlines(), p.pytorch.line_regex, p.pytorch.step_prefix)
     assert curve["step"].tolist() == [0, 1, 2, 3]
 
     sys.path.insert(0, str(run))

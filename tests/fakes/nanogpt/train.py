@@ -20,7 +20,7 @@ import fakelib  # noqa: E402
 PATCH_KEYS = ("compile_mode", "seed", "allow_tf32", "batch_order")
 
 # nanoGPT's defaults, laid out as its train.py lays them out: the kit reads the literal
-# assignments before `config_keys` for §7 B's shared start (kit.correctness.run.nanogpt_config).
+# assignments before `config_keys` for §7 B's shared start (kit.correctness.nanogpt_config).
 # Unlike nanoGPT's, gradient accumulation is 1 here, as the fake config file sets nothing.
 n_layer = 12
 n_head = 12
