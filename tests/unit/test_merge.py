@@ -71,7 +71,7 @@ def test_release_holds_every_rows_recomputed_in_order_with_its_source(made, tmp_
     written = merge.merge([made["f16"], made["f32"]], out)
     assert written == [out / "release.csv", out / "release.md"]
     table = pd.read_csv(out / "release.csv", keep_default_na=False, na_values=[""])
-    assert list(table.columns[:4]) == ["source", "card", "model", "precision"]
+    assert list(table.columns[:5]) == ["schema_version", "source", "card", "model", "precision"]
     assert list(zip(table["precision"], table["contender_build"], table["source"])) == [
         ("float32", "mica", str(made["f32"])),
         ("float16", "mica-half-intermediates", str(made["f16"])),
