@@ -20,10 +20,12 @@ import zipapp
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from kit.executors.docker import building as dockerapi
 from kit.executors.docker import registry as registry_mod
+from kit.executors.docker.containers import LABEL_RUN
 from tests.conftest import FAKES, ROOT, TEXT_INPUT, records
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -147,6 +149,73 @@ def test_what_cannot_be_pushed_is_the_users_to_fix(client, built):
     assert "cannot push 127.0.0.1:1/none/micakit-mica" in unreachable.stderr
     assert "fix: check the registry's address" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
+
+
+def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_protocol, tmp_path):
+    """`docker kill` of the runner container, whose PID 1 is the kit: its watchdog dies with
+    it, but the measured container shares its process namespace, so the measured program ends
+    at once too and nothing keeps training on the card."""
+    tag, program = built
+    sock = "/var/run/docker.sock"
+    (tmp_path / "results").mkdir()
+    fake = {"step_ms": {"*": 200.0}}  # a run of tens of seconds
+    before = {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL_RUN})}
+    runner = client.containers.create(
+        f"micakit:{tag}",
+        [
+            *("series", "--out", "/results/killed"),
+            *("--protocol", f"/inputs/protocol/{fast_protocol.name}"),
+            *("--device", "cpu", "--executor", "docker", "--no-pytorch"),
+            *("--contender", f"/inputs/contender/{program.name}"),
+            *("--mica-image", f"micakit-mica:{tag}"),
+            *("--model", "shakespeare-char", "--precision", "float32"),
+            *("--input", f"/inputs/text/{TEXT_INPUT.name}"),
+            *("--env", f"MICAKIT_FAKE={json.dumps(fake)}"),
+        ],
+        volumes={
+            sock: {"bind": sock, "mode": "rw"},
+            str(tmp_path / "results"): {"bind": "/results", "mode": "rw"},
+            str(fast_protocol.parent): {"bind": "/inputs/protocol", "mode": "ro"},
+            str(program.parent): {"bind": "/inputs/contender", "mode": "ro"},
+            str(TEXT_INPUT.parent): {"bind": "/inputs/text", "mode": "ro"},
+        },
+        user=f"{os.getuid()}:{os.getgid()}",
+        group_add=[str(os.stat(sock).st_gid)],
+    )
+    measured: list[str] = []
+    try:
+        runner.start()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not measured:
+            runner.reload()
+            assert runner.status == "running", runner.logs().decode()[-3000:]
+            # a timed run under way (the version probe's short container came and went first)
+            if list((tmp_path / "results" / "killed").glob("runs/*/attempt-1/stdout.log")):
+                measured = [
+                    c["Id"]
+                    for c in client.api.containers(filters={"label": LABEL_RUN})
+                    if c["Id"] not in before
+                ]
+            time.sleep(0.5)
+        assert measured, "no measured container came up"
+        info = client.api.inspect_container(measured[-1])
+        assert info["HostConfig"]["PidMode"] == f"container:{runner.id}"
+        time.sleep(1.0)  # in the middle of the run
+        runner.kill()
+        killed = time.monotonic()
+        while time.monotonic() - killed < 10.0:
+            state = client.api.inspect_container(measured[-1])["State"]
+            if not state["Running"]:
+                break
+            time.sleep(0.2)
+        assert not state["Running"], "the measured program outlived the runner container"
+    finally:
+        runner.remove(force=True)
+        for cid in measured:  # what the next start's sweep would remove
+            try:
+                client.api.remove_container(cid, force=True)
+            except docker.errors.NotFound:
+                pass
 
 
 def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(

@@ -225,6 +225,14 @@ class DockerExecutor(Executor):
             env.setdefault("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
         as_user, limits = contained()
         env = {**CONTAINED_ENV, **env}
+        own = self.host_paths.container_id
+        if own is not None:
+            # the kit runs in a container (the `micakit` image): the run joins its process
+            # namespace, so that container's end, however it comes (`docker kill`, its PID 1
+            # killed), ends the measured program at once, as the watchdog cannot outlive it.
+            # Docker's init is then no PID 1, and reaps as a subreaper instead
+            limits = {**limits, "pid_mode": f"container:{own}"}
+            env["TINI_SUBREAPER"] = "1"
         host_config = api.create_host_config(
             mounts=mounts,
             device_requests=device_requests(spec.gpu),
