@@ -16,6 +16,7 @@ from rich.console import Console
 from kit.cli import progress
 from kit.engine import store
 from kit.engine.conditions import CardConditions
+from kit.engine.options import SeriesOptions, SideInputs
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import Series, SeriesSpec
 from kit.engine.store import ResultsDir
@@ -41,20 +42,20 @@ def executor(name: str | None, host: str | None = None) -> Executor:
         return LocalExecutor()
 
 
-def _card(o: dict[str, Any]) -> tuple[dict, CardConditions | None, str | None]:
+def _card(o: SeriesOptions) -> tuple[dict, CardConditions | None, str | None]:
     """The card's record, its conditions around every run (§5), and the Docker device request."""
-    if o["device"] == "cpu":
+    if o.device == "cpu":
         return {"name": "cpu"}, None, None
     from kit.telemetry import nvml
 
-    card = nvml.open_card(o.get("gpu") or 0)
+    card = nvml.open_card(o.gpu or 0)
     info = card.info().to_dict()
-    conditions = CardConditions(card, o.get("idle_timeout_s", 60.0), bool(o.get("refuse_busy")))
+    conditions = CardConditions(card, o.idle_timeout_s, o.refuse_busy)
     # the container sees the same card the host's NVML reads
     return info, conditions, str(info["uuid"])
 
 
-def resolve(options: dict[str, Any]) -> dict[str, Any]:
+def resolve(options: dict[str, Any]) -> SeriesOptions:
     """The options of a new series, made absolute and complete, as the manifest keeps them."""
     p = protocol_mod.load(options.get("protocol_path"))
     smoke = bool(options.get("smoke"))
@@ -83,36 +84,32 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
     out = options.get("out")
     if not out:
         raise UserError("a new series needs --out DIR", "e.g. --out results/my-series")
-    return {
-        "protocol": str(p.path),
-        "out": str(Path(out).resolve()),
-        "smoke": smoke,
-        "device": device,
-        "models": models,
-        "precisions": precisions,
-        "sides": sides,
-        "contender": str(contender) if contender else None,
-        "nanogpt": _absolute(options.get("nanogpt")),
+    return SeriesOptions(
+        protocol=str(p.path),
+        out=str(Path(out).resolve()),
+        smoke=smoke,
+        device=device,
+        models=tuple(models),
+        precisions=tuple(precisions),
+        sides=tuple(sides),
+        contender=str(contender) if contender else None,
+        nanogpt=_absolute(options.get("nanogpt")),
         # the series' own folder by default: every executor can mount it, the runner image's
         # included, and the data every run read stays with the results
-        "data_dir": str(Path(options.get("data_dir") or Path(out) / "work" / "data").resolve()),
-        "input": str(Path(options["input"]).resolve()) if options.get("input") else None,
-        "tiktoken_files": (
-            str(Path(options["tiktoken_files"]).resolve())
-            if options.get("tiktoken_files")
-            else None
-        ),
-        "executor": options.get("executor"),
-        "env": _env_pairs(options.get("env") or ()),
-        "docker_host": options.get("docker_host"),
-        "pytorch_image": options.get("pytorch_image"),
-        "mica_image": options.get("mica_image"),
-        "gpu": options.get("gpu"),
-        "refuse_busy": bool(options.get("refuse_busy")),
-        "idle_timeout_s": float(options.get("idle_timeout") or 60.0),
+        data_dir=str(Path(options.get("data_dir") or Path(out) / "work" / "data").resolve()),
+        input=_absolute(options.get("input")),
+        tiktoken_files=_absolute(options.get("tiktoken_files")),
+        executor=options.get("executor"),
+        env=_env_pairs(options.get("env") or ()),
+        docker_host=options.get("docker_host"),
+        pytorch_image=options.get("pytorch_image"),
+        mica_image=options.get("mica_image"),
+        gpu=options.get("gpu"),
+        refuse_busy=bool(options.get("refuse_busy")),
+        idle_timeout_s=float(options.get("idle_timeout") or 60.0),
         # rule 9: a torch other than the protocol's pin runs only when asked, as preparation
-        "allow_torch": bool(options.get("allow_torch")),
-    }
+        allow_torch=bool(options.get("allow_torch")),
+    )
 
 
 def _env_pairs(items: tuple[str, ...]) -> dict[str, str]:
@@ -141,7 +138,7 @@ def _absolute(path: Path | str | None) -> str | None:
 
 def build_sides(
     p: protocol_mod.Protocol,
-    o: dict[str, Any],
+    o: SideInputs,
     work: Path,
     ex: Executor,
     say: Callable[[str], None] | None = None,
@@ -153,17 +150,18 @@ def build_sides(
 
     sides: list[Side] = []
     docker = ex.uses_images  # each side from its measured image (§8)
-    if PYTORCH in o["sides"]:
+    if PYTORCH in o.sides:
         ws = workspace.prepare(p, o, work / "nanogpt")
         if docker:
             image = _image(ex, "pytorch", p, o, say)
-            sides.append(PyTorchSide(ws, "python", image, allow_torch=o.get("allow_torch", False)))
+            sides.append(PyTorchSide(ws, "python", image, allow_torch=o.allow_torch))
         else:
-            python = o.get("python") or _python()
-            sides.append(PyTorchSide(ws, python, allow_torch=o.get("allow_torch", False)))
-    if CONTENDER in o["sides"]:
+            sides.append(PyTorchSide(ws, o.python or _python(), allow_torch=o.allow_torch))
+    if CONTENDER in o.sides:
         data = workspace.datasets(p, o)
-        program = Path(o["contender"])
+        if not o.contender:
+            raise UserError("the contender's side runs with --contender PATH, and none was named")
+        program = Path(o.contender)
         if docker:
             image = _image(ex, "mica", p, o, say)
             inside = f"{images.MICA_PROGRAM_DIR}/{program.name}"
@@ -177,13 +175,13 @@ def _image(
     ex: Executor,
     kind: str,
     p: protocol_mod.Protocol,
-    o: dict[str, Any],
+    o: SideInputs,
     say: Callable[[str], None] | None = None,
 ) -> str:
     """The measured image of a side, which must exist; its id is recorded with the versions."""
     from kit.executors.docker import images
 
-    ref = o.get(f"{kind}_image") or images.ref(kind, p)
+    ref = (o.pytorch_image if kind == "pytorch" else o.mica_image) or images.ref(kind, p)
     # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
     # `docker run` does
     if ex.image_id(ref) is None and ex.pull_image(ref, say) is None:
@@ -210,36 +208,36 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     if resume:
         # one writer per results directory, from before anything in it is read or written
         rd = ResultsDir.open(Path(resume)).lock()
-        o = rd.manifest()["options"]
+        o = SeriesOptions.from_json(rd.manifest()["options"])
         # the protocol file: the one named now, else the series' own copy; hashes must agree
         p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
     else:
         o = resolve(options)
-        p = protocol_mod.load(Path(o["protocol"]))
-    ex = executor(o["executor"], o.get("docker_host"))
-    ex.use_series(_series_id(Path(o["out"])))
+        p = protocol_mod.load(Path(o.protocol))
+    ex = executor(o.executor, o.docker_host)
+    ex.use_series(_series_id(Path(o.out)))
     card_info, conditions, gpu = _card(o)
     if not resume:
-        rd = ResultsDir.create(Path(o["out"]))
+        rd = ResultsDir.create(Path(o.out))
     cc = card_info.get("compute_capability")
     spec = SeriesSpec(
-        models=tuple(o["models"]),
-        precisions=tuple(o["precisions"]),
-        device=o["device"],
+        models=o.models,
+        precisions=o.precisions,
+        device=o.device,
         card=card_info["name"],
         compute_capability=float(f"{cc[0]}.{cc[1]}") if cc else None,
-        smoke=o["smoke"],
-        sides=tuple(o["sides"]),
-        extra={"contender": o["contender"] or "none given"},
+        smoke=o.smoke,
+        sides=o.sides,
+        extra={"contender": o.contender or "none given"},
     )
     work = rd.root / "work"
-    ctx = RunContext(p, ex, o["device"], gpu, work, smoke=o["smoke"], env=o.get("env") or {})
+    ctx = RunContext(p, ex, o.device, gpu, work, smoke=o.smoke, env=dict(o.env))
     hooks = progress.make(console)
     s = Series(
         rd,
         p,
         spec,
-        build_sides(p, o, work, ex, hooks.message),
+        build_sides(p, o.inputs(), work, ex, hooks.message),
         ex,
         ctx,
         hooks,
@@ -249,5 +247,5 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     if resume:
         s.check_resume()
     else:
-        s.write_start(argv, o)
+        s.write_start(argv, o.to_json())
     return s, hooks

@@ -27,6 +27,7 @@ from kit.correctness import plan as checkplan
 from kit.correctness import run as checkrun
 from kit.engine import store
 from kit.engine.lock import LOCK
+from kit.engine.options import SideInputs
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import ADJUSTMENTS
 from kit.engine.store import ResultsDir
@@ -211,7 +212,7 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
     if ex.name == "docker":  # the cache volume of Inductor and the driver, kept across resumes
         digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
         ex.use_series(f"{rd.root.name}-{digest}")
-    sides = assemble_mod.build_sides(p, o, rd.root / "work", ex)
+    sides = assemble_mod.build_sides(p, SideInputs.of(o), rd.root / "work", ex)
     runner = checkrun.CheckRunner(rd, p, o, {s.name: s for s in sides}, ex, say)
     if resume:
         runner.check_resume()

@@ -17,9 +17,9 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 from kit.engine import store
+from kit.engine.options import SideInputs
 from kit.errors import UserError
 from kit.protocol.load import Protocol
 from kit.sides import data as data_mod
@@ -38,13 +38,13 @@ def source(p: Protocol, checkout: str | None) -> Path:
     )
 
 
-def datasets(p: Protocol, o: dict[str, Any]) -> Path:
+def datasets(p: Protocol, o: SideInputs) -> Path:
     """The datasets the series' models need, prepared once into the kit's data cache."""
-    root = Path(o["data_dir"])
-    needed = {p.model(m).dataset for m in o["models"]}
+    root = Path(o.data_dir)
+    needed = {p.model(m).dataset for m in o.models}
     input_path = data_mod.fetch_input(
         cache_dir() / "input",
-        Path(o["input"]) if o.get("input") else None,
+        Path(o.input) if o.input else None,
         expected_sha256=p.data.input_sha256,
         url=p.data.input_url,
     )
@@ -55,7 +55,7 @@ def datasets(p: Protocol, o: dict[str, Any]) -> Path:
     if data_mod.BPE_DATASET in needed:
         encoding = data_mod.gpt2_encoding(
             cache_dir() / "tiktoken",
-            Path(o["tiktoken_files"]) if o.get("tiktoken_files") else None,
+            Path(o.tiktoken_files) if o.tiktoken_files else None,
         )
         data_mod.prepare_bpe(
             input_path, root / data_mod.BPE_DATASET, encoding, input_sha256=p.data.input_sha256
@@ -66,22 +66,22 @@ def datasets(p: Protocol, o: dict[str, Any]) -> Path:
     return root
 
 
-def prepare(p: Protocol, o: dict[str, Any], dest: Path) -> Path:
+def prepare(p: Protocol, o: SideInputs, dest: Path) -> Path:
     """Write (or, on resume, check) the two trees and the data under `dest`; returns `dest`."""
     record = dest / "workspace.json"
     if record.exists():
         _check_unchanged(dest, json.loads(record.read_text()))
         return dest
-    src = source(p, o.get("nanogpt"))
+    src = source(p, o.nanogpt)
     data_root = datasets(p, o)
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     nanogpt.copy_run_files(src, tmp / SHIPPED)
     patch.apply_patch(src, p.beside(p.nanogpt.patch), tmp / PATCHED)
-    for dataset in sorted({p.model(m).dataset for m in o["models"]}):
+    for dataset in sorted({p.model(m).dataset for m in o.models}):
         shutil.copytree(data_root / dataset, tmp / "data" / dataset)
     for tree in (SHIPPED, PATCHED):
-        for m in o["models"]:
+        for m in o.models:
             config = p.model(m).config
             if not (tmp / tree / config).exists():
                 # a config file of the kit's own (M2's), beside the protocol file (amendment 4.4)

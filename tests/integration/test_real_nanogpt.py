@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kit.engine.options import SideInputs
 from kit.engine.scheduler import Config
 from kit.executors.local import LocalExecutor
 from kit.measure.clock import read_stamped
@@ -31,13 +32,14 @@ pytestmark = [
 @pytest.mark.parametrize("mode", ["eager", "default", "reduce-overhead", "max-autotune"])
 def test_twenty_cpu_steps_in_each_mode(tmp_path: Path, mode: str):
     p = protocol_mod.load()
-    options = {
-        "models": ["shakespeare-char"],
-        "nanogpt": NANOGPT,
-        "input": str(REAL_INPUT),
-        "data_dir": str(tmp_path / "data"),
-    }
-    ws = workspace.prepare(p, options, tmp_path / "nanogpt")
+    inputs = SideInputs(
+        sides=("pytorch",),
+        models=("shakespeare-char",),
+        data_dir=str(tmp_path / "data"),
+        nanogpt=NANOGPT,
+        input=str(REAL_INPUT),
+    )
+    ws = workspace.prepare(p, inputs, tmp_path / "nanogpt")
     ex = LocalExecutor()
     ctx = RunContext(p, ex, "cpu", None, tmp_path / "work", smoke=True)
     side = PyTorchSide(ws, python=os.environ.get("PYTHON", "python3"))
