@@ -119,7 +119,7 @@ def test_report_html_is_self_contained_and_keeps_the_reports_words(tmp_path, cli
     # the plots, embedded and as files, each caption naming raw files it came from
     imgs = [a["src"] for t, a in page.tags if t == "img"]
     files = sorted((out / "plots").glob("*.png"))
-    assert {p.name.split(".")[0] for p in files} == {"step-times", "loss"}
+    assert {p.name.split(".")[0] for p in files} == {"step-times", "compile-costs", "loss"}
     assert sorted(base64.b64decode(s.split(",", 1)[1]) for s in imgs) == sorted(
         p.read_bytes() for p in files
     )
@@ -128,6 +128,18 @@ def test_report_html_is_self_contained_and_keeps_the_reports_words(tmp_path, cli
         assert "stdout.log" in caption and M1_SIZE in caption
         # §9: the verdict words belong to D1's table; a caption never uses them
         assert not any(w in caption.lower().split() for w in VERDICT_WORDS), caption
+    # the summary first, the metadata folded, the versions a table in words
+    assert text.index('id="summary"') < text.index('<details id="metadata">')
+    assert "<summary>How this series was run: metadata and versions</summary>" in text
+    assert "&lt;details" not in text and "<td>nanoGPT commit</td>" in text
+    # what compiling costs: a table in report.md, the plot in the page, from the stamps
+    md = (out / "report.md").read_text()
+    costs = md.split("## What compiling costs")[1].split("\n## ")[0]
+    assert "| configuration" in costs and "break-even against eager (steps)" in costs
+    assert "eager is the reference" in costs
+    assert 'id="compile-costs.cpu.shakespeare-char.float32"' in text
+    # plot titles are short: the model's sentence and the labels stand in the captions
+    assert all(len(a["alt"]) < 400 for t, a in page.tags if t == "img")
     # a CPU series has no card samples, and says so
     assert "This is a CPU series: no card was sampled" in text
     # rerun.sh's commands are on the page
