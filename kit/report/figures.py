@@ -304,7 +304,7 @@ def compile_costs_png(rows: list[CompileCost], title: str) -> bytes:
     ys = list(range(len(rows) - 1, -1, -1))
     looks = styles([(PYTORCH, r.variant) for r in rows])
     finite = [r.break_even_steps for r in rows if r.break_even_steps not in (None, math.inf)]
-    far = max([float(x) for x in finite if x is not None] or [1.0])
+    far = max([float(x) for x in finite if x is not None] + [1.0])  # an axis, even at 0
     for y, r, look in zip(ys, rows, looks):
         left.hlines(y, r.min_s, r.max_s, color=look.colour, linewidth=9, alpha=0.3)
         left.plot([r.median_s], [y], look.marker, color=look.colour, markersize=8, zorder=4)

@@ -318,7 +318,8 @@ def compile_cost_section(ctx: Context) -> Section:
     costs = ctx.t.compile_costs
     publication = dict(zip(ctx.t.configurations["config"], ctx.t.configurations["publication"]))
     # rule 6: a withheld mode's warm-up is not drawn either (the report says why, once)
-    costs = costs[[not str(publication.get(c, "")).startswith("withheld") for c in costs["config"]]]
+    withheld = costs["config"].map(lambda c: str(publication.get(c, "")).startswith("withheld"))
+    costs = costs[~withheld.astype(bool)]
     start = ctx.protocol.timing.window[0]
     out = []
     for group in _groups(ctx):

@@ -181,7 +181,7 @@ def compile_cost_lines(rd: ResultsDir, t, protocol) -> list[str]:
     publication = dict(zip(t.configurations["config"], t.configurations["publication"]))
     why = [str(publication.get(c, "")) for c in costs["config"]]
     order = {c: i for i, c in enumerate(t.configurations["config"])}  # eager first, as planned
-    shown = costs[[not w.startswith("withheld") for w in why]]
+    shown = costs[[not w.startswith("withheld") for w in why]] if why else costs
     shown = shown.sort_values("config", key=lambda x: x.map(order))
     withheld = pd.Series([w for w in why if w.startswith("withheld")], dtype=str).value_counts()
     if not shown.empty:
