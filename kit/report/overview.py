@@ -31,7 +31,7 @@ VERSION_WORDS = {
     "cuda_driver_version": "CUDA version of the driver",
     "uuid": "card UUID",
     "python": "Python",
-    "torch": "PyTorch (torch)",
+    "torch": "torch",  # the package; "PyTorch" names a configuration (§9)
     "triton": "Triton",
     "cudnn": "cuDNN",
     "numpy": "NumPy",
@@ -43,6 +43,10 @@ VERSION_WORDS = {
 def _said(r: pd.Series) -> str:
     """The summary's verdict cell: D1's verdict, or "no verdict" with the state or reason."""
     state = str(r["contender_state"])
+    word = state.split(":")[0]
+    if word in (states.State.VOID, states.State.FAILED):
+        # its reason quotes clock readings: said once, in the configurations' table
+        return f"no verdict: {word} (why: the configurations below)"
     if state != states.State.COMPLETE.value:
         return f"no verdict: {state}"
     if r["publication"] == states.PREVIEW:
