@@ -221,6 +221,7 @@ SEPARATE = {
         "nsys-stats/stdout.log",
     ),  # §6: the kernel table as nsys printed it
     render.GRAPH_BREAKS: ("graph-breaks", "stderr.log"),  # §6: TORCH_LOGS' output
+    overview.WARMUP: ("timed", "stdout.log"),  # the stamps a warm-up is computed from
     "libnvrtc opened": ("discarded", "ld_debug/"),  # amendment 2: the loader's own log
 }
 RAW_FILES = (

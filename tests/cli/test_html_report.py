@@ -138,6 +138,8 @@ def test_report_html_is_self_contained_and_keeps_the_reports_words(tmp_path, cli
     assert "| configuration" in costs and "break-even against eager (steps)" in costs
     assert "eager is the reference" in costs
     assert 'id="compile-costs.cpu.shakespeare-char.float32"' in text
+    costs_html = text.split("What compiling costs</h2>")[1].split("<h2")[0]
+    assert "raw logs" in costs_html and "/stdout.log" in costs_html
     # plot titles are short: the model's sentence and the labels stand in the captions
     assert all(len(a["alt"]) < 400 for t, a in page.tags if t == "img")
     # a CPU series has no card samples, and says so
