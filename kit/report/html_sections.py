@@ -134,7 +134,7 @@ def _conditions_words(ctx: Context) -> list[Piece]:
 
 
 def step_time_section(ctx: Context) -> Section:
-    out = []
+    out, said = [], []
     for group in _groups(ctx):
         title, g = group.title, group.configs
         rows: list[figures.StepTimeRow] = []
@@ -151,6 +151,9 @@ def step_time_section(ctx: Context) -> Section:
             rows.append(figures.StepTimeRow(label, c["side"], steps, note, c["variant"]))
             if len(timed):
                 sources += ["; " if sources else "", f"{label}: ", *links(timed, "stdout.log")]
+        if not any(r.step_s for r in rows):  # nothing to draw: each reason said once
+            said.append(f"{group.short}: no step time to draw; {_reasons(rows)}.")
+            continue
         caption: list[Piece] = [
             f"{title}. Every timed run that counted is a dot, its step time by the outside "
             "clock (§5); the median is the black mark and the range the bar. A deficit is "
@@ -165,8 +168,16 @@ def step_time_section(ctx: Context) -> Section:
         name = f"step-times.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         png = figures.step_times_png(rows, f"Step times · {group.short}")
         out.append(Plot(name, png, f"Step times, {title}", tuple(caption)))
-    note = "" if out else "No configuration of this series has a timed run yet."
+    note = " ".join(said) or ("" if out else "No configuration of this series has a timed run yet.")
     return Section("Step times", tuple(out), note)
+
+
+def _reasons(rows: list[figures.StepTimeRow]) -> str:
+    """Each reason once, with the modes and builds it holds for: "why (eager, default)"."""
+    by_note: dict[str, list[str]] = {}
+    for r in rows:
+        by_note.setdefault(r.note or "no timed run counted", []).append(r.variant)
+    return "; ".join(f"{note} ({', '.join(who)})" for note, who in by_note.items())
 
 
 def conditions_section(ctx: Context) -> Section:
