@@ -360,6 +360,11 @@ def test_card_conditions_and_kernel_families_are_plotted(tmp_path, cli, fake_env
     ]
     res = cli(*args)
     assert res.exit_code == 0, res.output
+    # rule 6 withholds the unchecked step times, so there is no step time to draw...
+    steps = (out / "report.html").read_text().split("<h3>Step times</h3>")[1].split("<h3>")[0]
+    assert "no step time to draw" in steps and "<figure" not in steps
+    # ...until a preview shows them, labelled
+    assert cli("publish", out, "--preview").exit_code == 0
     page = parse(out / "report.html")
     assert_self_contained(out, page)
     names = sorted(p.name.split(".")[0] for p in (out / "plots").glob("*.png"))
