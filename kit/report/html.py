@@ -290,7 +290,7 @@ details > summary { cursor: pointer; font-weight: 600; }
 # the summary's own colours (its header #dbe8f5, its frame #1f5f99): the page's Chromium test
 # finds them in a 1280×800 screenshot, so it sees the summary before any scrolling
 
-# nothing but the page itself, inline style and data: images may load (offline, issue 7)
+# nothing but the page itself, inline style and data: images may load (it opens offline)
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
