@@ -1,9 +1,11 @@
-"""The words around the numbers (§9): the Markdown report of a results directory.
+"""report.md: the Markdown report of a results directory, the words around its numbers (§9).
 
-Formatting functions return text and print nothing. The wording rules live here, so no other
-module can publish a number without them: PyTorch is named with its version, mode, precision and
-attention kernels; every M1 number travels with its model's size; "faster", "level" and
-"slower" appear only as D1's verdicts; what is not a protocol result is labelled a hypothesis.
+Formatting functions return text and print nothing. The wording rules live in kit.report.words,
+so no module can publish a number without them: PyTorch is named with its version, mode,
+precision and attention kernels; every M1 number travels with its model's size; "faster",
+"level" and "slower" appear only as D1's verdicts; what is not a protocol result is labelled
+a hypothesis. The summary, the folded metadata and what compiling costs are in
+kit.report.overview.
 """
 
 from __future__ import annotations
@@ -14,136 +16,30 @@ import pandas as pd
 
 from kit.engine import store
 from kit.engine.store import ResultsDir
+from kit.report import overview, states
 from kit.report import separate as sidetables
-from kit.report import states
 from kit.report.footprint import footprint_lines
+from kit.report.words import (
+    attention_by_config,
+    caption,
+    config_named,
+    is_preparation,
+    labels,
+    mib,
+    model_words,
+    models_of,
+    names,
+    preparation_label,
+    pytorch_name,
+    recorded_versions,
+    smoke_args,
+    step_cells,
+    versions_line,
+)
 from kit.status import RunStatus
 from kit.telemetry import kernels
 
-PREPARATION = "preparation (a development build, rule 9)"
-# §9, word for word: how kernels are made
-KERNELS_SENTENCE = (
-    "Mica writes every kernel in its intermediate language; Dragon’s NVIDIA provider renders "
-    "it as CUDA C, and NVIDIA’s NVRTC compiles it to the card’s machine code; matrix products "
-    "run in cuBLAS."
-)
-DOMAIN = "mica-dev.com"  # §9: the domain
-
-
-def ms(x: float) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1e3:.3f}"
-
-
-def mib(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{x / 2**20:.0f}"
-
-
-def range_ms(lo: float, hi: float) -> str:
-    if math.isnan(lo):
-        return "—"
-    return f"{ms(lo)}–{ms(hi)}"
-
-
-def pytorch_name(found: dict, mode: str, precision: str, attention: str) -> str:
-    """§9: PyTorch is named with its version, mode, precision and attention kernels, always."""
-    version = found.get("pytorch", {}).get("torch", "(version not recorded)")
-    return f"PyTorch {version} {mode} mode, {precision}, attention: {attention}"
-
-
-def recorded_versions(rd: ResultsDir) -> dict:
-    path = rd.root / "versions.json"
-    return rd.read_json("versions.json") if path.exists() else {}
-
-
-def is_preparation(found: dict) -> bool:
-    """Rule 9: a development build's numbers, or numbers under a torch other than the
-    protocol's pin (--allow-torch), are preparation, wherever they appear."""
-    if found.get("pytorch", {}).get("torch_other_allowed"):
-        return True
-    return found.get("contender", {}).get("build_kind") == "development"
-
-
-def preparation_label(found: dict) -> str:
-    """Rule 9's label for a directory's numbers, naming why they are preparation; "" if not."""
-    pytorch = found.get("pytorch", {})
-    if pytorch.get("torch_other_allowed"):
-        return (
-            f"preparation (torch {pytorch.get('torch')}, not the protocol's "
-            f"{pytorch.get('torch_pinned')}, rule 9)"
-        )
-    return PREPARATION if is_preparation(found) else ""
-
-
-def model_words(protocol_models: dict, model: str, smoke_args: list[str] | None = None) -> str:
-    """§9: every number travels with its model's size (M1's sentence above all).
-
-    A smoke series' model is the protocol's scaled down, and is never given the real one's size.
-    """
-    m = protocol_models.get(model)
-    if m is None:
-        return model
-    if smoke_args is not None:
-        size = m.parameters.replace(" ", "-")
-        return (
-            f"{m.label} ({model}) scaled down for the CPU smoke series "
-            f"({' '.join(smoke_args)}), not the protocol's {size}-parameter model"
-        )
-    return f"{m.label} ({model}): {m.size_sentence}"
-
-
-def smoke_args(rd: ResultsDir, protocol) -> list[str] | None:
-    """The smoke series' scaling of the models, or None for a protocol series."""
-    return list(protocol.smoke.args) if rd.manifest()["series"].get("smoke") else None
-
-
-def labels(t) -> list[str]:
-    """What every title, table caption and plot of a series says of itself (rule 6, D3)."""
-    out = []
-    if t.preview:
-        out.append(states.PREVIEW)
-    if not t.card_named:
-        out.append(states.NOT_NAMED)
-    return out
-
-
-def caption(t, text: str) -> str:
-    """A table's caption: what it shows, and the series' labels beside every number."""
-    return caption_words(text, labels(t))
-
-
-def caption_words(text: str, said: list[str]) -> str:
-    return f"*{'; '.join([text, *said])}.*"
-
-
-def attention_by_config(t) -> dict[str, str]:
-    """Each profiled PyTorch configuration's attention, named from its kernels (§6)."""
-    out: dict[str, str] = {}
-    if not t.kernels.empty:
-        for config, rows in t.kernels.groupby("config", sort=False):
-            if str(config).split("/")[2:3] == ["pytorch"]:
-                out[str(config)] = kernels.attention_kind(rows)
-    return out
-
-
-def config_named(found: dict, attention: dict[str, str], c) -> str:
-    """§9: a configuration as the report names it; PyTorch with version, mode, precision and
-    attention kernels, every time."""
-    if c["side"] == "pytorch":
-        kind = attention.get(c["config"], "not profiled")
-        return pytorch_name(found, c["variant"], c["precision"], kind)
-    role = "primary" if c.get("primary", True) else "secondary"
-    return f"contender {c['variant']} ({role}), {c['precision']}"
-
-
-def step_cells(median: float, lo: float, hi: float, state: str, publication: str):
-    """The median and range cells: the numbers, or the state, or why they are withheld."""
-    if state != states.State.COMPLETE.value:
-        return state, "—"
-    if publication.startswith("withheld"):
-        return publication, "—"
-    return ms(median), range_ms(lo, hi)
+__all__ = ["markdown_report", "versions_line"]  # versions_line: rule 4's line, for callers
 
 
 def comparison_lines(rd: ResultsDir, t, models: dict, smoke: list[str] | None = None) -> list[str]:
@@ -190,12 +86,12 @@ def comparison_lines(rd: ResultsDir, t, models: dict, smoke: list[str] | None = 
                     "contender build": f"{r['contender_build']} ({r['build_role']})",
                     "state": state,
                     "runs": r["contender_runs"],
-                    "median ms": median,
-                    "range ms": spread,
+                    "median (ms)": median,
+                    "range (ms)": spread,
                     "against": torch,
                     "PyTorch runs": r["pytorch_runs"],
-                    "PyTorch median ms": p_median,
-                    "PyTorch range ms": p_spread,
+                    "PyTorch median (ms)": p_median,
+                    "PyTorch range (ms)": p_spread,
                     "ratio P/M": ratio,
                     "verdict": r["verdict"],
                 }
@@ -248,9 +144,9 @@ def configurations_lines(
                     "named (§9)": config_named(found, attention, c),
                     "state": c["state"],
                     "runs": f"{c['runs']} of {c['planned_runs']}",
-                    "median ms": median,
-                    "range ms": spread,
-                    "peak memory MiB": mib(c.get("peak_memory_bytes")),
+                    "median (ms)": median,
+                    "range (ms)": spread,
+                    "peak memory (MiB)": mib(c.get("peak_memory_bytes")),
                     "notes": c["notes"],
                 }
             )
@@ -258,54 +154,20 @@ def configurations_lines(
     return lines
 
 
-def versions_line(found: dict) -> str:
-    """Rule 4's versions in one line; a version not recorded (null) is left out, never "None"."""
-    py = found.get("pytorch", {})
-    card = found.get("card", {})
-    parts = [f"card {card.get('name', '?')}"]
-    for key in ("driver_version", "cuda_driver_version", "uuid"):
-        if card.get(key):
-            parts.append(f"{key} {card[key]}")
-    for key in ("python", "torch", "triton", "cudnn", "numpy", "cuda_runtime", "nanogpt_commit"):
-        if py.get(key) is not None:
-            parts.append(f"{key} {py[key]}")
-    # the key kit.executors.docker.connection.versions() writes
-    engine = found.get("executor", {})
-    if engine.get("docker_engine"):
-        parts.append(f"Docker {engine['docker_engine']}")
-    return ", ".join(parts) + " (all in versions.json)"
-
-
 def markdown_report(rd: ResultsDir, t) -> str:
-
+    """The whole report: the summary first, the metadata folded, then every table."""
     protocol = store.load_protocol(rd)
-    manifest = rd.manifest()
-    plan = rd.read_json(store.PLAN)
-    series = manifest["series"]
+    series = rd.manifest()["series"]
     found = recorded_versions(rd)
     label = f" — {preparation_label(found)}" if is_preparation(found) else ""
     label += "".join(f" — {x}" for x in labels(t))
     smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
     title = f"# {protocol.name} series on {series['card']}{smoke if series['smoke'] else ''}"
-    models = sorted(dict.fromkeys(t.configurations["model"]), key=list(protocol.models).index)
-    sizes = [model_words(protocol.models, m, smoke_args(rd, protocol)) for m in models]
     lines = [
         title + label,
         "",
-        f"- {DOMAIN}: every number below links its results directory, [this directory](./) (§9)",
-        f"- how kernels are made (§9): “{KERNELS_SENTENCE}”",
-        *[f"- {words}" for words in sizes],
-        f"- date {manifest['date_utc']}, host {manifest['host']}, executor {manifest['executor']}",
-        f"- kit {manifest['kit_version']} ({manifest['kit_commit'][:12]}), protocol "
-        f"{protocol.name} sha256 {manifest['protocol_sha256']}",
-        f"- contender: {series.get('extra', {}).get('contender', 'none given')}"
-        + (f", which says: {found['contender']['says']!r}" if "contender" in found else ""),
-        f"- versions: {versions_line(found)}",
-        f"- step time: the outside clock, (stamp of step {protocol.timing.window[1]}'s line − "
-        f"stamp of step {protocol.timing.window[0]}'s) / "
-        f"{protocol.timing.window[1] - protocol.timing.window[0]} (§5); every number below "
-        f"is recomputed from the raw logs under `runs/` by `micakit report`",
-        "",
+        *overview.summary_lines(rd, t, protocol),
+        *overview.metadata_lines(rd, t, protocol),
         "## Comparison (D1)",
         "",
         *publication_lines(t),
@@ -313,45 +175,11 @@ def markdown_report(rd: ResultsDir, t) -> str:
         "## Configurations",
         "",
         *configurations_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
+        *overview.compile_cost_lines(rd, t, protocol),
+        *overview.plan_notes(rd),
+        *footprint_lines(rd.root),  # §8, where the series measured images
+        *_side_lines(rd, t, protocol),
     ]
-    adjustments = rd.root / "adjustments.json"
-    if adjustments.exists():
-        lines += ["## Batch halved (amendment 5.1)", ""]
-        for model, a in rd.read_json("adjustments.json").items():
-            lines.append(
-                f"- {model}: both sides train a batch of {a['batch_size']}: {a['because']}"
-            )
-        lines.append("")
-    if plan.get("not_measured"):
-        lines += ["## Not measured", ""]
-        lines += [f"- {n['model']} {n['precision']}: {n['why']}" for n in plan["not_measured"]]
-        lines.append("")
-    lines += footprint_lines(rd.root)  # §8, where the series measured images
-    lines += ["## What each side opened (amendment 2, discarded runs)", ""]
-    if not t.libraries.empty:
-        words = _models_of(t, t.libraries, protocol, rd)
-        text = f"NVIDIA libraries each configuration's discarded run opened; {words}"
-        lines += [caption(t, text), ""]
-    ids = t.libraries["config"] if not t.libraries.empty else pd.Series([], dtype=str)
-    names = dict(zip(ids, _names(rd, t, ids)))
-    lines += sidetables.library_lines(t.libraries, names)
-    lines.append("")
-    lines += ["## Profiled runs and graph breaks (§6)", ""]
-    if not t.kernel_families.empty:
-        words = _models_of(t, t.kernel_families, protocol, rd)
-        text = f"Kernel families, labelled as the {kernels.KERNEL_TIME_LABEL}; {words}"
-        lines += [caption(t, text), ""]
-        shown = t.kernel_families.assign(ms=t.kernel_families["total_time_ns"] / 1e6)
-        shown = shown.assign(named=_names(rd, t, shown["config"]))
-        shown = shown[["config", "named", "family", "ms", "instances", "share"]]
-        lines += [shown.to_markdown(index=False, floatfmt=".3f"), ""]
-    if not t.graph_breaks.empty:
-        words = _models_of(t, t.graph_breaks, protocol, rd)
-        lines += [caption(t, f"Graph breaks and recompiles (§6); {words}"), ""]
-        breaks = t.graph_breaks.assign(named=_names(rd, t, t.graph_breaks["config"]))
-        lines += [breaks.to_markdown(index=False), ""]
-    lines += [f"- {m}" for m in t.missing] or ["- every separate record is present"]
-    lines.append("")
     odd = t.runs[~t.runs["status"].isin([RunStatus.OK, RunStatus.NOT_PROFILED])]
     if len(odd):
         lines += ["## Runs that gave no time", ""]
@@ -362,12 +190,62 @@ def markdown_report(rd: ResultsDir, t) -> str:
             )
         lines.append("")
     lines += ["## Amendments in force", ""]
-    in_force = set(manifest.get("amendments_in_force", []))
+    in_force = set(rd.manifest().get("amendments_in_force", []))
     for a in protocol.amendments:
         if a.number in in_force:
             lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")
     lines.append("")
     return "\n".join(lines)
+
+
+def _side_lines(rd: ResultsDir, t, protocol) -> list[str]:
+    """Amendment 2's libraries and §6's kernel families and graph breaks, headed in words."""
+    lines = ["## What each side opened (amendment 2, discarded runs)", ""]
+    if not t.libraries.empty:
+        words = models_of(t, t.libraries, protocol, rd)
+        text = f"NVIDIA libraries each configuration's discarded run opened; {words}"
+        lines += [caption(t, text), ""]
+    ids = t.libraries["config"] if not t.libraries.empty else pd.Series([], dtype=str)
+    lines += sidetables.library_lines(t.libraries, dict(zip(ids, names(rd, t, ids))))
+    lines += ["", "## Profiled runs and graph breaks (§6)", ""]
+    if not t.kernel_families.empty:
+        words = models_of(t, t.kernel_families, protocol, rd)
+        text = f"Kernel families, labelled as the {kernels.KERNEL_TIME_LABEL}; {words}"
+        lines += [caption(t, text), ""]
+        f = t.kernel_families
+        shown = pd.DataFrame(
+            {
+                "configuration": f["config"],
+                "named (§9)": names(rd, t, f["config"]),
+                KERNEL_FAMILY: f["family"],
+                "kernel time (ms)": f["total_time_ns"] / 1e6,
+                "launches": f["instances"],
+                "share of kernel time": f["share"],
+            }
+        )
+        lines += [shown.to_markdown(index=False, floatfmt=".3f"), ""]
+    if not t.graph_breaks.empty:
+        words = models_of(t, t.graph_breaks, protocol, rd)
+        lines += [caption(t, f"Graph breaks and recompiles (§6); {words}"), ""]
+        g = t.graph_breaks
+        breaks = pd.DataFrame(
+            {
+                "configuration": g["config"],
+                "named (§9)": names(rd, t, g["config"]),
+                "run": g["status"],
+                GRAPH_BREAKS: g["graph_breaks"],
+                "break sites": g["break_sites"],
+                "recompiles": g["recompiles"],
+            }
+        )
+        lines += [breaks.to_markdown(index=False), ""]
+    lines += [f"- {m}" for m in t.missing] or ["- every separate record is present"]
+    return [*lines, ""]
+
+
+# the headers by which report.html finds these tables' rows (kit.report.html.SEPARATE)
+KERNEL_FAMILY = "kernel family"
+GRAPH_BREAKS = "graph breaks"
 
 
 def publication_lines(t) -> list[str]:
@@ -384,19 +262,3 @@ def publication_lines(t) -> list[str]:
         f"“{states.WITHHELD_NOT_CHECKED}” or “{states.WITHHELD_FAILED}”.",
         "",
     ]
-
-
-def _names(rd: ResultsDir, t, config_ids: pd.Series) -> list[str]:
-    """§9's naming of each configuration id of a table."""
-    found = recorded_versions(rd)
-    attention = attention_by_config(t)
-    by_id = {c["config"]: c for _, c in t.configurations.iterrows()}
-    return [config_named(found, attention, by_id[c]) if c in by_id else str(c) for c in config_ids]
-
-
-def _models_of(t, table: pd.DataFrame, protocol, rd: ResultsDir) -> str:
-    """§9: the size sentence of every model whose numbers a table holds."""
-    by_id = dict(zip(t.configurations["config"], t.configurations["model"]))
-    models = dict.fromkeys(by_id.get(c, "") for c in table["config"])
-    words = [model_words(protocol.models, m, smoke_args(rd, protocol)) for m in models if m]
-    return "; ".join(words)

@@ -30,9 +30,9 @@ from kit.engine.tablefile import csv_text
 from kit.errors import UserError
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import markdown as render
 from kit.report import states
 from kit.report import tables as report
+from kit.report import words as render
 
 RELEASE_CSV, RELEASE_MD = "release.csv", "release.md"
 SOURCE = "source"  # the column naming the results directory a row was recomputed from

@@ -119,7 +119,7 @@ def test_report_html_is_self_contained_and_keeps_the_reports_words(tmp_path, cli
     # the plots, embedded and as files, each caption naming raw files it came from
     imgs = [a["src"] for t, a in page.tags if t == "img"]
     files = sorted((out / "plots").glob("*.png"))
-    assert {p.name.split(".")[0] for p in files} == {"step-times", "loss"}
+    assert {p.name.split(".")[0] for p in files} == {"step-times", "compile-costs", "loss"}
     assert sorted(base64.b64decode(s.split(",", 1)[1]) for s in imgs) == sorted(
         p.read_bytes() for p in files
     )
@@ -128,6 +128,20 @@ def test_report_html_is_self_contained_and_keeps_the_reports_words(tmp_path, cli
         assert "stdout.log" in caption and M1_SIZE in caption
         # §9: the verdict words belong to D1's table; a caption never uses them
         assert not any(w in caption.lower().split() for w in VERDICT_WORDS), caption
+    # the summary first, the metadata folded, the versions a table in words
+    assert text.index('id="summary"') < text.index('<details id="metadata">')
+    assert "<summary>How this series was run: metadata and versions</summary>" in text
+    assert "&lt;details" not in text and ">nanoGPT commit</td>" in text
+    # what compiling costs: a table in report.md, the plot in the page, from the stamps
+    md = (out / "report.md").read_text()
+    costs = md.split("## What compiling costs")[1].split("\n## ")[0]
+    assert "| configuration" in costs and "break-even against eager (steps)" in costs
+    assert "eager is the reference" in costs
+    assert 'id="compile-costs.cpu.shakespeare-char.float32"' in text
+    costs_html = text.split("What compiling costs</h2>")[1].split("<h2")[0]
+    assert "raw logs" in costs_html and "/stdout.log" in costs_html
+    # plot titles are short: the model's sentence and the labels stand in the captions
+    assert all(len(a["alt"]) < 400 for t, a in page.tags if t == "img")
     # a CPU series has no card samples, and says so
     assert "This is a CPU series: no card was sampled" in text
     # rerun.sh's commands are on the page
@@ -346,6 +360,11 @@ def test_card_conditions_and_kernel_families_are_plotted(tmp_path, cli, fake_env
     ]
     res = cli(*args)
     assert res.exit_code == 0, res.output
+    # rule 6 withholds the unchecked step times, so there is no step time to draw...
+    steps = (out / "report.html").read_text().split("<h3>Step times</h3>")[1].split("<h3>")[0]
+    assert "no step time to draw" in steps and "<figure" not in steps
+    # ...until a preview shows them, labelled
+    assert cli("publish", out, "--preview").exit_code == 0
     page = parse(out / "report.html")
     assert_self_contained(out, page)
     names = sorted(p.name.split(".")[0] for p in (out / "plots").glob("*.png"))

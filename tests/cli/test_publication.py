@@ -17,7 +17,7 @@ from kit.cli.main import main
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.protocol.load import FILES
-from kit.report import html, merge, states
+from kit.report import html_sections, merge, overview, states
 from kit.report import tables as report
 from tests.cli.test_html_report import parse
 from tests.conftest import (
@@ -219,6 +219,74 @@ def test_states_are_computed_from_the_judged_runs():
     assert failed.state is states.State.FAILED and not failed.has_time and failed.step_s == ()
 
 
+# -- the summary: a time only beside a verdict ----------------------------------------------------
+
+
+def summary_rows(md: str) -> list[dict[str, str]]:
+    """The summary table of report.md, each row by its headers."""
+    block = md.split(f"## {overview.SUMMARY}\n", 1)[1].split(overview.DETAILS_OPEN, 1)[0]
+    lines = [x for x in block.splitlines() if x.startswith("|")]
+    heads = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(heads, (c.strip() for c in x.strip("|").split("|")))) for x in lines[2:]]
+
+
+NUMBER = re.compile(r"\d+\.\d{3}")
+TIMES = ("contender median (ms)", "PyTorch median (ms)", "ratio P/M")
+
+
+def assert_no_time(row: dict[str, str], state: str) -> None:
+    assert row["verdict"].startswith(f"no verdict: {state}"), row
+    assert all(row[k] == "—" for k in TIMES), row
+    assert not NUMBER.search(" ".join(row.values())), row
+
+
+def test_the_summary_comes_first_and_shows_a_time_only_beside_a_verdict(made, tmp_path):
+    # withheld by rule 6 (no check passed): its state, no number, and the reason said once
+    d = copy(made["torch"], tmp_path / "withheld")
+    assert invoke("publish", d).exit_code == 0
+    md = (d / "report.md").read_text()
+    assert md.split("\n## ")[1].startswith(overview.SUMMARY)  # the first section
+    (row,) = summary_rows(md)
+    assert_no_time(row, states.WITHHELD_NOT_CHECKED)
+    costs = md.split(f"## {overview.COMPILE_COSTS}")[1].split("\n## ")[0]
+    assert not NUMBER.search(costs)
+    assert costs.count(states.WITHHELD_NOT_CHECKED) == 1, costs
+    # previewed: the comparison shows the times labelled, the summary none and no verdict
+    previewed = copy(made["torch"], tmp_path / "previewed")
+    gate(previewed, {"shakespeare-char/float32/mica": "passed"})
+    assert invoke("publish", previewed, "--preview").exit_code == 0
+    (row,) = summary_rows((previewed / "report.md").read_text())
+    assert_no_time(row, states.PREVIEW)
+    # out of memory, incomplete and failed, void: the state, never a time or a verdict
+    oom = copy(made["oom"], tmp_path / "oom")
+    gate(oom, {"shakespeare-char/float32/mica-strict": "passed"})
+    assert invoke("publish", oom).exit_code == 0
+    rows = {r["contender build"]: r for r in summary_rows((oom / "report.md").read_text())}
+    assert_no_time(rows["mica-strict (secondary)"], "out of memory in run")
+    for name, state in (("void", "void"), ("failed", "failed")):
+        bad = copy(made[name], tmp_path / name)
+        assert invoke("publish", bad, "--preview").exit_code == 0
+        rows = {r["contender build"]: r for r in summary_rows((bad / "report.md").read_text())}
+        assert any(r["verdict"].startswith(f"no verdict: {state}") for r in rows.values())
+        for r in rows.values():
+            assert_no_time(r, "")
+    # a passed check, not a preview: the verdict with both medians and their ratio
+    checked = copy(made["torch"], tmp_path / "checked")
+    gate(checked, {"shakespeare-char/float32/mica": "passed"})
+    assert invoke("publish", checked).exit_code == 0
+    (row,) = summary_rows((checked / "report.md").read_text())
+    compared = comparison(checked).iloc[0]
+    assert row["verdict"] == compared["verdict"] and row["verdict"] in ("faster", "level", "slower")
+    assert row["contender median (ms)"] == f"{compared['contender_median_step_s'] * 1e3:.3f}"
+    assert row["PyTorch median (ms)"] == f"{compared['pytorch_median_step_s'] * 1e3:.3f}"
+    assert row["ratio P/M"] == f"{compared['ratio']:.3f}"
+    assert "reduce-overhead mode" in row["against"]
+    page = (checked / "report.html").read_text()
+    assert '<h2 id="summary">' in page and '<div class="table summary">' in page
+    assert page.index('id="summary"') < page.index("<details") < page.index("Comparison (D1)")
+    assert invoke("verify", checked).exit_code == 0
+
+
 # -- rule 6 by default, and the preview ---------------------------------------------------------
 
 
@@ -235,7 +303,12 @@ def test_rule_6_withholds_every_unchecked_speed_by_default(made, tmp_path):
     assert states.WITHHELD_NOT_CHECKED in md
     assert "would read" not in md and not re.search(r"\| \d+\.\d{3} ", md), md
     assert states.PREVIEW not in md
-    assert states.PREVIEW not in (d / "report.html").read_text()
+    page = (d / "report.html").read_text()
+    assert states.PREVIEW not in page
+    # no step time to draw: the reason is said once, not once per configuration's row
+    steps = page.split("<h3>Step times</h3>")[1].split("<h3>")[0]
+    assert "<figure" not in steps and "no step time to draw" in steps
+    assert steps.count(states.WITHHELD_NOT_CHECKED) == 1, steps
     assert invoke("verify", d).exit_code == 0
 
 
@@ -287,7 +360,7 @@ def test_the_preview_labels_the_title_every_table_caption_and_every_plot(made, t
     assert states.PREVIEW in (d / "report.html").read_text().split("</title>")[0]
     assert page.captions and all(states.PREVIEW in c for c in page.captions)
     rd = ResultsDir.open(d)
-    for section in html.sections(html._context(rd, report.tables(rd))):
+    for section in html_sections.sections(html_sections.context(rd, report.tables(rd))):
         assert all(states.PREVIEW in plot.alt for plot in section.plots)
     assert invoke("verify", d).exit_code == 0
 
@@ -414,6 +487,9 @@ def test_9_m1s_size_sentence_beside_every_m1_number(previewed):
     lines = md.splitlines()
     for i, line in enumerate(lines):
         if line.startswith("|") and not lines[i - 1].startswith("|"):
+            body = "\n".join(lines[i : lines.index("", i)])
+            if "M1" not in body and "shakespeare-char" not in body:
+                continue  # a table that holds no model's number (the software versions)
             caption = lines[i - 2] if not lines[i - 1].strip() else lines[i - 1]
             assert M1_SIZE in caption or M1_SIZE in _section_head(lines, i), (caption, line)
     page = parse(previewed / "report.html")

@@ -1,8 +1,11 @@
-"""report.html in headless Chromium, Debian's `chromium` (issue 7): it renders offline, writes
-nothing to the console, and a screenshot shows the comparison table.
+"""report.html in headless Chromium, Debian's `chromium`: it renders offline, writes nothing to
+the console, a screenshot shows the comparison table, and at 1280×800 the summary is seen
+whole before any scrolling.
 
 Needs /usr/bin/chromium (`apt-get install -y chromium`) or MICAKIT_CHROMIUM=PATH; skipped with
-that reason elsewhere.
+that reason elsewhere. The screenshots are kept as the test's artifacts: under
+$MICAKIT_TEST_ARTIFACTS when it is set, else tests/artifacts/ (ignored by git), one folder a
+test.
 """
 
 from __future__ import annotations
@@ -39,16 +42,36 @@ FLAGS = [
     "--enable-logging=stderr",
     "--v=0",
     "--hide-scrollbars",
-    "--window-size=1280,1400",
     # offline: no name resolves, so anything the page tried to fetch would fail and log
     "--host-resolver-rules=MAP * ~NOTFOUND",
 ]
 TABLE_BORDER = 204  # the report's table borders are #ccc; no other line on the page is
+# the summary's own colours (kit.report.html's style): its header and its frame
+SUMMARY_HEADER = (0xDB, 0xE8, 0xF5)
+SUMMARY_FRAME = (0x1F, 0x5F, 0x99)
 
 
-def chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
+def artifacts(name: str) -> Path:
+    """The folder that keeps a test's screenshots after it ends."""
+    root = os.environ.get("MICAKIT_TEST_ARTIFACTS")
+    base = Path(root) if root else Path(__file__).resolve().parents[1] / "artifacts"
+    path = base / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def chromium(
+    page: Path, profile: Path, *args: str, size: str = "1280,1400"
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+        [
+            str(CHROMIUM),
+            *FLAGS,
+            f"--window-size={size}",
+            f"--user-data-dir={profile}",
+            *args,
+            page.as_uri(),
+        ],
         capture_output=True,
         text=True,
         timeout=180,
@@ -102,6 +125,54 @@ def test_report_html_renders_offline_and_shows_the_table(tmp_path, cli, fake_env
     assert pixels.std() > 20  # not blank: text, tables and a plot on white
     # the comparison and configurations tables are drawn: their rules cross the shot
     assert table_lines(shot) >= 6
-    keep = os.environ.get("MICAKIT_KEEP_SCREENSHOT")
-    if keep:  # to look at it: MICAKIT_KEEP_SCREENSHOT=/tmp/report.png pytest ...
-        shutil.copy(shot, keep)
+    shutil.copy(shot, artifacts("report_html") / "report-1280x1400.png")
+
+
+def colour_rows(png: Path, colour: tuple[int, int, int], min_run: int = 300) -> list[int]:
+    """The rows of a screenshot crossed by a long run of one colour (a table's rule or fill)."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        rgb = np.asarray(image.convert("RGB"), dtype=int)
+    hit = (np.abs(rgb - np.array(colour)) <= 3).all(axis=2)
+    rows = []
+    for y, row in enumerate(hit):
+        edges = np.diff(np.flatnonzero(np.diff(np.r_[0, row.astype(int), 0])))[::2]
+        if len(edges) and edges.max() >= min_run:
+            rows.append(y)
+    return rows
+
+
+def test_the_summary_is_seen_whole_without_scrolling(tmp_path, cli, fake_env):
+    """At 1280×800 the first screen holds the summary's header and both of its frame's rules.
+
+    The check can fail: a page that opens with anything long before the summary (the old
+    metadata list, say) pushes the summary below row 800; such a page is checked too, and
+    fails it.
+    """
+    out = both_sides(tmp_path, cli, fake_env)
+    page = out / "report.html"
+    shot = tmp_path / "first-screen.png"
+    run = chromium(page, tmp_path / "profile", f"--screenshot={shot}", size="1280,800")
+    assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+    assert console(run.stderr) == []
+    shutil.copy(shot, artifacts("summary_first_screen") / "report-1280x800.png")
+    from PIL import Image
+
+    with Image.open(shot) as image:
+        assert image.size == (1280, 800)
+    # the header's fill runs between the cells' rules; the frame's rules run the table's width
+    header = colour_rows(shot, SUMMARY_HEADER, min_run=60)
+    frame = colour_rows(shot, SUMMARY_FRAME, min_run=600)
+    assert header, "the summary's header is not on the first screen"
+    # the frame's top rule above the header, its bottom rule below it: the table ends on screen
+    assert frame and min(frame) < min(header) and max(frame) > max(header) + 20, (frame, header)
+    # the same check on the page with a screenful of text before its summary fails
+    pushed = tmp_path / "pushed.html"
+    text = page.read_text("utf-8")
+    filler = '<div style="height: 760px">the old metadata list</div>\n<h2 id="summary">'
+    pushed.write_text(text.replace('<h2 id="summary">', filler, 1), "utf-8")
+    shot2 = tmp_path / "pushed.png"
+    run = chromium(pushed, tmp_path / "profile-pushed", f"--screenshot={shot2}", size="1280,800")
+    assert run.returncode == 0 and shot2.exists(), run.stderr[-2000:]
+    assert colour_rows(shot2, SUMMARY_HEADER, min_run=60) == []

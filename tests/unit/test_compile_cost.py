@@ -84,3 +84,36 @@ def test_a_mode_with_slower_steps_never_pays_and_an_incomplete_one_has_no_figure
     t = t.set_index("variant")
     assert math.isinf(t.loc["max-autotune", "break_even_steps_vs_eager"])
     assert "default" not in t.index  # a void run: the configuration is not complete
+
+
+def test_the_report_says_never_for_a_mode_that_never_pays_and_draws_it():
+    from kit.report import figures, overview
+
+    def row(variant: str, v: float) -> pd.Series:
+        return pd.Series({"variant": variant, "break_even_steps_vs_eager": v})
+
+    assert overview._break_even(row("default", math.inf)) == "never"
+    assert overview._break_even(row("default", 1234.0)) == "1,234"
+    assert overview._break_even(row("eager", math.nan)) == "eager is the reference"
+    assert overview._break_even(row("default", math.nan)) == "— (no complete eager mode)"
+    rows = [
+        figures.CompileCost("eager", "eager", 1.0, 0.9, 1.1, None),
+        figures.CompileCost("default", "default", 30.0, 29.0, 31.0, math.inf),
+        figures.CompileCost("max-autotune", "max-autotune", 90.0, 80.0, 95.0, 4100.0),
+    ]
+    png = figures.compile_costs_png(rows, "What compiling costs")
+    assert png.startswith(b"\x89PNG") and png == figures.compile_costs_png(
+        rows, "What compiling costs"
+    )
+
+
+def test_every_mode_and_build_has_its_own_colour_marker_and_line():
+    """Told apart in colour, and in grey by marker and line style."""
+    from kit.report import figures
+
+    keys = [("pytorch", m) for m in figures.MODES] + [("contender", "mica"), ("contender", "b2")]
+    looks = figures.styles(keys)
+    for field in ("colour", "marker", "line"):
+        values = [str(getattr(x, field)) for x in looks]
+        assert len(set(values)) == len(values), field
+    assert figures.styles([("contender", "mica")]) == looks[4:5]  # a build keeps its place

@@ -1,0 +1,230 @@
+"""What report.md says before and after its tables: the summary at the top, the series'
+metadata in a collapsible block, and what compiling costs.
+
+The summary gives one line per model and precision: D1's verdict with the two medians and
+their ratio, or why there is none. It is the line most often read alone, so it shows a time
+only beside a verdict: a configuration withheld (rule 6), previewed (rule 9), out of memory,
+void, failed or incomplete reads its state and no number.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from kit.engine import store
+from kit.engine.store import ResultsDir
+from kit.report import states, words
+from kit.report.verdict import FASTER, LEVEL, SLOWER
+
+# report.md's collapsible block; report.html turns these two paragraphs into <details>
+DETAILS_SUMMARY = "How this series was run: metadata and versions"
+DETAILS_OPEN = f"<details><summary>{DETAILS_SUMMARY}</summary>"
+DETAILS_CLOSE = "</details>"
+SUMMARY = "Summary"
+VERDICTS = (FASTER, LEVEL, SLOWER)
+COMPILE_COSTS = "What compiling costs"
+WARMUP = "warm-up median (s)"  # the header by which report.html finds the table's rows
+VERSION_WORDS = {
+    "card": "card",
+    "driver_version": "NVIDIA driver",
+    "cuda_driver_version": "CUDA version of the driver",
+    "uuid": "card UUID",
+    "python": "Python",
+    "torch": "torch",  # the package; "PyTorch" names a configuration (§9)
+    "triton": "Triton",
+    "cudnn": "cuDNN",
+    "numpy": "NumPy",
+    "cuda_runtime": "CUDA runtime",
+    "nanogpt_commit": "nanoGPT commit",
+}
+
+
+def _said(r: pd.Series) -> str:
+    """The summary's verdict cell: D1's verdict, or "no verdict" with the state or reason."""
+    state = str(r["contender_state"])
+    word = state.split(":")[0]
+    if word in (states.State.VOID, states.State.FAILED):
+        # its reason quotes clock readings: said once, in the configurations' table
+        return f"no verdict: {word} (why: the configurations below)"
+    if state != states.State.COMPLETE.value:
+        return f"no verdict: {state}"
+    if r["publication"] == states.PREVIEW:
+        return f"no verdict: {states.PREVIEW} (times in the comparison below)"
+    if str(r["publication"]).startswith("withheld"):
+        return f"no verdict: {r['publication']}"
+    return str(r["verdict"])
+
+
+def summary_lines(rd: ResultsDir, t, protocol) -> list[str]:
+    """One line per card, model, precision and contender build, in the comparison's order."""
+    found = words.recorded_versions(rd)
+    smoke = words.smoke_args(rd, protocol) is not None
+    configs = t.configurations
+    cards = configs["card"].nunique() > 1
+    rows = []
+    compared = t.comparison
+    groups = configs[["card", "model", "precision"]].drop_duplicates()
+    for card, model, precision in groups.itertuples(index=False):
+        mine = compared[
+            (compared["card"] == card)
+            & (compared["model"] == model)
+            & (compared["precision"] == precision)
+        ]
+        base = {"card": card} if cards else {}
+        base |= {"model": words.model_short(protocol.models, model, smoke), "precision": precision}
+        if mine.empty:
+            rows.append(
+                base
+                | {
+                    "contender build": "none ran",
+                    "verdict": "no verdict: no contender configuration ran",
+                    "contender median (ms)": "—",
+                    "against": "—",
+                    "PyTorch median (ms)": "—",
+                    "ratio P/M": "—",
+                }
+            )
+            continue
+        for _, r in mine.iterrows():
+            said = _said(r)
+            # a time only beside a verdict: never a withheld, previewed or incomplete one
+            shown = said in VERDICTS
+            mode = r["pytorch_fastest_mode"]
+            against = (
+                words.pytorch_name(found, mode, precision, r["pytorch_attention"] or "—")
+                if mode
+                else "no PyTorch mode is complete"
+            )
+            rows.append(
+                base
+                | {
+                    "contender build": f"{r['contender_build']} ({r['build_role']})",
+                    "verdict": said,
+                    "contender median (ms)": words.ms(r["contender_median_step_s"])
+                    if shown
+                    else "—",
+                    "against": against,
+                    "PyTorch median (ms)": words.ms(r["pytorch_median_step_s"]) if shown else "—",
+                    "ratio P/M": f"{r['ratio']:.3f}" if shown else "—",
+                }
+            )
+    sizes = words.models_of(t, configs, protocol, rd)
+    text = (
+        "Summary, one line per model and precision: D1's verdict with both medians and their "
+        f"ratio (PyTorch's median over the contender's), or why there is none; {sizes}"
+    )
+    table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
+    return [f"## {SUMMARY}", "", words.caption(t, text), "", table, ""]
+
+
+def metadata_lines(rd: ResultsDir, t, protocol) -> list[str]:
+    """The series' conditions (rule 4, §9), folded: the reader opens them when wanted."""
+    manifest = rd.manifest()
+    series = manifest["series"]
+    found = words.recorded_versions(rd)
+    models = sorted(dict.fromkeys(t.configurations["model"]), key=list(protocol.models).index)
+    sizes = [words.model_words(protocol.models, m, words.smoke_args(rd, protocol)) for m in models]
+    says = f", which says: {found['contender']['says']!r}" if "contender" in found else ""
+    window = protocol.timing.window
+    rows = [(VERSION_WORDS.get(k, k), v) for k, v in words.versions_rows(found)]
+    versions = pd.DataFrame(rows, columns=["software", "version"])
+    return [
+        DETAILS_OPEN,
+        "",
+        f"- {words.DOMAIN}: every number below links its results directory, "
+        "[this directory](./) (§9)",
+        f"- how kernels are made (§9): “{words.KERNELS_SENTENCE}”",
+        *[f"- {w}" for w in sizes],
+        f"- date {manifest['date_utc']}, host {manifest['host']}, executor {manifest['executor']}",
+        f"- kit {manifest['kit_version']} (commit {manifest['kit_commit'][:12]}), protocol "
+        f"{protocol.name} (sha256 {manifest['protocol_sha256'][:12]}…, whole in manifest.json)",
+        f"- contender: {series.get('extra', {}).get('contender', 'none given')}{says}",
+        f"- step time: the outside clock, (stamp of step {window[1]}'s line − stamp of step "
+        f"{window[0]}'s) / {window[1] - window[0]} (§5); every number below is recomputed from "
+        "the raw logs under `runs/` by `micakit report`",
+        "",
+        words.caption(t, "Software versions (rule 4), every one in versions.json"),
+        "",
+        versions.to_markdown(index=False, disable_numparse=True),
+        "",
+        DETAILS_CLOSE,
+        "",
+    ]
+
+
+def _break_even(row: pd.Series) -> str:
+    v = row["break_even_steps_vs_eager"]
+    if row["variant"] == "eager":
+        return "eager is the reference"
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "— (no complete eager mode)"
+    if v == math.inf:
+        return "never"
+    if v == 0:
+        return "0: it starts no later than eager"
+    return f"{int(v):,}"
+
+
+def compile_cost_lines(rd: ResultsDir, t, protocol) -> list[str]:
+    """What compiling costs, per complete PyTorch mode whose times the report may show."""
+    start = protocol.timing.window[0]
+    lines = [
+        f"## {COMPILE_COSTS}",
+        "",
+        f"Per complete PyTorch mode: its warm-up, (stamp of step {start}'s line − the program's "
+        f"start) − {start} steps at the run's own step time, median and range over its timed "
+        "runs; and its break-even run length against eager, the number of steps after which it "
+        "has saved its extra warm-up (never, where its steps are no quicker than eager's). "
+        "From the stamps alone; every digit is in `tables/compile_costs.csv`.",
+        "",
+    ]
+    costs = t.compile_costs
+    if costs.empty:
+        return [*lines, "No PyTorch mode of this series is complete, so none has a warm-up.", ""]
+    publication = dict(zip(t.configurations["config"], t.configurations["publication"]))
+    why = [str(publication.get(c, "")) for c in costs["config"]]
+    order = {c: i for i, c in enumerate(t.configurations["config"])}  # eager first, as planned
+    shown = costs[[not w.startswith("withheld") for w in why]] if why else costs
+    shown = shown.sort_values("config", key=lambda x: x.map(order))
+    withheld = pd.Series([w for w in why if w.startswith("withheld")], dtype=str).value_counts()
+    if not shown.empty:
+        sizes = words.models_of(t, shown, protocol, rd)
+        text = f"What compiling costs, per complete PyTorch mode; {sizes}"
+        named = words.names(rd, t, shown["config"])
+        rows = [
+            {
+                "configuration": r["config"],
+                "named (§9)": name,
+                "timed runs": int(r["runs"]),
+                WARMUP: f"{r['median_warmup_s']:.3f}",
+                "warm-up range (s)": f"{r['min_warmup_s']:.3f}–{r['max_warmup_s']:.3f}",
+                "break-even against eager (steps)": _break_even(r),
+            }
+            for name, (_, r) in zip(named, shown.iterrows())
+        ]
+        table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
+        lines += [words.caption(t, text), "", table, ""]
+    # rule 6: the reason is said once, for every mode it withholds
+    for reason, n in withheld.sort_index().items():
+        lines.append(f"- The warm-up of {n} mode{'s' if n > 1 else ''} is not shown: {reason}.")
+    return [*lines, ""] if len(withheld) else lines
+
+
+def plan_notes(rd: ResultsDir) -> list[str]:
+    """Amendment 5.1's halved batches and the configurations the plan could not measure."""
+    lines: list[str] = []
+    if (rd.root / "adjustments.json").exists():
+        lines += ["## Batch halved (amendment 5.1)", ""]
+        for model, a in rd.read_json("adjustments.json").items():
+            lines.append(
+                f"- {model}: both sides train a batch of {a['batch_size']}: {a['because']}"
+            )
+        lines.append("")
+    plan = rd.read_json(store.PLAN)
+    if plan.get("not_measured"):
+        lines += ["## Not measured", ""]
+        lines += [f"- {n['model']} {n['precision']}: {n['why']}" for n in plan["not_measured"]]
+        lines.append("")
+    return lines
