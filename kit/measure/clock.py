@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import selectors
 import signal
 import socket
@@ -47,14 +48,27 @@ class StampedLine(NamedTuple):
     text: str  # decoded as UTF-8 with replacement, for parsing; the log keeps the bytes
 
 
+_STAMPED = re.compile(r"^(\d+) (.*)$", re.M)
+
+
 def read_stamped(path: Path | str) -> Iterator[StampedLine]:
     """The lines of a stamped log. A line that is not `<int> <bytes>` is a corrupt log.
 
-    The file is read whole and split once (a results directory of thousands of runs is read
-    in one `report`); a line is still parsed on its own, and a bad one named by its number.
+    A results directory of thousands of runs is read in one `report`: the file is decoded
+    whole and its lines matched at once; only a file with a line that does not match is read
+    line by line, to name that line (or take an odd stamp that is still an integer).
     """
     with open(path, "rb") as f:
         data = f.read()
+    text = data.decode("utf-8", "replace")
+    found = _STAMPED.findall(text)
+    parts = text.split("\n")
+    if len(found) == len(parts) - parts.count(""):
+        return iter([StampedLine(int(s), _shown_text(t) if "\r" in t else t) for s, t in found])
+    return _read_line_by_line(path, data)
+
+
+def _read_line_by_line(path: Path | str, data: bytes) -> Iterator[StampedLine]:
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()  # the newline that ends the last line
@@ -69,6 +83,11 @@ def read_stamped(path: Path | str) -> Iterator[StampedLine]:
         if b"\r" in text:
             text = shown(text)
         yield StampedLine(stamp_ns, text.decode("utf-8", "replace"))
+
+
+def _shown_text(text: str) -> str:
+    """`shown`, of a decoded line."""
+    return text.rstrip("\r").rpartition("\r")[2]
 
 
 def shown(raw: bytes) -> bytes:

@@ -9,6 +9,7 @@ preparation's label) stand once in its caption and in the page's title.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,10 +112,11 @@ def links(runs: pd.DataFrame, file: str) -> list[Piece]:
     Relative links: the results directory is published and moved whole (§9, rule 7).
     """
     out: list[Piece] = []
-    for i, (_, r) in enumerate(runs.iterrows()):
+    rows = zip(runs["run_id"], runs["kind"], runs["log_dir"])  # thousands of runs: no iterrows
+    for i, (run_id, kind, log_dir) in enumerate(rows):
         out += [", "] if i else []
-        name = f"run {int(r['run_id'])}" + (" (discarded)" if r["kind"] == "discarded" else "")
-        out.append((name, f"{r['log_dir']}/{file}" if file else f"{r['log_dir']}/"))
+        name = f"run {int(run_id)}" + (" (discarded)" if kind == "discarded" else "")
+        out.append((name, f"{log_dir}/{file}" if file else f"{log_dir}/"))
     return out
 
 
@@ -189,9 +191,16 @@ def conditions_section(ctx: Context) -> Section:
         for _, c in g.iterrows():
             traces, used = [], []
             timed = runs_of(ctx, c["config"], ["timed"], ok_only=False)
-            for _, r in timed.iterrows():
+            root = str(ctx.rd.root)
+            # only the runs with samples are read (a CPU series has none)
+            sampled = pd.Series(
+                [os.path.exists(os.path.join(root, d, "samples.jsonl")) for d in timed["log_dir"]],
+                index=timed.index,
+                dtype=bool,
+            )
+            for _, r in timed.loc[sampled].iterrows():
                 path = ctx.rd.root / r["log_dir"] / "samples.jsonl"
-                trace = _trace(telemetry.read_samples(path)[1], r) if path.exists() else None
+                trace = _trace(telemetry.read_samples(path)[1], r)
                 if trace is not None:
                     traces.append(trace)
                     used.append(r)

@@ -6,6 +6,8 @@ import struct
 import sys
 import time
 
+import pytest
+
 from kit.executors.base import RunSpec
 from kit.executors.local import LocalExecutor
 from kit.measure import clock
@@ -143,3 +145,27 @@ def test_a_long_line_costs_time_linear_in_its_length():
     assert line.startswith(b"2 " + b"y" * 100) and b"of its 33554432 bytes kept" in line
     assert len(line) < clock.LINE_CAP + 100
     assert elapsed < 0.5, elapsed
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"1 a\n2 b\n",
+        b"1 step 0\r\n2 bar 10%\rstep 10 loss 4.2\n\n3 \xe2\x82 half a character\n4 last",
+        b"1 a\n+2 an odd stamp that is still an integer\n3 b\n",
+        b"1 a\n2\n",  # a stamp and nothing after it
+    ],
+)
+def test_the_whole_file_reading_says_what_the_line_by_line_one_does(tmp_path, data):
+    from kit.measure.clock import _read_line_by_line
+
+    path = tmp_path / "stdout.log"
+    path.write_bytes(data)
+    assert list(read_stamped(path)) == list(_read_line_by_line(path, data))
+
+
+def test_a_corrupt_line_is_named_by_its_number(tmp_path):
+    path = tmp_path / "stdout.log"
+    path.write_bytes(b"1 a\n2 b\nnot a stamp\n")
+    with pytest.raises(ValueError, match=r"stdout.log:3: not a stamped line"):
+        list(read_stamped(path))
