@@ -51,7 +51,7 @@ def test_a_command_still_imports_what_it_needs():
 
 
 def test_the_lazy_commands_help_line_is_the_commands_own():
-    assert set(main.lazy) == {"correctness", "compare"}
+    assert set(main.lazy) == {"correctness", "compare", "images", "footprint"}
     for name, (module, attribute, line) in main.lazy.items():
         command = getattr(importlib.import_module(module), attribute)
         assert command.name == name

@@ -14,7 +14,8 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from kit.cli.main import images_build, main
+from kit.cli.images import images_build
+from kit.cli.main import main
 from kit.errors import UserError
 from kit.executors.docker import building, inventory
 

@@ -1,0 +1,180 @@
+"""`micakit images` (build, push) and `micakit footprint`: the measured images (§8) and the
+runner image, through the Docker SDK. Imported only when one of them is called."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kit.cli import options
+
+
+@click.group()
+def images() -> None:
+    """The measured images (§8) and the runner image."""
+
+
+@images.command("build")
+@click.option(
+    "--only",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["pytorch", "mica", "runner"]),
+    help="Build only these (default: pytorch and runner, and mica with --contender).",
+)
+@click.option("--base", help="The base image (e.g. micakit-base:bookworm, made by ci-setup.sh).")
+@click.option(
+    "--wheelhouse",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Wheels to install from, for a build with no package index.",
+)
+@click.option(
+    "--contender",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The contender program the Mica image holds (builds that image too).",
+)
+@click.option(
+    "--libs",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The libraries the contender opens, for the Mica image.",
+)
+@click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
+@click.option("--tag", "suffix", help="The tag (default: <kit version>-<protocol hash>).")
+@options.protocol_option
+@options.docker_host_option
+@options.verbosity
+def images_build(
+    kinds, base, wheelhouse, contender, libs, nanogpt, suffix, protocol_path, docker_host
+) -> None:
+    """Build the images through the Docker SDK, streaming the build's output on stderr.
+
+    \b
+    Examples:
+      micakit images build --contender PATH/TO/mica-program --libs PATH/TO/its-libs
+      micakit images build --only pytorch --base micakit-base:bookworm --wheelhouse wheelhouse
+    """
+    from kit.executors.docker import building, connection
+    from kit.protocol import load as protocol_mod
+
+    p = protocol_mod.load(protocol_path)
+    if not kinds:
+        kinds = ["pytorch", "runner"] + (["mica"] if contender else [])
+    client = connection.connect(docker_host)
+    built = building.build_images(
+        client,
+        p,
+        list(kinds),
+        base=base,
+        wheelhouse=wheelhouse,
+        contender=contender,
+        libs=libs,
+        nanogpt_checkout=str(nanogpt) if nanogpt else None,
+        suffix=suffix,
+        on_line=options.say,
+    )
+    for name, image_id in built.items():
+        click.echo(f"{name}\t{image_id}")
+
+
+@images.command("push")
+@click.option(
+    "--registry",
+    required=True,
+    help="Where to: HOST[:PORT]/NAMESPACE, e.g. ghcr.io/OWNER (lower case).",
+)
+@click.option(
+    "--only",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["pytorch", "mica", "runner"]),
+    help="Push only these (default: every image built under the tag).",
+)
+@click.option("--tag", "suffix", help="The images' tag (default: <kit version>-<protocol hash>).")
+@click.option(
+    "--also-tag",
+    "also",
+    multiple=True,
+    help="A further tag in the registry for the same images, e.g. v0.2.0 or latest; repeatable.",
+)
+@click.option(
+    "--digests",
+    "digests_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the record printed on stdout to this file (e.g. for a release).",
+)
+@options.protocol_option
+@options.docker_host_option
+@options.verbosity
+def images_push(registry, kinds, suffix, also, digests_path, protocol_path, docker_host) -> None:
+    """Push the images to an image registry through the Docker SDK, and print each one's
+    registry digest as JSON: `pinned` (REPOSITORY@sha256:...) names it exactly wherever it is
+    pulled. Log in first (`docker login HOST`); the SDK reads those credentials.
+
+    \b
+    Examples:
+      micakit images push --registry ghcr.io/OWNER --also-tag v0.2.0 --digests digests.json
+      micakit images push --registry 127.0.0.1:5000/ci --only runner --tag ci
+      docker run ghcr.io/OWNER/micakit:TAG series --help    (once pushed)
+    """
+    from kit.engine import store
+    from kit.executors.docker import building
+    from kit.executors.docker import registry as registry_mod
+    from kit.executors.docker.connection import connect
+    from kit.protocol import load as protocol_mod
+
+    registry = registry_mod.check_registry(registry)  # before the engine is asked anything
+    for t in (suffix, *also) if suffix else also:
+        registry_mod.check_tag(t)
+    p = protocol_mod.load(protocol_path)
+    client = connect(docker_host)
+    record = building.push(
+        client,
+        p,
+        registry,
+        list(kinds) or None,
+        suffix=suffix,
+        also=tuple(also),
+        on_line=options.say,
+    )
+    text = json.dumps(record, indent=2) + "\n"
+    if digests_path:
+        store.write_atomic(digests_path, text)
+    click.echo(text, nl=False)
+
+
+@click.command()
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--pytorch", "pytorch_ref", help="PyTorch's measured image (default: this kit's).")
+@click.option("--mica", "mica_ref", help="The Mica program's image (default: this kit's).")
+@options.protocol_option
+@options.docker_host_option
+@options.json_option
+@options.verbosity
+def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host, as_json) -> None:
+    """Record both measured images' sizes and file lists in OUT/footprint/, and their ratio
+    (§8), all or nothing.
+
+    \b
+    Example:
+      micakit footprint results/footprint-L4 --json
+    """
+    from kit.executors.docker import connection, inventory
+    from kit.executors.docker import images as images_mod
+    from kit.protocol import load as protocol_mod
+
+    p = protocol_mod.load(protocol_path)
+    client = connection.connect(docker_host)
+    refs = {
+        "pytorch": pytorch_ref or images_mod.ref("pytorch", p),
+        "mica": mica_ref or images_mod.ref("mica", p),
+    }
+    ratio = inventory.measure_footprints(client, refs, out / "footprint")
+    if as_json:
+        click.echo(json.dumps(ratio, indent=2))
+    else:
+        for key, value in ratio.items():
+            if not isinstance(value, dict | list):
+                click.echo(f"{key}: {value}")
+        click.echo(f"file lists and sizes: {out / 'footprint'}")
