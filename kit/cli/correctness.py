@@ -1,7 +1,8 @@
 """`micakit correctness`: the protocol's correctness.sh (§7) as one command.
 
 Parse, make the options whole (as `kit.cli.assemble` does for a series), run the check
-(`kit.correctness.run`), render `correctness.md`, print the verdict. Exit codes as `micakit
+(`kit.correctness.run`), render `correctness.md` (`kit.correctness.markdown`), print the
+verdict. Exit codes as `micakit
 series`: 0 the
 check ran (passed or not: the verdict says), 2 bad input, 3 a run failed (finished runs are kept,
 `--resume` goes on), 130 interrupted.
@@ -16,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 
 from kit.cli import assemble as assemble_mod
 from kit.cli import options
 from kit.cli.options import say
 from kit.correctness import checks
+from kit.correctness import markdown as check_md
 from kit.correctness import methods as corr
 from kit.correctness import plan as checkplan
 from kit.correctness import run as checkrun
@@ -221,163 +222,6 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
     return runner
 
 
-# -- correctness.md: formatting returns lines -----------------------------------------------------
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-    return out + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
-
-
-def _f(x: float, digits: int = 4) -> str:
-    return "NaN" if not np.isfinite(x) else f"{x:.{digits}f}"
-
-
-def _about(runner: checkrun.CheckRunner, verdict: str) -> list[str]:
-    s, o, p = runner.spec, runner.o, runner.p
-    label = p.model(s.model).label
-    lines = [f"# §7 method {s.method}: {label} ({s.model}), {s.precision}, on {s.card}", ""]
-    if s.smoke:
-        lines += ["**Smoke check**: a scaled-down model and schedule, not a protocol result.", ""]
-    products = (
-        f"`{o['products']}` (SHA-256 {o.get('products_sha256', '')[:12]}…)"
-        if o.get("products")
-        else "chosen by the check's own first run (smoke)"
-    )
-    rows = [
-        ["verdict", verdict],
-        ["PyTorch", f"nanoGPT's train.py with §4's patch, mode `{s.pytorch_mode}`"],
-        ["contender", f"build `{s.contender_build}` (amendment 4.2); products record {products}"],
-        ["seeds", ", ".join(map(str, s.seeds))],
-        ["raw logs", "`runs/` (stamped), `runs.jsonl` (records), `tables/*.csv` (every digit)"],
-    ]
-    return lines + _table(["", ""], rows) + [""]
-
-
-def markdown_a(runner: checkrun.CheckRunner, a: corr.MethodAResult) -> list[str]:
-    s, c = runner.spec, runner.p.correctness
-    verdict = {
-        True: "**passed**",
-        False: f"**failed**: {a.reason}",
-        None: "read, not judged: one seed a side (amendment 7.1)",
-    }[a.verdict]
-    lines = _about(runner, verdict)
-    if len(a.seeds) >= len(c.seeds) and s.card != c.five_seed_card:
-        lines += [
-            f"§7 A's five seeds a side run on the {c.five_seed_card}; these ran on {s.card}.",
-            "",
-        ]
-    if a.verdict is None:
-        lines += [
-            f"Published beside the {c.five_seed_card}'s five seeds a side, whose families "
-            "give method A's verdict (amendment 7.1).",
-            "",
-        ]
-    lines += [
-        f"## Validation loss at every evaluation ({s.steps} steps, every {s.eval_interval} "
-        f"on {s.eval_iters} batches; judged from step {a.from_step})",
-        "",
-    ]
-    rows = [
-        [
-            int(r.step),
-            "yes" if r.judged else "",
-            _f(r.pytorch_median),
-            _f(r.pytorch_range),
-            _f(r.contender_median),
-            _f(r.contender_range),
-            _f(r.difference),
-            _f(r.allowed),
-            ("yes" if r.ok else "**no**") if r.judged else "",
-        ]
-        for r in a.table.itertuples()
-    ]
-    lines += _table(
-        [
-            "step",
-            "judged",
-            "PyTorch median",
-            "PyTorch range",
-            "contender median",
-            "contender range",
-            "difference",
-            "allowed (larger range)",
-            "within",
-        ],
-        rows,
-    )
-    lines += ["", f"## Final losses at step {s.steps}: median and range", ""]
-    rows = [
-        [
-            r.side,
-            r.seeds,
-            _f(r.val_loss_median),
-            f"{_f(r.val_loss_range)} [{_f(r.val_loss_min)}, {_f(r.val_loss_max)}]",
-            _f(r.train_loss_median),
-            f"{_f(r.train_loss_range)} [{_f(r.train_loss_min)}, {_f(r.train_loss_max)}]",
-        ]
-        for r in a.final.itertuples()
-    ]
-    lines += _table(
-        [
-            "side",
-            "seeds",
-            "validation median",
-            "validation range [min, max]",
-            "training median",
-            "training range [min, max]",
-        ],
-        rows,
-    )
-    return lines + ["", "![All curves on one plot (§7 A)](method_a.png)", ""]
-
-
-def markdown_b(runner: checkrun.CheckRunner, b: corr.MethodBResult) -> list[str]:
-    lo, hi = b.judged.window
-    verdict = "**passed**" if b.passed else f"**failed**: {b.reason}"
-    lines = _about(runner, f"{verdict} (step 0 and steps {lo} to {hi})")
-    if b.beside is not None:
-        blo, bhi = b.beside.window
-        said = "passed" if b.beside.passed else f"failed: {b.beside.reason}"
-        lines += [f"Beside it (amendment 6.2), §7 B's steps {blo} to {bhi}: {said}.", ""]
-    lines += [
-        f"Step 0: PyTorch {b.step0_pytorch_loss!r}, contender {b.step0_contender_loss!r}, "
-        f"{b.step0_relative_difference:.3g} relative. Largest difference in the window: "
-        f"{b.judged.max_relative_difference:.3%} at step {b.judged.max_at_step}.",
-        "",
-        "Shared start (`shared_start/`, made once by run 0): "
-        + ", ".join(f"`{Path(k).name}` {v[:12]}…" for k, v in runner.shared_outputs().items()),
-        "",
-        "## Every step's training loss",
-        "",
-    ]
-    rows = [
-        [
-            int(r.step),
-            repr(r.pytorch_loss),
-            repr(r.contender_loss),
-            f"{r.relative_difference:.3g}",
-            f"{r.tolerance:g}",
-            "yes" if r.judged else ("beside" if r.beside else ""),
-            ("yes" if r.ok else "**no**") if r.judged or r.beside else "",
-        ]
-        for r in b.table.itertuples()
-    ]
-    lines += _table(
-        [
-            "step",
-            "PyTorch loss",
-            "contender loss",
-            "relative difference",
-            "tolerance",
-            "judged",
-            "within",
-        ],
-        rows,
-    )
-    return lines + ["", "![Both curves on one plot (§7 B)](method_b.png)", ""]
-
-
 # -- the command ----------------------------------------------------------------------------
 
 
@@ -447,7 +291,11 @@ def correctness(ctx: click.Context, **options: Any) -> None:
         )
         ctx.exit(int(ExitCode.INTERRUPTED))
     r = judged.result
-    lines = markdown_a(runner, r) if isinstance(r, corr.MethodAResult) else markdown_b(runner, r)
+    lines = (
+        check_md.markdown_a(runner, r)
+        if isinstance(r, corr.MethodAResult)
+        else check_md.markdown_b(runner, r)
+    )
     runner.rd.write_text("correctness.md", "\n".join(lines))
     store.publish_modes(runner.rd.root)  # whatever the umask, the results are readable (D6)
     rec = judged.record
