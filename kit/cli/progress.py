@@ -9,6 +9,7 @@ from typing import IO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from kit.engine.records import RunRecord
 from kit.engine.scheduler import Config, PlannedRun
 from kit.engine.series import Hooks
 from kit.status import RunStatus
@@ -57,14 +58,14 @@ class PlainProgress(Hooks):
     def run_started(self, run: PlannedRun, config: Config, position: int, total: int) -> None:
         self._print(f"[{position + 1}/{total}] {describe(run)}: {config.id} (run {run.run_id})")
 
-    def run_finished(self, run: PlannedRun, record: dict) -> None:
+    def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
         self.finished += 1
-        step = record.get("step_s")
-        shown = f"{step * 1e3:.3f} ms/step" if step is not None else record["reason"]
-        if shown.startswith(record["status"]):
+        step = record.step_s
+        shown = f"{step * 1e3:.3f} ms/step" if step is not None else record.reason
+        if shown.startswith(record.status):
             self._print(f"    {shown}")
         else:
-            self._print(f"    {record['status']}" + (f": {shown}" if shown else ""))
+            self._print(f"    {record.status}" + (f": {shown}" if shown else ""))
 
     def message(self, text: str) -> None:
         self._print(text)
@@ -101,10 +102,10 @@ class LiveProgress(PlainProgress):
     def run_started(self, run: PlannedRun, config: Config, position: int, total: int) -> None:
         self.bar.update(self.task, description=f"{describe(run)} · {config.id} · run {run.run_id}")
 
-    def run_finished(self, run: PlannedRun, record: dict) -> None:
+    def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
         self.bar.advance(self.task)
-        if record["status"] != RunStatus.OK:
-            self._print(f"run {run.run_id} {run.config}: {record['status']}: {record['reason']}")
+        if record.status != RunStatus.OK:
+            self._print(f"run {run.run_id} {run.config}: {record.status}: {record.reason}")
 
     def close(self) -> None:
         self.bar.stop()

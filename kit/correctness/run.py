@@ -35,6 +35,7 @@ from kit.correctness.plan import (
 )
 from kit.engine import store
 from kit.engine.engine import Engine, Judged, Kind
+from kit.engine.records import RunRecord
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
@@ -133,8 +134,8 @@ class CheckRunner(Kind[CheckRun]):
         config = self.spec.config(run.side).id
         return {"kind": run.kind, "side": run.side, "seed": run.seed, "config": config}
 
-    def done(self, record: dict) -> bool:
-        return record["status"] == RunStatus.OK
+    def done(self, record: RunRecord) -> bool:
+        return record.status == RunStatus.OK
 
     def _scratch(self, run: CheckRun, log_dir: Path) -> Path:
         """Method B: nanoGPT's out_dir for one run, a copy of ckpt.pt (GBs for M2b)."""
@@ -277,12 +278,8 @@ class CheckRunner(Kind[CheckRun]):
 
     def shared_outputs(self) -> dict[str, str]:
         """The shared start's files and SHA-256, as run 0 recorded them."""
-        made = [
-            r
-            for r in self.rd.records()
-            if r["kind"] == SHARED_START and r["status"] == RunStatus.OK
-        ]
-        return made[-1]["outputs"] if made else {}
+        made = [r for r in self.rd.runs() if r.kind == SHARED_START and r.status == RunStatus.OK]
+        return dict(made[-1].outputs or {}) if made else {}
 
     def _check_shared_start(self) -> None:
         """What the sides read is what run 0 made: this model's shapes, the same bytes."""

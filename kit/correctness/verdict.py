@@ -65,11 +65,11 @@ def judge(
     from kit.report import plots  # lazy: matplotlib, only once every run has finished
 
     c, root = p.correctness, rd.root
-    ok = {r["run_id"]: r for r in rd.records() if r["status"] == RunStatus.OK}
+    ok = {r.run_id: r for r in rd.runs() if r.status == RunStatus.OK}
     curves: dict[str, dict[int, pd.DataFrame]] = {PYTORCH: {}, CONTENDER: {}}
     for run in plan:
         if run.kind == TRAINING:
-            log = root / ok[run.run_id]["log_dir"] / "stdout.log"
+            log = root / ok[run.run_id].log_dir / "stdout.log"
             curves[run.side][run.seed] = curve(s, run, grammars[run.side], log)
     common = {"contender_build": s.contender_build, "logs": "runs", "date_utc": now()}
     title = f"{p.model(s.model).label} ({s.model}), {s.precision}, {s.card}"

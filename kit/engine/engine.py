@@ -28,14 +28,13 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from kit import __version__
 from kit.engine import store, versions
+from kit.engine.records import RunRecord
 from kit.engine.store import ResultsDir
 from kit.errors import Interrupted, SeriesFailed, UserError
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.protocol.load import Protocol as ProtocolFile
 from kit.sides.side import RunContext, Side
-
-RECORD_SCHEMA = 1
 
 
 class Planned(Protocol):
@@ -92,18 +91,18 @@ class Kind(abc.ABC, Generic[R]):
         """The run from its exit code and stamped logs."""
 
     @abc.abstractmethod
-    def done(self, record: dict) -> bool:
+    def done(self, record: RunRecord) -> bool:
         """A record that needs no other run; a run that ends otherwise stops the plan."""
 
     def around(self, run: R, log_dir: Path) -> contextlib.AbstractContextManager[None]:
         """What holds while the executor runs it (the card's conditions, a scratch folder)."""
         return contextlib.nullcontext()
 
-    def passed_over(self, run: R, latest: Mapping[int, dict]) -> bool:
+    def passed_over(self, run: R, latest: Mapping[int, RunRecord]) -> bool:
         """A run left out of this pass though it has no finished record."""
         return False
 
-    def after(self, run: R, record: dict) -> bool:
+    def after(self, run: R, record: RunRecord) -> bool:
         """Once its record is appended; True when the plan must be run again from the start."""
         return False
 
@@ -222,9 +221,9 @@ class Engine(Generic[R]):
 
     # -- running ------------------------------------------------------------------------------
 
-    def latest(self) -> dict[int, dict]:
+    def latest(self) -> dict[int, RunRecord]:
         """Each run's last record (an attempt run again replaces the earlier one)."""
-        return {r["run_id"]: r for r in self.rd.records()}
+        return {r.run_id: r for r in self.rd.runs()}
 
     def done(self) -> set[int]:
         return {i for i, r in self.latest().items() if self.kind.done(r)}
@@ -258,7 +257,7 @@ class Engine(Generic[R]):
                 return True
         return False
 
-    def _run_one(self, run: R, position: int) -> dict:
+    def _run_one(self, run: R, position: int) -> RunRecord:
         log_dir = self.rd.new_attempt_dir(run.run_id, self.kind.slug(run))
         self.kind.started(run, position)
         started = now()
@@ -280,26 +279,24 @@ class Engine(Generic[R]):
 
     def _record(
         self, run: R, log_dir: Path, started: str, outcome: RunOutcome | None, judged: Judged
-    ) -> dict:
+    ) -> RunRecord:
         """The run's record, appended: the only write of a run."""
-        record = {
-            "schema": RECORD_SCHEMA,
-            "run_id": run.run_id,
-            **self.kind.head(run),
-            "log_dir": self.rd.rel(log_dir),
-            "started_utc": started,
-            "start_ns": outcome.start_ns if outcome else None,
-            "end_ns": outcome.end_ns if outcome else None,
-            "exit_code": outcome.exit_code if outcome else None,
-            "stopped": outcome.stopped if outcome else None,
-            "status": judged.status,
-            "reason": judged.reason,
-            **judged.fields,
-            "executor": self.executor.name,
-            "files": self.hashes(log_dir),
-        }
-        if judged.outputs is not None:
-            record["outputs"] = judged.outputs
+        record = RunRecord(
+            run_id=run.run_id,
+            head=self.kind.head(run),
+            log_dir=self.rd.rel(log_dir),
+            started_utc=started,
+            start_ns=outcome.start_ns if outcome else None,
+            end_ns=outcome.end_ns if outcome else None,
+            exit_code=outcome.exit_code if outcome else None,
+            stopped=outcome.stopped if outcome else None,
+            status=judged.status,
+            reason=judged.reason,
+            judged=judged.fields,
+            executor=self.executor.name,
+            files=self.hashes(log_dir),
+            outputs=judged.outputs,
+        )
         self.rd.append_record(record)
         return record
 
@@ -312,13 +309,13 @@ class Engine(Generic[R]):
             if p.is_file() and leave_out not in p.relative_to(folder).parts
         }
 
-    def _failure(self, run: R, record: dict) -> str:
-        shown = timing.tail_block(self.rd.root / record["log_dir"])
+    def _failure(self, run: R, record: RunRecord) -> str:
+        shown = timing.tail_block(self.rd.root / record.log_dir)
         rule = f" ({self.kind.stop_rule})" if self.kind.stop_rule else ""
         return (
-            f"{self.kind.title(run)} failed: {record['reason']} (exit code "
-            f"{record['exit_code']}); the {self.kind.noun} stops here{rule}.\n"
-            f"  the tail of its output ({record['log_dir']}):\n{shown}\n"
+            f"{self.kind.title(run)} failed: {record.reason} (exit code "
+            f"{record.exit_code}); the {self.kind.noun} stops here{rule}.\n"
+            f"  the tail of its output ({record.log_dir}):\n{shown}\n"
             f"  every finished run is kept; once the cause is fixed, "
             f"`micakit {self.kind.command} --resume {self.rd.root}` runs this one again"
         )

@@ -20,6 +20,7 @@ from kit.engine import separate as extras
 from kit.engine import store
 from kit.engine.conditions import CardConditions
 from kit.engine.engine import Engine, Judged, Kind
+from kit.engine.records import RunRecord
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun, plan
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
@@ -60,7 +61,7 @@ class Hooks:
     def run_started(self, run: PlannedRun, config: Config, position: int, total: int) -> None:
         pass
 
-    def run_finished(self, run: PlannedRun, record: dict) -> None:
+    def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
         pass
 
     def message(self, text: str) -> None:
@@ -197,30 +198,30 @@ class Series(Kind[PlannedRun]):
         self.engine.record_versions(self.card_info, self.sides, self.ctx, images=True)
         self._footprint()
 
-    def _current(self, record: dict) -> bool:
+    def _current(self, record: RunRecord) -> bool:
         """A record counts only if it ran at its model's batch now in force (amendment 5.1)."""
-        model = self.by_id[record["config"]].model
-        return record.get("batch_size") == self.batches().get(model)
+        model = self.by_id[record.config].model
+        return record.batch_size == self.batches().get(model)
 
-    def done(self, record: dict) -> bool:
-        return record["status"] in DONE and self._current(record)
+    def done(self, record: RunRecord) -> bool:
+        return record.status in DONE and self._current(record)
 
-    def _stopped(self, latest: Mapping[int, dict]) -> set[str]:
+    def _stopped(self, latest: Mapping[int, RunRecord]) -> set[str]:
         """Amendment 8.1: the configurations that ran out of memory, which run no further."""
         return {
-            r["config"]
+            r.config
             for r in latest.values()
-            if r["status"] == timing.OOM and r.get("kind") not in SEPARATE and self._current(r)
+            if r.status == timing.OOM and r.kind not in SEPARATE and self._current(r)
         }
 
-    def passed_over(self, run: PlannedRun, latest: Mapping[int, dict]) -> bool:
+    def passed_over(self, run: PlannedRun, latest: Mapping[int, RunRecord]) -> bool:
         return run.config in self._stopped(latest)
 
-    def after(self, run: PlannedRun, record: dict) -> bool:
+    def after(self, run: PlannedRun, record: RunRecord) -> bool:
         """Amendment 8: out of memory is recorded and the series goes on; True when the batch
         was halved and the plan must run again (amendment 5.1)."""
         self.hooks.run_finished(run, record)
-        if record["status"] == timing.OOM and run.kind not in SEPARATE:
+        if record.status == timing.OOM and run.kind not in SEPARATE:
             self.hooks.message(
                 f"{run.config}: out of memory in run {run.run_id}; "
                 "recorded, and the series goes on (amendment 8)"
@@ -268,7 +269,7 @@ class Series(Kind[PlannedRun]):
             ]
             first = {r.config: r.run_id for r in self.order if r.discarded and r.config in ids}
             outcomes = [latest.get(first[c]) for c in ids]
-            if ids and all(o and o["status"] == timing.OOM and self._current(o) for o in outcomes):
+            if ids and all(o and o.status == timing.OOM and self._current(o) for o in outcomes):
                 batch = self.batches().get(config.model, model.batch_size)
                 adjustments = (
                     self.rd.read_json(ADJUSTMENTS) if (self.rd.root / ADJUSTMENTS).exists() else {}
@@ -348,11 +349,12 @@ class Series(Kind[PlannedRun]):
         never less than the stall limit."""
         if planned.kind != "timed":
             return None
-        for r in reversed(self.rd.records()):
-            usable = r.get("start_ns") is not None and r.get("end_ns") is not None
-            if r["config"] == planned.config and r["discarded"] and usable:
-                if r["status"] in (timing.OK, timing.VOID):
-                    seconds = (r["end_ns"] - r["start_ns"]) / 1e9
+        for r in reversed(self.rd.runs()):
+            if r.start_ns is None or r.end_ns is None:
+                continue
+            if r.config == planned.config and r.discarded:
+                if r.status in (timing.OK, timing.VOID):
+                    seconds = (r.end_ns - r.start_ns) / 1e9
                     t = self.protocol.timing
                     # never below the stall limit: a short run's few seconds of jitter are no hang
                     return max(t.run_limit_factor * seconds, t.stall_s)

@@ -28,6 +28,7 @@ from typing import Any
 
 from kit.engine import separate as extras
 from kit.engine.lock import LOCK, WriterLock
+from kit.engine.records import RunRecord
 from kit.errors import UserError
 from kit.measure import timing
 from kit.protocol import load as protocol_mod
@@ -266,7 +267,16 @@ class ResultsDir:
                     "new series with --out",
                 )
 
-    def append_record(self, record: dict) -> None:
+    def runs(self) -> list[RunRecord]:
+        """Every finished run's record, typed (kit.engine.records); the audit reads the lines
+        as they are (`records`), to name what is wrong with one."""
+        return [
+            RunRecord.from_json(r, f"{RECORDS} record {i}") for i, r in enumerate(self.records(), 1)
+        ]
+
+    def append_record(self, record: dict | RunRecord) -> None:
+        if isinstance(record, RunRecord):
+            record = record.to_json()
         self._records = None
         line = json.dumps(record, sort_keys=False) + "\n"
         fd = os.open(self.root / RECORDS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)

@@ -30,7 +30,7 @@ EAGER = "eager"
 
 def warmups(rd: ResultsDir, runs: pd.DataFrame, window_start_step: int) -> pd.Series:
     """Per timed, ok run (indexed by run_id): its warm-up in seconds, from its stamps."""
-    started = {r["run_id"]: r.get("start_ns") for r in rd.records()}
+    started = {r.run_id: r.start_ns for r in rd.runs()}
     ok = runs[(runs["kind"] == "timed") & (runs["status"] == timing.OK)]
     out = {}
     for run_id, window_ns, step_s in zip(ok["run_id"], ok["window_start_ns"], ok["step_s"]):

@@ -16,6 +16,7 @@ import pandas as pd
 
 from kit.engine import audit, store
 from kit.engine import separate as extras
+from kit.engine.records import RunRecord
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.store import ResultsDir
 from kit.executors.base import RunOutcome
@@ -53,9 +54,7 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
     """One row per planned run that has a record: judged again from its logs."""
     plan = rd.read_json(store.PLAN)
     configs = {c["id"]: c for c in plan["configurations"]}
-    latest: dict[int, dict] = {}
-    for r in rd.records():
-        latest[r["run_id"]] = r
+    latest = {r.run_id: r for r in rd.runs()}
     rows = []
     for planned in plan["order"]:
         record = latest.get(planned["run_id"])
@@ -63,7 +62,7 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
             continue
         c = configs[planned["config"]]
         grammar = protocol.pytorch if c["side"] == PYTORCH else protocol.contender
-        outcome = rejudge(rd.root / record["log_dir"], record, grammar, protocol)
+        outcome = rejudge(rd.root / record.log_dir, record, grammar, protocol)
         rows.append(
             {
                 "run_id": planned["run_id"],
@@ -71,13 +70,13 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
                 "round": planned["round"],
                 "kind": planned.get("kind", "timed"),
                 "discarded": planned["discarded"],
-                "batch_size": record.get("batch_size"),
+                "batch_size": record.batch_size,
                 "status": outcome.status,
                 "step_s": outcome.step_s,
                 "own_step_s": outcome.own_step_s,
                 "final_loss": outcome.final_loss,
                 "reason": outcome.reason,
-                "log_dir": record["log_dir"],
+                "log_dir": record.log_dir,
                 "window_start_ns": outcome.window_start_ns,
                 "window_end_ns": outcome.window_end_ns,
             }
@@ -103,21 +102,21 @@ def _identity(c: dict) -> dict:
     return {"config": c["id"], **{k: c[k] for k in keys}}
 
 
-def rejudge(log_dir: Path, record: dict, grammar, protocol: Protocol) -> timing.Outcome:
+def rejudge(log_dir: Path, record: RunRecord, grammar, protocol: Protocol) -> timing.Outcome:
     """A run judged again from its raw logs and exit code; a skipped record keeps its reason."""
-    if record["status"] == extras.NOT_PROFILED:
-        return timing.Outcome(extras.NOT_PROFILED, None, None, record["reason"])
+    if record.status == extras.NOT_PROFILED:
+        return timing.Outcome(extras.NOT_PROFILED, None, None, record.reason)
     if not (log_dir / "stdout.log").is_file():
-        raise ValueError(f"run {record['run_id']}'s raw log {log_dir / 'stdout.log'} is missing")
+        raise ValueError(f"run {record.run_id}'s raw log {log_dir / 'stdout.log'} is missing")
     outcome = RunOutcome(
-        record["exit_code"],
+        record.exit_code,
         0,
         0,
         log_dir / "stdout.log",
         log_dir / "stderr.log",
-        stopped=record.get("stopped"),
+        stopped=record.stopped,
     )
-    return extras.judge(record.get("kind", "timed"), outcome, grammar, protocol.timing)
+    return extras.judge(record.kind, outcome, grammar, protocol.timing)
 
 
 def config_publications(

@@ -1,0 +1,129 @@
+"""A finished run's record, typed: what `runs.jsonl` keeps, one line a run, fsynced (D6).
+
+The engine writes the envelope every run has (its id, folder, clock, exit, status, files); a
+series or a check adds what it knows of the planned run (`head`: its configuration, round,
+kind, ...) and of its judgement (`judged`: the step time, the final loss, a separate record's
+fields). `to_json` keeps the line exactly as it has always been written, key for key and in
+order; `from_json` reads one back, upgrading an older schema and refusing a newer one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.errors import UserError
+from kit.status import RunStatus
+
+RECORD_SCHEMA = 1
+# the envelope's keys, in the order a line holds them around the kind's own
+_BEFORE_HEAD = ("schema", "run_id")
+_AFTER_HEAD = ("log_dir", "started_utc", "start_ns", "end_ns", "exit_code", "stopped")
+_JUDGEMENT = ("status", "reason")
+_AFTER_JUDGED = ("executor", "files", "outputs")
+_ENVELOPE = {*_BEFORE_HEAD, *_AFTER_HEAD, *_JUDGEMENT, *_AFTER_JUDGED}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: int
+    log_dir: str  # runs/<id>-<config>/attempt-<k>, relative to the results directory
+    started_utc: str
+    status: RunStatus | str
+    reason: str  # why it is not ok; empty when ok
+    executor: str  # "local" or "docker"
+    start_ns: int | None = None  # the program's start and end on the outside clock (§5)
+    end_ns: int | None = None
+    exit_code: int | None = None  # negative: killed by that signal
+    stopped: str | None = None  # why the kit stopped it (a stall, the whole-run limit)
+    files: Mapping[str, str] = field(default_factory=dict)  # raw file -> SHA-256
+    head: Mapping[str, Any] = field(default_factory=dict)  # the kind's: config, round, kind, ...
+    judged: Mapping[str, Any] = field(default_factory=dict)  # the kind's: step_s, final_loss, ...
+    outputs: Mapping[str, Any] | None = None  # what a run made for later runs (a shared start)
+
+    # -- the fields every kind gives -----------------------------------------------------------
+
+    @property
+    def config(self) -> str:
+        return str(self.head.get("config", ""))
+
+    @property
+    def kind(self) -> str:
+        """The planned run's kind; a record from before kinds were kept was a timed run."""
+        return str(self.head.get("kind", "timed"))
+
+    @property
+    def discarded(self) -> bool:
+        return bool(self.head.get("discarded", False))
+
+    @property
+    def step_s(self) -> float | None:
+        """§5's step time, for a timed run judged ok; None otherwise."""
+        return self.judged.get("step_s")
+
+    @property
+    def batch_size(self) -> int | None:
+        """The batch it ran at (amendment 5.1); None: the model's own."""
+        return self.head.get("batch_size")
+
+    # -- the file -------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": RECORD_SCHEMA, "run_id": self.run_id, **self.head}
+        out.update(
+            log_dir=self.log_dir,
+            started_utc=self.started_utc,
+            start_ns=self.start_ns,
+            end_ns=self.end_ns,
+            exit_code=self.exit_code,
+            stopped=self.stopped,
+            status=self.status,
+            reason=self.reason,
+        )
+        out.update(self.judged)
+        out.update(executor=self.executor, files=dict(self.files))
+        if self.outputs is not None:
+            out["outputs"] = dict(self.outputs)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], where: str = "runs.jsonl") -> RunRecord:
+        """A line of runs.jsonl. Schema 0 (no "schema" yet) is upgraded: its lines lacked the
+        run's kind (a timed run) and why the kit stopped it (it did not)."""
+        schema = d.get("schema", 0)
+        if not isinstance(schema, int) or schema > RECORD_SCHEMA:
+            raise UserError(
+                f"{where} is a run record of schema {schema!r}; this kit reads schema "
+                f"{RECORD_SCHEMA} and older",
+                "read it with the kit version named in the directory's manifest.json",
+            )
+        try:
+            keys = list(d)
+            before_log = keys[: keys.index("log_dir")] if "log_dir" in d else keys
+            after_reason = keys[keys.index("reason") + 1 :] if "reason" in d else []
+            head = {k: d[k] for k in before_log if k not in _ENVELOPE}
+            judged = {k: d[k] for k in after_reason if k not in _ENVELOPE}
+            if schema == 0:
+                head.setdefault("kind", "timed")
+            return cls(
+                run_id=int(d["run_id"]),
+                log_dir=str(d["log_dir"]),
+                started_utc=str(d.get("started_utc", "")),
+                status=str(d["status"]),
+                reason=str(d.get("reason") or ""),
+                executor=str(d.get("executor", "")),
+                start_ns=d.get("start_ns"),
+                end_ns=d.get("end_ns"),
+                exit_code=d.get("exit_code"),
+                stopped=d.get("stopped"),
+                files=dict(d.get("files") or {}),
+                head=head,
+                judged=judged,
+                outputs=d.get("outputs"),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(
+                f"{where} is not a run record as the kit writes one ({type(e).__name__}: {e})",
+                "`micakit verify` names what changed; restore runs.jsonl from a copy",
+            ) from None
