@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 
+from kit.engine.records import RunRecord
 from kit.report import compile_cost
 
 
@@ -14,8 +15,11 @@ class FakeRd:
     def __init__(self, starts: dict[int, int]) -> None:
         self.starts = starts
 
-    def records(self) -> list[dict]:
-        return [{"run_id": k, "start_ns": v} for k, v in self.starts.items()]
+    def runs(self) -> list[RunRecord]:
+        return [
+            RunRecord(k, f"runs/{k:04d}-x/attempt-1", "", "ok", "", "local", start_ns=v)
+            for k, v in self.starts.items()
+        ]
 
 
 def _runs(rows):
