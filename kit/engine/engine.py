@@ -246,15 +246,14 @@ class Engine(Generic[R]):
             if run.run_id in done or self.kind.passed_over(run, latest):
                 continue
             record = latest[run.run_id] = self._run_one(run, position)
-            again = self.kind.after(run, record)
+            if self.kind.after(run, record):
+                return True  # the plan runs again (a halved batch): this record is not current
             if not self.kind.done(record):
                 raise SeriesFailed(
                     self._failure(run, record),
                     f"fix the cause shown above, then "
                     f"`micakit {self.kind.command} --resume {self.rd.root}`",
                 )
-            if again:
-                return True
         return False
 
     def _run_one(self, run: R, position: int) -> RunRecord:

@@ -114,7 +114,11 @@ def test_a_pytorch_only_series_reports_and_verifies(tmp_path, cli, fake_env):
     out = tmp_path / "r"
     res = cli(*pytorch_args(out, protocol))
     assert res.exit_code == 0, res.output
-    assert (out / "tables" / "comparison.csv").read_text().startswith("card,model,precision")
+    assert (
+        (out / "tables" / "comparison.csv")
+        .read_text()
+        .startswith("schema_version,card,model,precision")
+    )
     assert "there is no comparison" in (out / "report.md").read_text()
     assert cli("verify", out).exit_code == 0
 
