@@ -117,14 +117,19 @@ def test_out_of_memory_run_keeps_its_exit_code_and_logs(client, base_image, exec
     assert not _leftovers(client, executor.series_id)
 
 
-def test_ctrl_c_while_waiting_leaves_no_container(client, base_image, executor, tmp_path):
+@pytest.mark.timeout(300)  # a lost interrupt fails here, not after the suite's 30 minutes
+def test_ctrl_c_while_waiting_leaves_no_container(
+    client, base_image, executor, tmp_path, sigint_default
+):
     spec = _fake_spec(base_image, "run 3 mica-f32", events={"mica#*": "sleep-forever"})
     main = threading.main_thread().ident
     assert main is not None
     log_dir = tmp_path / "interrupted"
 
     def interrupt() -> None:  # as Ctrl-C does: a SIGINT in the thread that waits
-        for _ in range(200):
+        # once the program has started and printed (a cold engine may take many seconds):
+        # the interrupt this test is about comes while the kit waits on the container
+        for _ in range(2400):
             if (log_dir / "stdout.log").exists() and (log_dir / "stdout.log").read_text():
                 break
             threading.Event().wait(0.05)

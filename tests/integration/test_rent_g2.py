@@ -217,7 +217,7 @@ def test_a_failed_delete_says_how_to_find_the_machine(tmp_path):
 
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_stops_the_series_and_deletes_the_machine(tmp_path, sig, status):
+def test_a_signal_stops_the_series_and_deletes_the_machine(tmp_path, sig, status, sigint_default):
     env = _env(tmp_path, FAKE_GCLOUD_HANG=" series --out ", FAKE_GCLOUD_HANG_S="60")
     proc = subprocess.Popen(_args(tmp_path), env=env, stderr=subprocess.PIPE, text=True)
     child_file = tmp_path / "calls.jsonl.child"

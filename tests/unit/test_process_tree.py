@@ -108,7 +108,7 @@ with sigterm_as_interrupt():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
-def test_the_kits_stop_or_death_ends_the_whole_tree(tmp_path, sig):
+def test_the_kits_stop_or_death_ends_the_whole_tree(tmp_path, sig, sigint_default):
     wrapper, pidfile = _wrapper(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     kit = subprocess.Popen(
