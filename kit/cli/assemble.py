@@ -208,7 +208,7 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     if resume:
         # one writer per results directory, from before anything in it is read or written
         rd = ResultsDir.open(Path(resume)).lock()
-        o = SeriesOptions.from_json(rd.manifest()["options"])
+        o = SeriesOptions.from_json(rd.manifest().options)
         # the protocol file: the one named now, else the series' own copy; hashes must agree
         p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
     else:

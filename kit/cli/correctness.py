@@ -10,6 +10,7 @@ check ran (passed or not: the verdict says), 2 bad input, 3 a run failed (finish
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import sys
@@ -28,11 +29,10 @@ from kit.correctness import plan as checkplan
 from kit.correctness import run as checkrun
 from kit.engine import store
 from kit.engine.lock import LOCK
-from kit.engine.options import SideInputs
+from kit.engine.options import CheckOptions
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import ADJUSTMENTS
 from kit.engine.store import ResultsDir
-from kit.engine.versions import VERSIONS
 from kit.errors import ExitCode, Interrupted, UserError
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
@@ -65,7 +65,7 @@ def _path(value: Any) -> str | None:
     return str(Path(value).resolve()) if value else None
 
 
-def resolve(options: dict[str, Any]) -> dict[str, Any]:
+def resolve(options: dict[str, Any]) -> CheckOptions:
     p = protocol_mod.load(options.get("protocol_path"))
     method = (options.get("method") or "").upper()
     if method not in ("A", "B"):
@@ -102,32 +102,33 @@ def resolve(options: dict[str, Any]) -> dict[str, Any]:
     card_info = _card_info(device, options.get("card"))
     if not options.get("out"):
         raise UserError("a new check needs --out DIR", "e.g. --out results/check-m1-a")
-    o = {
-        "protocol": str(p.path),
-        "out": _path(options["out"]),
-        "method": method,
-        "model": model,
-        "models": [model],
-        "precision": precision,
-        "seeds": list(seeds),
-        "card": card_info["name"],
-        "card_info": card_info,
-        "device": device,
-        "smoke": smoke,
-        "sides": [PYTORCH, CONTENDER],
-        "contender": _path(contender),
-        "nanogpt": _path(options.get("nanogpt")),
-        "input": _path(options.get("input")),
-        "data_dir": _path(options.get("data_dir") or Path(options["out"]) / "work" / "data"),
-        "tiktoken_files": _path(options.get("tiktoken_files")),
-        "executor": options.get("executor"),
-        "docker_host": options.get("docker_host"),
-        "pytorch_image": options.get("pytorch_image"),
-        "mica_image": options.get("mica_image"),
-    }
-    o["products"] = _products(p, o, options.get("products"))
-    o["batch_size"] = _halved_batch(o["products"], model)
-    return o
+    o = CheckOptions(
+        protocol=str(p.path),
+        out=str(Path(options["out"]).resolve()),
+        method=method,
+        model=model,
+        models=(model,),
+        precision=precision,
+        seeds=seeds,
+        card=card_info["name"],
+        card_info=card_info,
+        device=device,
+        smoke=smoke,
+        sides=(PYTORCH, CONTENDER),
+        contender=_path(contender),
+        nanogpt=_path(options.get("nanogpt")),
+        input=_path(options.get("input")),
+        data_dir=str(
+            Path(options.get("data_dir") or Path(options["out"]) / "work" / "data").resolve()
+        ),
+        tiktoken_files=_path(options.get("tiktoken_files")),
+        executor=options.get("executor"),
+        docker_host=options.get("docker_host"),
+        pytorch_image=options.get("pytorch_image"),
+        mica_image=options.get("mica_image"),
+    )
+    products = _products(p, o, options.get("products"))
+    return dataclasses.replace(o, products=products, batch_size=_halved_batch(products, model))
 
 
 def _halved_batch(products: str | None, model: str) -> int | None:
@@ -155,21 +156,20 @@ def _card_info(device: str, card: str | None) -> dict[str, Any]:
     return info
 
 
-def _products(p: Protocol, o: dict[str, Any], products: Path | None) -> str | None:
+def _products(p: Protocol, o: CheckOptions, products: Path | None) -> str | None:
     """Amendments 4.3 and 7.4: the contender reads the products record its card's series uses."""
     if not products:
-        if o["smoke"]:
+        if o.smoke:
             return None  # a smoke check's contender chooses its own, in its first run
         raise UserError(
             "a check needs --products DIR, the results directory of this card's series",
             "§7's check runs with the products record its series uses (amendments 4.3, 7.4)",
         )
-    root = checks.check_products_dir(Path(products), o["card"])
-    measured = ResultsDir(root).read_json(VERSIONS) if (root / VERSIONS).is_file() else {}
-    want = (measured.get(CONTENDER) or {}).get("program_sha256")
-    if want and want != store.sha256_file(Path(o["contender"])):
+    root = checks.check_products_dir(Path(products), o.card)
+    want = ResultsDir(root).versions().side(CONTENDER).get("program_sha256")
+    if want and want != store.sha256_file(Path(o.contender or "")):
         raise UserError(
-            f"--contender {o['contender']} is not the program the series {root} measured "
+            f"--contender {o.contender} is not the program the series {root} measured "
             f"(SHA-256 {want[:12]}…)",
             "name the program that series ran: a check runs the build it compares (7.1)",
         )
@@ -189,19 +189,19 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
         raise UserError("give either --out (a new check) or --resume (an existing one)")
     if resume:
         rd = ResultsDir.open(Path(resume)).lock("a check")
-        if rd.manifest().get("kind") != checkplan.KIND:
+        if rd.manifest().kind != checkplan.KIND:
             raise UserError(
                 f"{resume} is not a correctness check's results directory",
                 f"a series resumes with `micakit series --resume {resume}`",
             )
-        o = rd.manifest()["options"]
+        o = CheckOptions.from_json(rd.manifest().options)
         p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
-        if o["device"] == "cuda":  # the card it started on, checked again (versions, rule 4)
-            o["card_info"] = _card_info("cuda", o["card"])
+        if o.device == "cuda":  # the card it started on, checked again (versions, rule 4)
+            o = dataclasses.replace(o, card_info=_card_info("cuda", o.card))
     else:
         o = resolve(options)
-        p = protocol_mod.load(Path(o["protocol"]))
-        root = Path(o["out"])
+        p = protocol_mod.load(Path(o.protocol))
+        root = Path(o.out)
         unstarted = (root / store.STARTING).exists() and not (root / store.MANIFEST).exists()
         if root.is_dir() and any(p.name != LOCK for p in root.iterdir()) and not unstarted:
             raise UserError(
@@ -209,11 +209,11 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
                 f"resume it with `micakit correctness --resume {root}`, or name a new --out",
             )
         rd = ResultsDir.create(root, "a check")
-    ex = assemble_mod.executor(o["executor"], o.get("docker_host"))
+    ex = assemble_mod.executor(o.executor, o.docker_host)
     if ex.name == "docker":  # the cache volume of Inductor and the driver, kept across resumes
         digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
         ex.use_series(f"{rd.root.name}-{digest}")
-    sides = assemble_mod.build_sides(p, SideInputs.of(o), rd.root / "work", ex)
+    sides = assemble_mod.build_sides(p, o.inputs(), rd.root / "work", ex)
     runner = checkrun.CheckRunner(rd, p, o, {s.name: s for s in sides}, ex, say)
     if resume:
         runner.check_resume()

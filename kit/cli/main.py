@@ -333,7 +333,7 @@ def _series_dir(results: Path) -> ResultsDir:
     from kit.engine.store import ResultsDir
 
     rd = ResultsDir.open(results)
-    if rd.manifest().get("kind") == "correctness":
+    if rd.manifest().is_check:
         raise UserError(
             f"{results} holds a correctness check, not a series",
             f"its verdict is in {results / 'correctness.md'}; gate a series with "

@@ -246,7 +246,7 @@ def check_statuses(
 def check_products_dir(path: Path, card_name: str) -> Path:
     """`--products DIR` must be the results directory of this card's own series (7.4)."""
     rd = store.ResultsDir.open(Path(path))
-    series = rd.manifest().get("series") or {}
+    series = rd.manifest().series or {}
     recorded = series.get("card")
     if not isinstance(recorded, str):
         raise UserError(

@@ -21,22 +21,22 @@ def checks_for_series(series_dir: Path, check_dirs: Sequence[Path]) -> dict[str,
     the series' card, models and precisions by `correctness.check_statuses`.
     """
     manifest = ResultsDir.open(Path(series_dir)).manifest()
-    series = manifest.get("series") or {}
+    series = manifest.spec
     records: list[checks.CheckRecord] = []
     for d in check_dirs:
         m = ResultsDir.open(Path(d)).manifest()
-        if m.get("kind") != KIND:
+        if m.kind != KIND:
             raise UserError(
                 f"--checks {d} is not a correctness check's results directory",
                 "name a directory that `micakit correctness` wrote",
             )
-        if m["protocol_sha256"] != manifest["protocol_sha256"]:
+        if m.protocol_sha256 != manifest.protocol_sha256:
             raise UserError(
                 f"--checks {d} ran under another protocol file than the series {series_dir}",
                 "a check gates only the series of its own protocol (§3 rule 1)",
             )
-        if bool(m["check"]["smoke"]) != bool(series.get("smoke")):
-            what = "a smoke check" if m["check"]["smoke"] else "a full check"
+        if m.smoke != manifest.smoke:
+            what = "a smoke check" if m.smoke else "a full check"
             raise UserError(
                 f"--checks {d} is {what}, and the series is not alike",
                 "a smoke check gates only a smoke series",
@@ -45,11 +45,11 @@ def checks_for_series(series_dir: Path, check_dirs: Sequence[Path]) -> dict[str,
     protocol = store.load_protocol(ResultsDir.open(Path(series_dir)))
     precisions = series.get("precisions", [])
     builds = {p: [b.name for b in protocol.builds_for(p)] for p in precisions}
-    c, smoke = protocol.correctness, bool(series.get("smoke"))
+    c, smoke = protocol.correctness, manifest.smoke
     # amendments 7.1 and 7.3: the protocol's seeds on its five-seed card; a smoke check runs on
     # the CPU with the seeds it was given, and a smoke series is a preview whatever it says
     return checks.check_statuses(
-        series.get("card", ""),
+        manifest.card,
         series.get("models", []),
         precisions,
         records,

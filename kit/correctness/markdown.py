@@ -28,8 +28,8 @@ def _about(runner: checkrun.CheckRunner, verdict: str) -> list[str]:
     if s.smoke:
         lines += ["**Smoke check**: a scaled-down model and schedule, not a protocol result.", ""]
     products = (
-        f"`{o['products']}` (SHA-256 {o.get('products_sha256', '')[:12]}…)"
-        if o.get("products")
+        f"`{o.products}` (SHA-256 {(o.products_sha256 or '')[:12]}…)"
+        if o.products
         else "chosen by the check's own first run (smoke)"
     )
     rows = [

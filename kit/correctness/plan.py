@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
+from kit.engine.options import CheckOptions
 from kit.engine.scheduler import CONTENDER, PYTORCH, Config
 from kit.protocol.load import Protocol
 
@@ -63,17 +63,17 @@ def plan_runs(spec: CheckSpec) -> list[CheckRun]:
     return runs
 
 
-def make_spec(p: Protocol, o: dict[str, Any]) -> CheckSpec:
-    c, smoke, a = p.correctness, o["smoke"], o["method"] == "A"
-    steps = p.model(o["model"]).full_steps if a else c.method_b_steps
-    builds = [b.name for b in p.builds_for(o["precision"]) if b.primary]
+def make_spec(p: Protocol, o: CheckOptions) -> CheckSpec:
+    c, smoke, a = p.correctness, o.smoke, o.method == "A"
+    steps = p.model(o.model).full_steps if a else c.method_b_steps
+    builds = [b.name for b in p.builds_for(o.precision) if b.primary]
     return CheckSpec(
-        method=o["method"],
-        model=o["model"],
-        precision=o["precision"],
-        seeds=tuple(o["seeds"]),
-        card=o["card"],
-        device=o["device"],
+        method=o.method,
+        model=o.model,
+        precision=o.precision,
+        seeds=tuple(o.seeds),
+        card=o.card,
+        device=o.device,
         smoke=smoke,
         contender_build=builds[0],
         pytorch_mode=c.pytorch_mode if a else "eager",
@@ -81,7 +81,7 @@ def make_spec(p: Protocol, o: dict[str, Any]) -> CheckSpec:
         eval_interval=c.smoke_eval_interval if smoke else c.eval_interval,
         eval_iters=c.smoke_eval_iters if smoke else c.eval_iters,
         from_step=c.smoke_method_a_from_step if smoke else c.method_a_from_step,
-        batch_size=o.get("batch_size"),
+        batch_size=o.batch_size,
     )
 
 

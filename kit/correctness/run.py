@@ -35,6 +35,7 @@ from kit.correctness.plan import (
 )
 from kit.engine import store
 from kit.engine.engine import Engine, Judged, Kind
+from kit.engine.options import CheckOptions
 from kit.engine.records import RunRecord
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.store import ResultsDir
@@ -67,7 +68,7 @@ class CheckRunner(Kind[CheckRun]):
         self,
         rd: ResultsDir,
         protocol: Protocol,
-        options: dict[str, Any],
+        options: CheckOptions,
         sides: dict[str, Any],
         executor: Executor,
         say: Callable[[str], None] = lambda _: None,
@@ -78,24 +79,22 @@ class CheckRunner(Kind[CheckRun]):
         self.pytorch: PyTorchSide = sides[PYTORCH]
         self.contender: ContenderSide = sides[CONTENDER]
         self.work = rd.root / "work"
-        gpu = str(options["card_info"].get("uuid")) if options["device"] == "cuda" else None
-        self.ctx = RunContext(
-            protocol, executor, options["device"], gpu, self.work, smoke=options["smoke"]
-        )
+        gpu = str(options.card_info.get("uuid")) if options.device == "cuda" else None
+        self.ctx = RunContext(protocol, executor, options.device, gpu, self.work, options.smoke)
         self.shared = Mount("shared_start", rd.root / SHARED_DIR)
         self.engine = Engine(rd, protocol, executor, self.plan, self)
 
     def write_start(self, argv: list[str]) -> None:
         """The products record, then the protocol file, plan and manifest (a check without a
         manifest never started, and the same command starts it again)."""
-        if self.o["products"]:
+        if self.o.products:
             slug = self.spec.config(CONTENDER).slug
-            src = Path(self.o["products"]) / "work" / "products" / f"{slug}.products"
+            src = Path(self.o.products) / "work" / "products" / f"{slug}.products"
             dest = self.work / "products" / src.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dest)
-            self.o["products_sha256"] = store.sha256_file(dest)
-        manifest = {"check": dataclasses.asdict(self.spec), "options": self.o}
+            self.o = dataclasses.replace(self.o, products_sha256=store.sha256_file(dest))
+        manifest = {"check": dataclasses.asdict(self.spec), "options": self.o.to_json()}
         self.engine.write_start(argv, {}, manifest)
 
     def check_resume(self) -> None:
@@ -114,7 +113,7 @@ class CheckRunner(Kind[CheckRun]):
 
     def prepare(self) -> None:
         sides = {s.name: s for s in (self.pytorch, self.contender)}
-        self.engine.record_versions(self.o["card_info"], sides, self.ctx)
+        self.engine.record_versions(dict(self.o.card_info), sides, self.ctx)
 
     def started(self, run: CheckRun, position: int) -> None:
         self.say(f"run {run.run_id + 1}/{len(self.plan)}: {self._describe(run)}")

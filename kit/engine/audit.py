@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kit.engine.documents import PlanEntry
 from kit.engine.store import ADJUSTMENTS, FINAL, PLAN, RECORDS, ResultsDir
 from kit.errors import DirectoryDiffers
 
@@ -22,9 +23,9 @@ def audit(rd: ResultsDir) -> list[str]:
     again later, or the series has not yet recorded any run planned after it. Anything else
     (a record dropped, duplicated, re-pointed or added, a folder deleted) is named here.
     """
-    plan = rd.read_json(PLAN)
-    planned = {r["run_id"]: (position, r) for position, r in enumerate(plan["order"])}
-    models = {c["id"]: c["model"] for c in plan["configurations"]}
+    plan = rd.plan()
+    planned = {r.run_id: (position, r) for position, r in enumerate(plan.order)}
+    models = {c.id: c.model for c in plan.configurations}
     adjustments = rd.read_json(ADJUSTMENTS) if (rd.root / ADJUSTMENTS).exists() else {}
     batches = {model: a["batch_size"] for model, a in adjustments.items()}
     problems: list[str] = []
@@ -39,16 +40,13 @@ def audit(rd: ResultsDir) -> list[str]:
             problems.append(f"{where}: run {run_id!r} is not in {PLAN}")
             continue
         run = position_run[1]
-        if (record.get("config"), record.get("kind", "timed")) != (
-            run["config"],
-            run.get("kind", "timed"),
-        ):
+        if (record.get("config"), record.get("kind", "timed")) != (run.config, run.kind):
             problems.append(
-                f"{where}: run {run_id} is planned as {run.get('kind', 'timed')} "
-                f"{run['config']}, the record says {record.get('kind')} {record.get('config')}"
+                f"{where}: run {run_id} is planned as {run.kind} {run.config}, the record says "
+                f"{record.get('kind')} {record.get('config')}"
             )
             continue
-        own = f"runs/{run_id:04d}-{run['config'].replace('/', '.')}/"
+        own = f"runs/{run_id:04d}-{run.config.replace('/', '.')}/"
         if not (log_dir.startswith(own) and log_dir.count("/") == 2):
             problems.append(f"{where}: run {run_id}'s record points at {log_dir}, not under {own}")
         elif not os.path.isdir(os.path.join(root, log_dir)):
@@ -60,7 +58,7 @@ def audit(rd: ResultsDir) -> list[str]:
             )
             continue
         folders[log_dir] = number
-        current = record.get("batch_size") == batches.get(models.get(run["config"], ""))
+        current = record.get("batch_size") == batches.get(models.get(run.config, ""))
         if record.get("status") in FINAL and current and isinstance(run_id, int):
             if run_id in finals:
                 problems.append(
@@ -103,7 +101,7 @@ def missing_files(rd: ResultsDir, record: dict) -> list[str]:
 
 def _unrecorded_attempts(
     rd: ResultsDir,
-    planned: dict[int, tuple[int, dict]],
+    planned: dict[int, tuple[int, PlanEntry]],
     folders: dict[str, int],
     finals: dict[int, str],
 ) -> list[str]:

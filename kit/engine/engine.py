@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from kit import __version__
 from kit.engine import store, versions
+from kit.engine.documents import Manifest, Plan
 from kit.engine.records import RunRecord
 from kit.engine.store import ResultsDir
 from kit.errors import Interrupted, SeriesFailed, UserError
@@ -135,45 +136,45 @@ class Engine(Generic[R]):
     def write_start(
         self,
         argv: list[str],
-        plan: dict[str, Any],
-        manifest: dict[str, Any],
+        plan: Mapping[str, Any],
+        manifest: Mapping[str, Any],
         beside: Mapping[str, str] | None = None,
     ) -> None:
         """The protocol file, the files read beside it, the plan, then the manifest, all before
         the first run (§3 rule 1). The manifest comes last: a directory without one never
-        started, and the same command starts it again."""
+        started, and the same command starts it again. `plan` and `manifest` are the kind's own
+        fields of each (a series' configurations; its spec and options)."""
         self.rd.write_text(store.PROTOCOL, self.protocol.path.read_text("utf-8"))
         for name, text in (beside or {}).items():
             self.rd.write_text(name, text)
-        self.rd.write_json(store.PLAN, {"schema": store.SCHEMA, **plan, "order": self.order()})
-        self.rd.write_json(store.MANIFEST, self._manifest(argv) | manifest)
+        self.rd.write_json(store.PLAN, Plan.of(self.order(), **plan).to_json())
+        self.rd.write_json(store.MANIFEST, self._manifest(argv, manifest).to_json())
 
-    def _manifest(self, argv: list[str]) -> dict[str, Any]:
-        kind = self.kind.manifest_kind
+    def _manifest(self, argv: list[str], fields: Mapping[str, Any]) -> Manifest:
         p = self.protocol
-        return {
-            "schema": store.SCHEMA,
-            **({"kind": kind} if kind else {}),
-            "kit_version": __version__,
-            "kit_commit": versions.kit_commit(),
-            "protocol_name": p.name,
-            "protocol_sha256": p.sha256,
-            "amendments_in_force": [a.number for a in p.amendments],
-            "command": argv,
-            "date_utc": now(),
-            "host": self.executor.host(),
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "executor": self.executor.name,
-            "executor_versions": self.executor.versions(),
-        }
+        return Manifest(
+            kind=self.kind.manifest_kind,
+            kit_version=__version__,
+            kit_commit=versions.kit_commit(),
+            protocol_name=p.name,
+            protocol_sha256=p.sha256,
+            amendments_in_force=tuple(a.number for a in p.amendments),
+            command=tuple(argv),
+            date_utc=now(),
+            host=self.executor.host(),
+            platform=platform.platform(),
+            python=sys.version.split()[0],
+            executor=self.executor.name,
+            executor_versions=self.executor.versions(),
+            **fields,
+        )
 
     def order(self) -> list[dict]:
         return [r.to_json() for r in self.plan]
 
     def check_resume(self) -> None:
         """Resume only what this directory was: the same protocol file, the same plan."""
-        recorded, p, noun = self.rd.manifest()["protocol_sha256"], self.protocol, self.kind.noun
+        recorded, p, noun = self.rd.manifest().protocol_sha256, self.protocol, self.kind.noun
         if recorded != p.sha256:
             raise UserError(
                 f"{self.rd.root} started under a protocol file with SHA-256 {recorded[:12]}…, "
@@ -181,7 +182,7 @@ class Engine(Generic[R]):
                 f"resume with the protocol it started under: --protocol "
                 f"{self.rd.root / store.PROTOCOL}",
             )
-        if self.rd.read_json(store.PLAN)["order"] != self.order():
+        if self.rd.plan().order_json() != self.order():
             raise UserError(
                 f"the planned runs of {self.rd.root} differ from what this kit plans now",
                 "resume with the kit version named in its manifest.json",
@@ -195,14 +196,14 @@ class Engine(Generic[R]):
         with `images`, the measured images' ids and digests too, and the runner image the kit
         runs in, if any (rerun.sh)."""
         scratch = self.rd.root / "work" / "versions"
-        path = self.rd.root / versions.VERSIONS
-        before = self.rd.read_json(versions.VERSIONS) if path.exists() else {}
+        started = (self.rd.root / store.VERSIONS).exists()
+        before = self.rd.versions()
         found = versions.collect(
             versions.kit_commit(),
             card_info,
             self.executor,
             {
-                name: side.versions(ctx, scratch / name, before.get(name))
+                name: side.versions(ctx, scratch / name, before.sides.get(name))
                 for name, side in sides.items()
             },
         )
@@ -212,12 +213,13 @@ class Engine(Generic[R]):
             if runner:
                 measured["runner"] = runner  # the kit's own image, where it runs in one
             if measured:
-                found["images"] = measured  # the images' ids and registry digests (rerun.sh)
+                # the images' ids and registry digests (rerun.sh)
+                found = dataclasses.replace(found, images=measured)
         shutil.rmtree(scratch, ignore_errors=True)
-        if path.exists():
-            versions.check_unchanged(before, found)
+        if started:
+            versions.check_unchanged(before.to_json(), found.to_json())
         else:
-            self.rd.write_json(versions.VERSIONS, found)
+            self.rd.write_json(store.VERSIONS, found.to_json())
 
     # -- running ------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.engine import separate as extras
+from kit.engine.documents import SCHEMA, Manifest, Plan, Versions, refuse_newer
 from kit.engine.lock import LOCK, WriterLock
 from kit.engine.records import RunRecord
 from kit.errors import UserError
@@ -34,8 +35,8 @@ from kit.measure import timing
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
 
-SCHEMA = 1
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
+VERSIONS = "versions.json"
 # JSON files whose "schema" the store writes and strips on reading (their readers see only
 # their data); manifest.json, plan.json, summary.json and each record carry theirs as a field
 STAMPED = ("versions.json", "gating.json", "publication.json", "adjustments.json",
@@ -187,8 +188,17 @@ class ResultsDir:
 
     # -- whole files --------------------------------------------------------------------------
 
-    def manifest(self) -> dict:
-        return self.read_json(MANIFEST)
+    def manifest(self) -> Manifest:
+        return Manifest.from_json(self.read_json(MANIFEST), str(self.root / MANIFEST))
+
+    def plan(self) -> Plan:
+        return Plan.from_json(self.read_json(PLAN), str(self.root / PLAN))
+
+    def versions(self) -> Versions:
+        """The versions the directory recorded (rule 4); empty before they were."""
+        if not (self.root / VERSIONS).exists():
+            return Versions()
+        return Versions.from_json(self.read_json(VERSIONS), str(self.root / VERSIONS))
 
     def read_json(self, rel: str) -> Any:
         """A JSON file of the directory. One that a newer kit wrote (a higher "schema") is
@@ -203,12 +213,7 @@ class ResultsDir:
             raise UserError(f"{path} is not valid JSON: {e}") from None
         if not isinstance(obj, dict):
             return obj
-        schema = obj.get("schema", 0)
-        if not isinstance(schema, int) or schema > SCHEMA:
-            raise UserError(
-                f"{path} has results schema {schema!r}; this kit reads schema {SCHEMA} and older",
-                "read it with the kit version named in the directory's manifest.json (kit_version)",
-            )
+        refuse_newer(obj, str(path))
         if rel in STAMPED:
             obj.pop("schema", None)
         return obj
@@ -317,7 +322,7 @@ def _refuse_foreign(root: Path) -> None:
 def load_protocol(rd: ResultsDir) -> Protocol:
     """The protocol the series ran under, from its own copy, checked against the manifest."""
     p = protocol_mod.load(rd.root / PROTOCOL)
-    recorded = rd.manifest()["protocol_sha256"]
+    recorded = rd.manifest().protocol_sha256
     if p.sha256 != recorded:
         raise UserError(
             f"{rd.root / PROTOCOL} has SHA-256 {p.sha256[:12]}…, "

@@ -12,12 +12,14 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from kit import __version__
 from kit.engine import versions_probe
+from kit.engine.documents import Versions
 from kit.errors import UserError
 from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunSpec
@@ -25,7 +27,7 @@ from kit.measure.clock import read_stamped
 from kit.protocol.load import Protocol
 from kit.telemetry import kernels
 
-VERSIONS = "versions.json"
+VERSIONS = "versions.json"  # kit.engine.documents.Versions
 ANSWERS = "answers"  # a program's answers when it gave no version: recorded, never compared
 # the registry names an image has: a push after the start adds one to the same image, whose id
 # is compared; recorded, never compared
@@ -113,7 +115,7 @@ def contender_versions(
     spec: RunSpec,
     protocol: Protocol,
     scratch: Path,
-    recorded: dict | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the contender says of itself, and whether it is a release or a development build.
 
@@ -152,13 +154,15 @@ def contender_versions(
     }
 
 
-def collect(kit_commit: str, card: dict, executor: Executor, sides: dict) -> dict[str, Any]:
-    return {
-        "kit": {"version": __version__, "commit": kit_commit},
-        "card": card,
-        "executor": {"name": executor.name, **executor.versions()},
-        **sides,
-    }
+def collect(
+    kit_commit: str, card: Mapping[str, Any], executor: Executor, sides: Mapping[str, Any]
+) -> Versions:
+    return Versions(
+        kit={"version": __version__, "commit": kit_commit},
+        card=card,
+        executor={"name": executor.name, **executor.versions()},
+        sides=sides,
+    )
 
 
 def check_unchanged(recorded: dict, now: dict) -> None:

@@ -39,7 +39,7 @@ def read(root: Path, *, preview: bool = False) -> Side:
     """A directory's configurations; rule 6 withholds unchecked times unless `preview`."""
     rd = ResultsDir.open(root)
     t = tables_mod.tables(rd, preview=preview)
-    return Side(root, rd.manifest()["protocol_sha256"], t.configurations)
+    return Side(root, rd.manifest().protocol_sha256, t.configurations)
 
 
 def _state(row: pd.Series) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from kit.engine import store
+from kit.engine.documents import Versions
 from kit.engine.scheduler import PYTORCH
 from kit.engine.store import ResultsDir
 from kit.protocol.load import Protocol
@@ -51,7 +52,7 @@ class Context:
     rd: ResultsDir
     t: Tables
     protocol: Protocol
-    found: dict
+    found: Versions
     attention: dict[str, str]  # PyTorch config -> attention kernels of its profiled run
     preparation: str  # rule 9's label, or ""
 
@@ -123,12 +124,11 @@ def links(runs: pd.DataFrame, file: str) -> list[Piece]:
 def _conditions_words(ctx: Context) -> list[Piece]:
     """Rule 4's conditions that a caption names once: card, versions, date, contender."""
     manifest = ctx.rd.manifest()
-    says = ctx.found.get("contender", {}).get("says")
+    says = ctx.found.side("contender").get("says")
     said: list[Piece] = [
-        f" Card {ctx.found.get('card', {}).get('name', manifest['series']['card'])}; every "
-        "software version in ",
+        f" Card {ctx.found.card.get('name', manifest.card)}; every software version in ",
         file_link("versions.json"),
-        f"; series of {manifest['date_utc']}, kit {manifest['kit_version']}",
+        f"; series of {manifest.date_utc}, kit {manifest.kit_version}",
     ]
     if says:
         said.append(f"; the contender says of itself: {says!r}")
@@ -221,7 +221,7 @@ def conditions_section(ctx: Context) -> Section:
             png = figures.conditions_png(traces, short)
             name = f"conditions.{_slug(c['card'], c['config'])}.png"
             out.append(Plot(name, png, f"Card conditions, {label}", tuple(caption)))
-    cpu = ctx.rd.manifest()["series"].get("device") == "cpu"
+    cpu = ctx.rd.manifest().device == "cpu"
     why = CPU_NOTE if cpu else "No timed run of this series left card samples (samples.jsonl)."
     return Section("The card through each run", tuple(out), "" if out else why)
 

@@ -157,12 +157,12 @@ def configurations_lines(
 def markdown_report(rd: ResultsDir, t) -> str:
     """The whole report: the summary first, the metadata folded, then every table."""
     protocol = store.load_protocol(rd)
-    series = rd.manifest()["series"]
+    manifest = rd.manifest()
     found = recorded_versions(rd)
     label = f" — {preparation_label(found)}" if is_preparation(found) else ""
     label += "".join(f" — {x}" for x in labels(t))
     smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
-    title = f"# {protocol.name} series on {series['card']}{smoke if series['smoke'] else ''}"
+    title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
     lines = [
         title + label,
         "",
@@ -190,7 +190,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
             )
         lines.append("")
     lines += ["## Amendments in force", ""]
-    in_force = set(rd.manifest().get("amendments_in_force", []))
+    in_force = set(rd.manifest().amendments_in_force)
     for a in protocol.amendments:
         if a.number in in_force:
             lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")

@@ -17,13 +17,14 @@ its raw logs are in (rule 4), in the order card, model, precision (the protocol 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from kit.engine import store
+from kit.engine.documents import Manifest, Versions
 from kit.engine.series import DONE
 from kit.engine.store import ResultsDir
 from kit.engine.tablefile import csv_text
@@ -53,8 +54,8 @@ class Source:
 
     name: str  # the path as the user gave it: what the release names
     rd: ResultsDir
-    manifest: dict
-    found: dict  # versions.json: every software version the series recorded (rule 4)
+    manifest: Manifest
+    found: Versions  # versions.json: every software version the series recorded (rule 4)
     tables: report.Tables
 
 
@@ -134,11 +135,11 @@ def release_table(sources: Sequence[Source], protocol: Protocol) -> pd.DataFrame
 def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.DataFrame) -> str:
     """The release table in Markdown, with the words §9 asks beside its numbers."""
     first = sources[0].manifest
-    cards = ", ".join(dict.fromkeys(str(s.manifest["series"]["card"]) for s in sources))
+    cards = ", ".join(dict.fromkeys(s.manifest.card for s in sources))
     lines = [
         f"# {protocol.name} release: {len(sources)} series ({cards})",
         "",
-        f"- protocol {protocol.name} sha256 {first['protocol_sha256']}, kit {first['kit_version']}",
+        f"- protocol {protocol.name} sha256 {first.protocol_sha256}, kit {first.kit_version}",
         f"- {render.DOMAIN}: every number below links its results directory (raw logs column)",
         f"- how kernels are made (§9): “{render.KERNELS_SENTENCE}”",
         "- every number below was recomputed by `micakit merge` from the raw stamped logs of the "
@@ -177,8 +178,10 @@ def _check_out(out: Path) -> None:
         )
 
 
-def _same_everywhere(manifests: dict, key: str, what: str, shown, fix: str) -> None:
-    values = {name: m.get(key) for name, m in manifests.items()}
+def _same_everywhere(
+    manifests: Mapping[str, Manifest], key: str, what: str, shown, fix: str
+) -> None:
+    values = {name: getattr(m, key) for name, m in manifests.items()}
     if len(set(values.values())) > 1:
         each = "; ".join(f"{name} has {key} {shown(v)}" for name, v in values.items())
         raise UserError(f"the directories were made under different {what}s: {each}", fix)
@@ -190,18 +193,16 @@ def _short_hash(value: object) -> str:
 
 def _check_complete(name: str, rd: ResultsDir, t: report.Tables) -> None:
     """Every planned run has a result, or its configuration ran out of memory (amendment 8)."""
-    plan = rd.read_json(store.PLAN)
+    plan = rd.plan()
     runs = t.runs
     status = dict(zip(runs["run_id"], runs["status"]))
     stopped = set(runs[runs["status"] == timing.OOM]["config"])
     missing = [
-        r["run_id"]
-        for r in plan["order"]
-        if status.get(r["run_id"]) not in DONE and r["config"] not in stopped
+        r.run_id for r in plan.order if status.get(r.run_id) not in DONE and r.config not in stopped
     ]
     if missing:
         raise UserError(
-            f"{name} has not finished: {len(missing)} of its {len(plan['order'])} planned runs "
+            f"{name} has not finished: {len(missing)} of its {len(plan.order)} planned runs "
             f"have no result (the first is run {missing[0]})",
             f"finish it with `micakit series --resume {name}`, or leave it out of the release",
         )
@@ -240,12 +241,11 @@ def _check_one_series_each(sources: Sequence[Source]) -> None:
 
 def _labels(s: Source) -> list[str]:
     """What a series is when it is not a protocol measurement on a released compiler (rule 9)."""
-    series = s.manifest.get("series", {})
     labels = []
     if render.is_preparation(s.found):
         labels.append(render.preparation_label(s.found))
     labels += render.labels(s.tables)  # rule 6's preview, D3's card not named
-    if series.get("smoke"):
+    if s.manifest.smoke:
         labels.append("CPU smoke series: scaled-down models, not a protocol measurement")
     return labels
 
@@ -258,15 +258,15 @@ def _series_table(sources: Sequence[Source]) -> str:
     rows = []
     for s in sources:
         m = s.manifest
-        extra = m.get("series", {}).get("extra", {})
+        extra = m.spec.get("extra", {})
         rows.append(
             {
                 "source": s.name,
-                "card": m["series"]["card"],
-                "date (UTC)": m.get("date_utc", ""),
-                "host": m.get("host", ""),
-                "kit commit": str(m.get("kit_commit") or "")[:12],
-                "executor": m.get("executor", ""),
+                "card": m.card,
+                "date (UTC)": m.date_utc,
+                "host": m.host,
+                "kit commit": m.kit_commit[:12],
+                "executor": m.executor,
                 "contender": extra.get("contender", "none given"),
                 "versions": render.versions_line(s.found),
                 "notes": "; ".join(_labels(s)),

@@ -13,7 +13,6 @@ import math
 
 import pandas as pd
 
-from kit.engine import store
 from kit.engine.store import ResultsDir
 from kit.report import states, words
 from kit.report.verdict import FASTER, LEVEL, SLOWER
@@ -122,11 +121,11 @@ def summary_lines(rd: ResultsDir, t, protocol) -> list[str]:
 def metadata_lines(rd: ResultsDir, t, protocol) -> list[str]:
     """The series' conditions (rule 4, §9), folded: the reader opens them when wanted."""
     manifest = rd.manifest()
-    series = manifest["series"]
     found = words.recorded_versions(rd)
     models = sorted(dict.fromkeys(t.configurations["model"]), key=list(protocol.models).index)
     sizes = [words.model_words(protocol.models, m, words.smoke_args(rd, protocol)) for m in models]
-    says = f", which says: {found['contender']['says']!r}" if "contender" in found else ""
+    contender = found.sides.get("contender")
+    says = f", which says: {contender['says']!r}" if contender else ""
     window = protocol.timing.window
     rows = [(VERSION_WORDS.get(k, k), v) for k, v in words.versions_rows(found)]
     versions = pd.DataFrame(rows, columns=["software", "version"])
@@ -137,10 +136,10 @@ def metadata_lines(rd: ResultsDir, t, protocol) -> list[str]:
         "[this directory](./) (§9)",
         f"- how kernels are made (§9): “{words.KERNELS_SENTENCE}”",
         *[f"- {w}" for w in sizes],
-        f"- date {manifest['date_utc']}, host {manifest['host']}, executor {manifest['executor']}",
-        f"- kit {manifest['kit_version']} (commit {manifest['kit_commit'][:12]}), protocol "
-        f"{protocol.name} (sha256 {manifest['protocol_sha256'][:12]}…, whole in manifest.json)",
-        f"- contender: {series.get('extra', {}).get('contender', 'none given')}{says}",
+        f"- date {manifest.date_utc}, host {manifest.host}, executor {manifest.executor}",
+        f"- kit {manifest.kit_version} (commit {manifest.kit_commit[:12]}), protocol "
+        f"{protocol.name} (sha256 {manifest.protocol_sha256[:12]}…, whole in manifest.json)",
+        f"- contender: {manifest.spec.get('extra', {}).get('contender', 'none given')}{says}",
         f"- step time: the outside clock, (stamp of step {window[1]}'s line − stamp of step "
         f"{window[0]}'s) / {window[1] - window[0]} (§5); every number below is recomputed from "
         "the raw logs under `runs/` by `micakit report`",
@@ -222,9 +221,9 @@ def plan_notes(rd: ResultsDir) -> list[str]:
                 f"- {model}: both sides train a batch of {a['batch_size']}: {a['because']}"
             )
         lines.append("")
-    plan = rd.read_json(store.PLAN)
-    if plan.get("not_measured"):
+    not_measured = rd.plan().not_measured
+    if not_measured:
         lines += ["## Not measured", ""]
-        lines += [f"- {n['model']} {n['precision']}: {n['why']}" for n in plan["not_measured"]]
+        lines += [f"- {n.model} {n.precision}: {n.why}" for n in not_measured]
         lines.append("")
     return lines

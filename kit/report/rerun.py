@@ -17,12 +17,13 @@ checked by its recorded SHA-256, nanoGPT and the data by the kit itself against 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from kit.engine import store
+from kit.engine.documents import Manifest
 from kit.engine.store import ResultsDir
 
 RERUN = "rerun.sh"
@@ -72,7 +73,7 @@ IMAGES = (
 
 
 def pinned_images(
-    manifest: dict, o: dict, records: list[tuple[str, str]]
+    manifest: Manifest, o: Mapping[str, Any], records: list[tuple[str, str]]
 ) -> dict[str, tuple[str, str]]:
     """Per image, the reference to run and the image id to compare it with ("" if none).
 
@@ -80,8 +81,8 @@ def pinned_images(
     named (--pytorch-image, --mica-image) or the tag the images are built under
     (scripts/build-images.sh, kit/images.py: the kit's version and the protocol's hash).
     """
-    version = manifest.get("kit_version", "unknown")
-    tag = f"{version}-{str(manifest.get('protocol_sha256', ''))[:12]}".rstrip("-")
+    version = manifest.kit_version or "unknown"
+    tag = f"{version}-{manifest.protocol_sha256[:12]}".rstrip("-")
     out = {}
     for role, name, words in IMAGES:
         mine = [v for where, v in records if any(w in where.lower() for w in words)]
@@ -91,10 +92,10 @@ def pinned_images(
     return out
 
 
-def options(manifest: dict) -> dict[str, Any]:
+def options(manifest: Manifest) -> dict[str, Any]:
     """The series' options: the resolved ones the manifest keeps, else its spec (old kits)."""
-    o = dict(manifest.get("options") or {})
-    spec = manifest.get("series") or {}
+    o = dict(manifest.options)
+    spec = manifest.series or {}
     o.setdefault("models", spec.get("models") or [])
     o.setdefault("precisions", spec.get("precisions") or [])
     o.setdefault("device", spec.get("device"))
@@ -139,20 +140,22 @@ def body_template() -> str:
 def script(rd: ResultsDir) -> str:
     """The text of rerun.sh for this results directory."""
     manifest = rd.manifest()
-    found = rd.read_json("versions.json") if (rd.root / "versions.json").exists() else {}
+    found = rd.versions()
     o = options(manifest)
-    executor = str(manifest.get("executor") or o.get("executor") or "")  # "": not recorded
-    records = image_records({"manifest.json": manifest, "versions.json": found})
+    executor = str(manifest.executor or o.get("executor") or "")  # "": not recorded
+    records = image_records({"manifest.json": manifest.to_json(), "versions.json": found.to_json()})
     images = pinned_images(manifest, o, records)
     sides = [r for r, k in (("pytorch", "pytorch"), ("mica", "contender")) if k in o["sides"]]
     q = shlex.quote
-    kit_commit = str(manifest.get("kit_commit") or (found.get("kit") or {}).get("commit") or "")
+    kit_commit = manifest.kit_commit
+    if kit_commit == "unknown":
+        kit_commit = str(found.kit.get("commit") or "")
     contender = o.get("contender") or ""
-    contender_sha = str((found.get("contender") or {}).get("program_sha256") or "")
+    contender_sha = str(found.side("contender").get("program_sha256") or "")
     protocol = str(o.get("protocol") or "")
     protocol = "" if protocol.endswith(DEFAULT_PROTOCOL) else protocol
     gpu = str(o.get("gpu") or "")
-    card = (found.get("card") or {}).get("name") or (manifest.get("series") or {}).get("card")
+    card = found.card.get("name") or (manifest.series or {}).get("card")
     shown = [f"#   {where} = {value}" for where, value in records] or [
         "#   none: this series ran before images were recorded, or on the local executor;",
         "#   the runner image is named by its tag, and the versions check compares the rest",
@@ -161,14 +164,14 @@ def script(rd: ResultsDir) -> str:
         "#!/usr/bin/env bash",
         "# rerun.sh: run this series again on another machine, then recompute and check it.",
         "#",
-        f"# Written by micakit {manifest.get('kit_version', '?')} (kit/rerun.py) from this "
+        f"# Written by micakit {manifest.kit_version or '?'} (kit/rerun.py) from this "
         "directory's manifest.json",
         "# and versions.json; `micakit publish` writes it again.",
-        f"# The series: {manifest.get('protocol_name', 'the protocol')} on {card}, "
-        f"{manifest.get('date_utc', 'date not recorded')}, executor {executor};",
+        f"# The series: {manifest.protocol_name or 'the protocol'} on {card}, "
+        f"{manifest.date_utc or 'date not recorded'}, executor {executor};",
         f"# kit commit {kit_commit or 'not recorded'}; protocol SHA-256 "
-        f"{manifest.get('protocol_sha256', 'not recorded')}.",
-        f"# Its command line: {' '.join(q(str(a)) for a in manifest.get('command') or [])}",
+        f"{manifest.protocol_sha256 or 'not recorded'}.",
+        f"# Its command line: {' '.join(q(a) for a in manifest.command)}",
         "#",
         "# Usage: bash rerun.sh [NEW-RESULTS-DIR]   (default: ./rerun-<this directory's name>)",
         "# Environment, each defaulting to what the series recorded:",
@@ -196,9 +199,9 @@ def script(rd: ResultsDir) -> str:
         *[f"{r.upper()}_IMAGE=${{{r.upper()}_IMAGE:-{q(images[r][0])}}}" for r in sides],
         *[f"{r.upper()}_IMAGE_ID={q(images[r][1])}" for r in sides],
         f"DOCKER_ENGINE=${{DOCKER_ENGINE-{q(str(o.get('docker_host') or ''))}}}",
-        f"KIT_VERSION={q(str(manifest.get('kit_version', '')))}",
+        f"KIT_VERSION={q(manifest.kit_version)}",
         f"KIT_COMMIT={q(kit_commit)}",
-        f"PROTOCOL_SHA256={q(str(manifest.get('protocol_sha256', '')))}",
+        f"PROTOCOL_SHA256={q(manifest.protocol_sha256)}",
         f"CONTENDER=${{CONTENDER-{q(contender)}}}",
         f"CONTENDER_SHA256={q(contender_sha)}",
         *[f"{env}=${{{env}-{q(str(o.get(key) or ''))}}}" for key, env, _ in INPUTS],

@@ -17,11 +17,11 @@ time is published: `publication()` says "published", or why it is withheld.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 
+from kit.engine.documents import Plan
 from kit.measure import timing
 
 # §3 rule 6 and the preview that shows what it withholds
@@ -66,16 +66,14 @@ class ConfigState:
         return f"{self.state.value}: {self.reason}"
 
 
-def config_state(config: str, runs: pd.DataFrame, plan: Mapping) -> ConfigState:
+def config_state(config: str, runs: pd.DataFrame, plan: Plan) -> ConfigState:
     """The state of one configuration from the judged runs (`tables.runs_table`) and the plan.
 
     The order of the tests is the order of precedence: out of memory ends a configuration
     whatever else happened (amendment 8.1); a void run stops publication until its cause is
     found (§5); a failure ends the series (amendment 8.4); then k of n.
     """
-    planned = [
-        r for r in plan["order"] if r["config"] == config and r.get("kind", "timed") == "timed"
-    ]
+    planned = plan.timed(config)
     mine = runs[(runs["config"] == config) & runs["kind"].isin(["discarded", "timed"])]
     timed = mine[mine["kind"] == "timed"]
     ok = timed[timed["status"] == timing.OK]
@@ -98,9 +96,9 @@ def config_state(config: str, runs: pd.DataFrame, plan: Mapping) -> ConfigState:
     return ConfigState(config, State.COMPLETE, "", n, k, tuple(ok["step_s"].astype(float)))
 
 
-def config_states(runs: pd.DataFrame, plan: Mapping) -> dict[str, ConfigState]:
+def config_states(runs: pd.DataFrame, plan: Plan) -> dict[str, ConfigState]:
     """Every planned configuration's state, in the plan's order."""
-    return {c["id"]: config_state(c["id"], runs, plan) for c in plan["configurations"]}
+    return {c.id: config_state(c.id, runs, plan) for c in plan.configurations}
 
 
 def check_key(model: str, precision: str, build: str) -> str:

@@ -74,13 +74,13 @@ def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
                 "raw": folders,
             }
         )
-    versions = rd.read_json("versions.json") if (rd.root / "versions.json").exists() else {}
+    versions = rd.versions().to_json()
     return {
         "schema": SCHEMA,
-        "kit": {"version": __version__, "commit": manifest.get("kit_commit")},
-        "protocol_sha256": manifest.get("protocol_sha256"),
-        "series": manifest.get("series", {}),
-        "date": manifest.get("started") or manifest.get("date"),
+        "kit": {"version": __version__, "commit": manifest.kit_commit},
+        "protocol_sha256": manifest.protocol_sha256,
+        "series": dict(manifest.spec),
+        "date": manifest.date_utc or None,  # when the series started (UTC)
         "configurations": configurations,
         "comparisons": _rows(t.comparison),
         # what compiling costs (per complete PyTorch mode): warm-up and break-even against eager

@@ -16,8 +16,9 @@ import pandas as pd
 
 from kit.engine import audit, store
 from kit.engine import separate as extras
+from kit.engine.documents import Plan
 from kit.engine.records import RunRecord
-from kit.engine.scheduler import CONTENDER, PYTORCH
+from kit.engine.scheduler import CONTENDER, PYTORCH, Config
 from kit.engine.store import ResultsDir
 from kit.executors.base import RunOutcome
 from kit.measure import timing
@@ -52,24 +53,24 @@ class Tables:
 
 def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
     """One row per planned run that has a record: judged again from its logs."""
-    plan = rd.read_json(store.PLAN)
-    configs = {c["id"]: c for c in plan["configurations"]}
+    plan = rd.plan()
+    configs = plan.by_id
     latest = {r.run_id: r for r in rd.runs()}
     rows = []
-    for planned in plan["order"]:
-        record = latest.get(planned["run_id"])
+    for planned in plan.order:
+        record = latest.get(planned.run_id)
         if record is None:
             continue
-        c = configs[planned["config"]]
-        grammar = protocol.pytorch if c["side"] == PYTORCH else protocol.contender
+        c = configs[planned.config]
+        grammar = protocol.pytorch if c.side == PYTORCH else protocol.contender
         outcome = rejudge(rd.root / record.log_dir, record, grammar, protocol)
         rows.append(
             {
-                "run_id": planned["run_id"],
+                "run_id": planned.run_id,
                 **_identity(c),
-                "round": planned["round"],
-                "kind": planned.get("kind", "timed"),
-                "discarded": planned["discarded"],
+                "round": planned.round,
+                "kind": planned.kind,
+                "discarded": planned.discarded,
                 "batch_size": record.batch_size,
                 "status": outcome.status,
                 "step_s": outcome.step_s,
@@ -96,10 +97,10 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
     return runs
 
 
-def _identity(c: dict) -> dict:
+def _identity(c: Config) -> dict[str, str]:
     """A configuration's columns, the same in every table: id, card, model, precision, side."""
-    keys = ("card", "model", "precision", "side", "variant")
-    return {"config": c["id"], **{k: c[k] for k in keys}}
+    return {"config": c.id, "card": c.card, "model": c.model, "precision": c.precision,
+            "side": c.side, "variant": c.variant}  # fmt: skip
 
 
 def rejudge(log_dir: Path, record: RunRecord, grammar, protocol: Protocol) -> timing.Outcome:
@@ -120,7 +121,7 @@ def rejudge(log_dir: Path, record: RunRecord, grammar, protocol: Protocol) -> ti
 
 
 def config_publications(
-    plan: dict, protocol: Protocol, checks: dict[str, str], preview: bool
+    plan: Plan, protocol: Protocol, checks: dict[str, str], preview: bool
 ) -> dict[str, tuple[str, str]]:
     """Per configuration: its correctness status and whether its speed is published (rule 6).
 
@@ -129,27 +130,26 @@ def config_publications(
     its card, model and precision passed its check, and withheld where none did.
     """
     contender = {
-        c["id"]: checks.get(states.check_key(c["model"], c["precision"], c["variant"]), NOT_CHECKED)
-        for c in plan["configurations"]
-        if c["side"] == CONTENDER
+        c.id: checks.get(states.check_key(c.model, c.precision, c.variant), NOT_CHECKED)
+        for c in plan.configurations
+        if c.side == CONTENDER
     }
     out = {}
-    for c in plan["configurations"]:
-        if c["side"] == CONTENDER:
-            check = contender[c["id"]]
+    for c in plan.configurations:
+        if c.side == CONTENDER:
+            check = contender[c.id]
         else:
             beside = [
-                contender[o["id"]]
-                for o in plan["configurations"]
-                if o["side"] == CONTENDER
-                and (o["card"], o["model"], o["precision"])
-                == (c["card"], c["model"], c["precision"])
+                contender[o.id]
+                for o in plan.configurations
+                if o.side == CONTENDER
+                and (o.card, o.model, o.precision) == (c.card, c.model, c.precision)
             ]
             if "passed" in beside:
                 check = "passed"
             else:
                 check = next((x for x in beside if "failed" in x), NOT_CHECKED)
-        out[c["id"]] = (check, states.publication(check, preview))
+        out[c.id] = (check, states.publication(check, preview))
     return out
 
 
@@ -159,7 +159,7 @@ def _shown(publication: str) -> bool:
 
 def configurations_table(
     runs: pd.DataFrame,
-    plan: dict,
+    plan: Plan,
     found: dict[str, states.ConfigState],
     published: dict[str, tuple[str, str]],
     card_named: bool = True,
@@ -167,11 +167,11 @@ def configurations_table(
     """Per configuration: its state, and for a complete one whose speed is published (rule 6)
     or previewed, the median and range of its timed runs (§5 "What is reported")."""
     rows = []
-    for c in plan["configurations"]:
-        mine = runs[runs["config"] == c["id"]]
+    for c in plan.configurations:
+        mine = runs[runs["config"] == c.id]
         timed = mine[mine["kind"] == "timed"]
-        st = found[c["id"]]
-        _, publication = published[c["id"]]
+        st = found[c.id]
+        _, publication = published[c.id]
         ok = np.asarray(st.step_s, dtype=float) if _shown(publication) else np.array([])
         oom = mine[mine["status"] == timing.OOM]
         notes = [] if st.has_time else [st.shown]
@@ -182,7 +182,7 @@ def configurations_table(
         rows.append(
             {
                 **_identity(c),
-                "primary": plan["primary"].get(c["id"], True),
+                "primary": (plan.primary or {}).get(c.id, True),
                 "state": st.state.value,
                 "state_reason": st.reason,
                 "planned_runs": st.planned,
@@ -311,7 +311,7 @@ PUBLICATION = "publication.json"  # whether `micakit publish --preview` asked fo
 
 def is_preview(rd: ResultsDir) -> bool:
     """A smoke series is always a preview; any other is one when `report --preview` said so."""
-    if rd.manifest()["series"].get("smoke"):
+    if rd.manifest().smoke:
         return True
     if (rd.root / PUBLICATION).exists():
         return bool(rd.read_json(PUBLICATION).get("preview"))
@@ -336,13 +336,13 @@ def tables(
     if preview is None:
         preview = is_preview(rd)
     protocol = store.load_protocol(rd)
-    plan = rd.read_json(store.PLAN)
+    plan = rd.plan()
     if not audited:
         audit.refuse_if_altered(rd)  # D6: numbers only from the records and folders a series wrote
     runs = runs_table(rd, protocol)
     found = states.config_states(runs, plan)
     published = config_publications(plan, protocol, checks or {}, preview)
-    card_named = protocol.names_card(rd.manifest()["series"]["card"])
+    card_named = protocol.names_card(rd.manifest().card)
     configs = configurations_table(runs, plan, found, published, card_named)
     kernel, families, attention, unreadable = sidetables.kernel_tables(rd, runs, protocol)
     return Tables(

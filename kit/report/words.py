@@ -11,6 +11,7 @@ import math
 
 import pandas as pd
 
+from kit.engine.documents import Versions
 from kit.engine.store import ResultsDir
 from kit.report import states
 from kit.telemetry import kernels
@@ -42,28 +43,27 @@ def range_ms(lo: float, hi: float) -> str:
     return f"{ms(lo)}–{ms(hi)}"
 
 
-def pytorch_name(found: dict, mode: str, precision: str, attention: str) -> str:
+def pytorch_name(found: Versions, mode: str, precision: str, attention: str) -> str:
     """§9: PyTorch is named with its version, mode, precision and attention kernels, always."""
-    version = found.get("pytorch", {}).get("torch", "(version not recorded)")
+    version = found.side("pytorch").get("torch", "(version not recorded)")
     return f"PyTorch {version} {mode} mode, {precision}, attention: {attention}"
 
 
-def recorded_versions(rd: ResultsDir) -> dict:
-    path = rd.root / "versions.json"
-    return rd.read_json("versions.json") if path.exists() else {}
+def recorded_versions(rd: ResultsDir) -> Versions:
+    return rd.versions()
 
 
-def is_preparation(found: dict) -> bool:
+def is_preparation(found: Versions) -> bool:
     """Rule 9: a development build's numbers, or numbers under a torch other than the
     protocol's pin (--allow-torch), are preparation, wherever they appear."""
-    if found.get("pytorch", {}).get("torch_other_allowed"):
+    if found.side("pytorch").get("torch_other_allowed"):
         return True
-    return found.get("contender", {}).get("build_kind") == "development"
+    return found.side("contender").get("build_kind") == "development"
 
 
-def preparation_label(found: dict) -> str:
+def preparation_label(found: Versions) -> str:
     """Rule 9's label for a directory's numbers, naming why they are preparation; "" if not."""
-    pytorch = found.get("pytorch", {})
+    pytorch = found.side("pytorch")
     if pytorch.get("torch_other_allowed"):
         return (
             f"preparation (torch {pytorch.get('torch')}, not the protocol's "
@@ -100,7 +100,7 @@ def model_short(protocol_models: dict, model: str, smoke: bool = False) -> str:
 
 def smoke_args(rd: ResultsDir, protocol) -> list[str] | None:
     """The smoke series' scaling of the models, or None for a protocol series."""
-    return list(protocol.smoke.args) if rd.manifest()["series"].get("smoke") else None
+    return list(protocol.smoke.args) if rd.manifest().smoke else None
 
 
 def labels(t) -> list[str]:
@@ -132,7 +132,7 @@ def attention_by_config(t) -> dict[str, str]:
     return out
 
 
-def config_named(found: dict, attention: dict[str, str], c) -> str:
+def config_named(found: Versions, attention: dict[str, str], c) -> str:
     """§9: a configuration as the report names it; PyTorch with version, mode, precision and
     attention kernels, every time."""
     if c["side"] == "pytorch":
@@ -151,7 +151,7 @@ def step_cells(median: float, lo: float, hi: float, state: str, publication: str
     return ms(median), range_ms(lo, hi)
 
 
-def versions_line(found: dict) -> str:
+def versions_line(found: Versions) -> str:
     """Rule 4's versions in one line; a version not recorded (null) is left out, never "None"."""
     rows = versions_rows(found)
     return ", ".join(f"{k} {v}" for k, v in rows) + " (all in versions.json)"
@@ -161,15 +161,15 @@ PYTORCH_VERSIONS = ("python", "torch", "triton", "cudnn", "numpy", "cuda_runtime
 CARD_VERSIONS = ("driver_version", "cuda_driver_version", "uuid")
 
 
-def versions_rows(found: dict) -> list[tuple[str, str]]:
+def versions_rows(found: Versions) -> list[tuple[str, str]]:
     """Rule 4's versions as (what, version) pairs, in a fixed order; null ones left out."""
-    py = found.get("pytorch", {})
-    card = found.get("card", {})
+    py = found.side("pytorch")
+    card = found.card
     rows = [("card", str(card.get("name", "?")))]
     rows += [(key, str(card[key])) for key in CARD_VERSIONS if card.get(key)]
     rows += [(key, str(py[key])) for key in PYTORCH_VERSIONS if py.get(key) is not None]
     # the key kit.executors.docker.connection.versions() writes
-    engine = found.get("executor", {})
+    engine = found.executor
     if engine.get("docker_engine"):
         rows.append(("Docker", str(engine["docker_engine"])))
     return rows

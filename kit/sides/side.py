@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kit.engine import store, versions
 from kit.engine.scheduler import CONTENDER, PYTORCH, Config
@@ -59,7 +61,9 @@ class Side(abc.ABC):
         raise NotImplementedError
 
     @abc.abstractmethod
-    def versions(self, ctx: RunContext, scratch: Path, recorded: dict | None = None) -> dict:
+    def versions(
+        self, ctx: RunContext, scratch: Path, recorded: Mapping[str, Any] | None = None
+    ) -> dict:
         """What this side runs with (rule 4), read where its runs run; `recorded` is what the
         series recorded at its start, on a resume."""
 
@@ -93,7 +97,9 @@ class ContenderSide(Side):
     def variants(self, protocol: Protocol, precision: str, smoke: bool) -> list[tuple[str, bool]]:
         return [(b.name, b.primary) for b in protocol.builds_for(precision)]
 
-    def versions(self, ctx: RunContext, scratch: Path, recorded: dict | None = None) -> dict:
+    def versions(
+        self, ctx: RunContext, scratch: Path, recorded: Mapping[str, Any] | None = None
+    ) -> dict:
         program = Mount("program", self.program.parent)
         argv = (
             f"{ctx.executor.where(program)}/{self.program.name}",
@@ -190,7 +196,9 @@ class PyTorchSide(Side):
         modes = protocol.smoke.modes if smoke else protocol.pytorch.modes
         return [(m, True) for m in modes]
 
-    def versions(self, ctx: RunContext, scratch: Path, recorded: dict | None = None) -> dict:
+    def versions(
+        self, ctx: RunContext, scratch: Path, recorded: Mapping[str, Any] | None = None
+    ) -> dict:
         found = versions.pytorch_versions(
             ctx.executor, self.python, Mount("nanogpt", self.workspace), self.image, scratch
         )

@@ -297,7 +297,8 @@ def series_dir(tmp: Path, card: str, protocol: Path, products: bool = True, **se
         (root / "work" / "products" / f"{slug}.products").write_text("gemm 0 chosen-on-card\n")
     sha = store.sha256_file(protocol)
     (root / store.PROTOCOL).write_bytes(protocol.read_bytes())  # a series keeps its protocol
-    manifest = {"schema": store.SCHEMA, "protocol_sha256": sha, "series": {"card": card, **series}}
+    manifest = {"schema": store.SCHEMA, "kit_version": "0.1.0", "protocol_sha256": sha,
+                "series": {"card": card, **series}}  # fmt: skip
     store.write_json(root / store.MANIFEST, manifest)
     return root
 

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
+from kit.engine.documents import Plan, PlanEntry
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.protocol.load import FILES
@@ -188,13 +189,8 @@ def test_a_failed_run_and_the_runs_it_stopped_are_named(made, tmp_path):
 
 
 def test_states_are_computed_from_the_judged_runs():
-    plan = {
-        "configurations": [{"id": "c"}],
-        "order": [
-            {"run_id": i, "config": "c", "kind": k}
-            for i, k in enumerate(["discarded", "timed", "timed"])
-        ],
-    }
+    kinds = ["discarded", "timed", "timed"]
+    plan = Plan(tuple(PlanEntry(i, k, config="c", round=i) for i, k in enumerate(kinds)))
 
     def runs(*statuses: str) -> pd.DataFrame:
         kinds = ["discarded", "timed", "timed"][: len(statuses)]

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+from kit.engine.documents import Versions
 from kit.executors.docker import connection
 from kit.report import markdown
 from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args
@@ -53,7 +54,7 @@ def test_the_versions_line_names_the_docker_engine_and_skips_what_is_absent() ->
         "pytorch": {"python": "3.11.7", "torch": "2.13.0", "triton": None, "cudnn": None},
         "executor": {"name": "docker", **connection.versions(_Engine())},  # type: ignore[arg-type]
     }
-    line = markdown.versions_line(found)
+    line = markdown.versions_line(Versions.from_json(found))
     assert "Docker 27.3.1" in line
     assert "torch 2.13.0" in line and "triton" not in line and "cudnn" not in line
     assert not any(r in line for r in REPRS)

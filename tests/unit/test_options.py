@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.engine.options import SeriesOptions, SideInputs
+from kit.engine.options import CheckOptions, SeriesOptions
 from kit.errors import UserError
 
 KEPT = {
@@ -60,5 +60,27 @@ def test_a_manifest_without_a_required_option_is_refused():
 
 def test_the_sides_read_the_same_inputs_from_a_series_or_a_check():
     o = SeriesOptions.from_json(KEPT)
-    assert o.inputs() == SideInputs.of({**KEPT, "method": "A", "seeds": [1]})
+    check = {k: v for k, v in KEPT.items() if k not in ("precisions", "env", "refuse_busy",
+             "idle_timeout_s", "allow_torch", "gpu")}  # fmt: skip
+    check |= {"method": "A", "model": "shakespeare-char", "precision": "float32", "seeds": [1],
+              "card": "cpu", "card_info": {"name": "cpu"}}  # fmt: skip
+    assert o.inputs() == CheckOptions.from_json(check).inputs()
     assert o.inputs().contender == "/bin/mica" and o.inputs().python is None
+
+
+def test_a_checks_options_are_kept_in_the_manifest_as_resolved_and_read_back():
+    check = {
+        "protocol": "/p/protocol.toml", "out": "/r/c", "method": "B", "model": "m",
+        "models": ["m"], "precision": "float32", "seeds": [1337], "card": "cpu",
+        "card_info": {"name": "cpu"}, "device": "cpu", "smoke": True,
+        "sides": ["pytorch", "contender"], "contender": "/bin/mica", "nanogpt": None,
+        "input": None, "data_dir": "/r/c/work/data", "tiktoken_files": None, "executor": None,
+        "docker_host": None, "pytorch_image": None, "mica_image": None, "products": None,
+        "batch_size": None,
+    }  # fmt: skip
+    o = CheckOptions.from_json(check)
+    assert o.seeds == (1337,) and o.to_json() == check and list(o.to_json()) == list(check)
+    with pytest.raises(UserError, match="options this kit does not know: turbo"):
+        CheckOptions.from_json({**check, "turbo": True})
+    with pytest.raises(UserError, match="lacks the options method"):
+        CheckOptions.from_json({k: v for k, v in check.items() if k != "method"})
