@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from kit.executors.base import RunSpec  # noqa: E402
 from kit.executors.local import LocalExecutor  # noqa: E402
-from kit.measure.clock import read_stamped  # noqa: E402
+from kit.measure.stamped import read_stamped  # noqa: E402
 
 PROBE = """
 import sys, time

@@ -31,7 +31,7 @@ from kit.executors.base import Executor, RunSpec  # noqa: E402
 from kit.executors.docker import connection  # noqa: E402
 from kit.executors.docker.executor import DockerExecutor  # noqa: E402
 from kit.executors.local import LocalExecutor  # noqa: E402
-from kit.measure import clock  # noqa: E402
+from kit.measure import stamped  # noqa: E402
 
 PROBE = """
 import sys, time
@@ -68,7 +68,7 @@ def executor_overhead(ex: Executor, image: str | None, runs: int, tmp: Path) -> 
         t0 = time.monotonic_ns()
         outcome = ex.run(spec, tmp / f"{ex.name}-{i}")
         t1 = time.monotonic_ns()
-        (line,) = clock.read_stamped(outcome.stdout_log)
+        (line,) = stamped.read_stamped(outcome.stdout_log)
         first_ms.append((line.stamp_ns - t0) / 1e6)
         removed_ms.append((t1 - line.stamp_ns) / 1e6)
     return {
@@ -109,7 +109,7 @@ def stamp_delay(
     )
     outcome = ex.run(spec, tmp / f"probe-{ex.name}")
     assert outcome.exit_code == 0, outcome.stderr_log.read_text()
-    delays_us = [(s.stamp_ns - int(s.text)) / 1e3 for s in clock.read_stamped(outcome.stdout_log)]
+    delays_us = [(s.stamp_ns - int(s.text)) / 1e3 for s in stamped.read_stamped(outcome.stdout_log)]
     assert len(delays_us) == lines
     return summary(delays_us)
 

@@ -22,8 +22,10 @@ from kit.engine.series import Series, SeriesSpec
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.executors.base import Executor
+from kit.executors.docker import images
 from kit.executors.local import LocalExecutor
 from kit.protocol import load as protocol_mod
+from kit.sides import workspace
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, Side
 
 
@@ -31,6 +33,7 @@ def executor(name: str | None, host: str | None = None) -> Executor:
     """The executor asked for; by default Docker wherever an engine answers, else local."""
     if name == "local":
         return LocalExecutor()
+    # lazy: the Docker SDK loads only for a series that may use it (start-up speed)
     from kit.executors.docker.connection import connect
     from kit.executors.docker.executor import DockerExecutor
 
@@ -46,7 +49,7 @@ def _card(o: SeriesOptions) -> tuple[dict, CardConditions | None, str | None]:
     """The card's record, its conditions around every run (§5), and the Docker device request."""
     if o.device == "cpu":
         return {"name": "cpu"}, None, None
-    from kit.telemetry import nvml
+    from kit.telemetry import nvml  # lazy: NVML loads only where there is a card
 
     card = nvml.open_card(o.gpu or 0)
     info = card.info().to_dict()
@@ -145,8 +148,6 @@ def build_sides(
 ) -> list[Side]:
     """The sides of this series. In containers each side runs from its measured image (§8);
     nanoGPT's trees and the data are the series' own copies, mounted, in either executor."""
-    from kit.executors.docker import images
-    from kit.sides import workspace
 
     sides: list[Side] = []
     docker = ex.uses_images  # each side from its measured image (§8)
@@ -179,8 +180,6 @@ def _image(
     say: Callable[[str], None] | None = None,
 ) -> str:
     """The measured image of a side, which must exist; its id is recorded with the versions."""
-    from kit.executors.docker import images
-
     ref = (o.pytorch_image if kind == "pytorch" else o.mica_image) or images.ref(kind, p)
     # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
     # `docker run` does

@@ -1,5 +1,7 @@
 """`micakit images` (build, push) and `micakit footprint`: the measured images (§8) and the
-runner image, through the Docker SDK. Imported only when one of them is called."""
+runner image, through the Docker SDK. Imported only when one of them is called (or listed by
+`micakit images --help`), so each command imports the Docker SDK and the engine inside itself,
+when it runs (start-up speed)."""
 
 from __future__ import annotations
 

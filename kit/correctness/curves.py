@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import UserError
+from kit.measure.stamped import read_stamped
 
 # nanoGPT's evaluation line: print(f"step {iter_num}: train loss {...:.4f}, val loss {...:.4f}").
 # D4: the contender prints the same grammar at its evaluations. A protocol file may declare
@@ -118,8 +119,6 @@ def parse_train_lines(
 
 def read_log_lines(stdout_log: Path) -> list[str]:
     """The text of a stamped log's lines (kit.measure.clock's format), for the parsers above."""
-    from kit.measure.clock import read_stamped
-
     try:
         return [line.text for line in read_stamped(stdout_log)]
     except (OSError, ValueError) as e:

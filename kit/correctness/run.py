@@ -43,7 +43,7 @@ from kit.errors import UserError
 from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
 from kit.measure import timing
-from kit.measure.clock import read_stamped
+from kit.measure.stamped import read_stamped
 from kit.protocol.load import Grammar, Protocol
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, fill_template
 from kit.sides.workspace import PATCHED
@@ -266,6 +266,7 @@ class CheckRunner(Kind[CheckRun]):
         if (self.shared.host / INIT).exists():
             return
         try:
+            # lazy: shared_start imports torch, which only a check that makes its start needs
             from kit.correctness import shared_start
 
             shared_start.export_safetensors(self.shared.host / CKPT, self.shared.host / INIT)
@@ -282,7 +283,7 @@ class CheckRunner(Kind[CheckRun]):
 
     def _check_shared_start(self) -> None:
         """What the sides read is what run 0 made: this model's shapes, the same bytes."""
-        from kit.correctness import shared_start
+        from kit.correctness import shared_start  # lazy: it imports torch
 
         request = self.rd.read_json(f"{SHARED_DIR}/request.json")
         shared_start.check_init_shapes(self.shared.host / INIT, request["model_args"])

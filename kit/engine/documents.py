@@ -54,8 +54,8 @@ class Manifest:
     and what it measures (a series' spec, or a check's) with the options it was resolved from.
     Written last before the first run: a directory without one never started."""
 
-    kit_version: str
-    protocol_sha256: str = ""  # "": not recorded (no kit writes a manifest without it)
+    kit_version: str = ""  # "": not recorded (no kit writes a manifest without these two)
+    protocol_sha256: str = ""
     kit_commit: str = "unknown"
     protocol_name: str = ""
     amendments_in_force: tuple[int, ...] = ()
@@ -130,7 +130,7 @@ class Manifest:
             return cls(
                 schema=schema,
                 kind=d.get("kind"),
-                kit_version=str(d["kit_version"]),
+                kit_version=str(d.get("kit_version") or ""),
                 kit_commit=str(d.get("kit_commit") or "unknown"),
                 protocol_name=str(d.get("protocol_name", "")),
                 protocol_sha256=str(d.get("protocol_sha256") or ""),

@@ -13,7 +13,7 @@ from pathlib import Path
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
 from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
 from kit.measure import timing
-from kit.measure.clock import read_stamped
+from kit.measure.stamped import read_stamped
 from kit.protocol.load import Grammar, Timing
 from kit.status import RunStatus
 from kit.telemetry import graphbreaks, kernels

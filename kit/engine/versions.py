@@ -23,7 +23,7 @@ from kit.engine.documents import Versions
 from kit.errors import UserError
 from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunSpec
-from kit.measure.clock import read_stamped
+from kit.measure.stamped import read_stamped
 from kit.protocol.load import Protocol
 from kit.telemetry import kernels
 

@@ -1,8 +1,7 @@
 """The outside clock (§5): one reader stamps every line of a program's output as it arrives.
 
-The reader runs in a process of its own (`python -m kit.measure.clock`) that does nothing else, so
-no
-other work of the kit (progress display, NVML sampling, Docker calls) can hold it up: it waits
+The reader runs in a process of its own (`python -m kit.measure.clock`) that does nothing else,
+so no other work of the kit (progress display, NVML sampling, Docker calls) can hold it up: it waits
 in `select`, reads what arrived, stamps it with `time.monotonic_ns()` and hands the lines to a
 writer thread, so a slow disk never makes it (or the program) wait. CLOCK_MONOTONIC is one
 clock for every process on the machine, so its stamps and the sampler's stand on one axis.
@@ -15,6 +14,8 @@ Sources are file descriptors handed down to the reader process:
 - `raw`: a pipe carrying one stream (the program's stdout or stderr);
 - `mux`: Docker's attach stream, frames of an 8-byte header (stream 1 or 2, size) and a payload;
   chunks are not lines and frames are not lines, so both are buffered and split.
+
+Reading a stamped log back is `kit.measure.stamped`'s.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import argparse
 import json
 import os
 import queue
-import re
 import selectors
 import signal
 import socket
@@ -32,70 +32,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 STDOUT, STDERR = "stdout", "stderr"
 _MUX_HEADER = struct.Struct(">BxxxL")
 _MUX_STREAMS = {1: STDOUT, 2: STDERR}
 _READ_SIZE = 1 << 20  # a long line arrives in few reads; a short one is read as it comes
-
-
-class StampedLine(NamedTuple):
-    stamp_ns: int
-    text: str  # decoded as UTF-8 with replacement, for parsing; the log keeps the bytes
-
-
-_STAMPED = re.compile(r"^(\d+) (.*)$", re.M)
-
-
-def read_stamped(path: Path | str) -> Iterator[StampedLine]:
-    """The lines of a stamped log. A line that is not `<int> <bytes>` is a corrupt log.
-
-    A results directory of thousands of runs is read in one `report`: the file is decoded
-    whole and its lines matched at once; only a file with a line that does not match is read
-    line by line, to name that line (or take an odd stamp that is still an integer).
-    """
-    with open(path, "rb") as f:
-        data = f.read()
-    text = data.decode("utf-8", "replace")
-    found = _STAMPED.findall(text)
-    parts = text.split("\n")
-    if len(found) == len(parts) - parts.count(""):
-        return iter([StampedLine(int(s), _shown_text(t) if "\r" in t else t) for s, t in found])
-    return _read_line_by_line(path, data)
-
-
-def _read_line_by_line(path: Path | str, data: bytes) -> Iterator[StampedLine]:
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()  # the newline that ends the last line
-    for number, raw in enumerate(lines, 1):
-        stamp, sep, text = raw.partition(b" ")
-        if not sep and not stamp:
-            continue
-        try:
-            stamp_ns = int(stamp)
-        except ValueError:
-            raise ValueError(f"{path}:{number}: not a stamped line: {raw[:80]!r}") from None
-        if b"\r" in text:
-            text = shown(text)
-        yield StampedLine(stamp_ns, text.decode("utf-8", "replace"))
-
-
-def _shown_text(text: str) -> str:
-    """`shown`, of a decoded line."""
-    return text.rstrip("\r").rpartition("\r")[2]
-
-
-def shown(raw: bytes) -> bytes:
-    """What a terminal shows of a line: the text after its last carriage return (a progress
-    bar redrawn with `\r` on the line of a step must not hide the step). A `\r` just before
-    the newline (CRLF) ends the line and hides nothing. The log keeps the bytes as written."""
-    raw = raw.rstrip(b"\r")
-    return raw.rpartition(b"\r")[2]
 
 
 LINE_CAP = 1 << 20  # a line's bytes kept in the log; the rest is counted, and cut

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kit.measure.clock import StampedLine, read_stamped
+from kit.measure.stamped import StampedLine, read_stamped
 from kit.protocol.load import Grammar, Timing
 from kit.status import RunStatus
 

@@ -10,14 +10,12 @@ import dataclasses
 import hashlib
 import re
 import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from kit.errors import UserError
+from kit.protocol import typed_toml
 
 SCHEMA = 1
 # The protocol's files live in benchmarks/NanoGpt/ (where the protocol names them) and travel in
@@ -219,76 +217,6 @@ class Protocol:
         return self.path.parent / relative
 
 
-_INTERNAL = {"path", "sha256"}
-
-
-def _check(value: Any, tp: Any, where: str) -> Any:
-    """Check `value` against the annotation `tp`; return it converted (lists to tuples etc.)."""
-    origin = typing.get_origin(tp)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise _wrong(where, "a table", value)
-        return _build(tp, value, where)
-    if origin is list:
-        if not isinstance(value, list):
-            raise _wrong(where, "a list", value)
-        (item,) = typing.get_args(tp)
-        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if not isinstance(value, list) or len(value) != len(args):
-            raise _wrong(where, f"a list of {len(args)}", value)
-        return tuple(_check(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    if origin is dict:
-        key_tp, val_tp = typing.get_args(tp)
-        if not isinstance(value, dict):
-            raise _wrong(where, "a table", value)
-        return {k: _check(v, val_tp, f"{where}.{k}") for k, v in value.items()}
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _wrong(where, "a number", value)
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _wrong(where, "an integer", value)
-        return value
-    if tp in (str, bool):
-        if not isinstance(value, tp):
-            raise _wrong(where, f"a {tp.__name__}", value)
-        return value
-    if isinstance(tp, types.UnionType):  # pragma: no cover - none in the schema yet
-        raise TypeError(f"unsupported annotation at {where}")
-    raise TypeError(f"unsupported annotation {tp!r} at {where}")
-
-
-def _wrong(where: str, expected: str, value: Any) -> UserError:
-    return UserError(
-        f"protocol file: {where} must be {expected}, not {type(value).__name__} {value!r}",
-        "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
-    )
-
-
-def _build(cls: type, table: dict[str, Any], where: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _INTERNAL}
-    unknown = sorted(set(table) - set(fields))
-    if unknown:
-        prefix = f"{where}." if where else ""
-        raise UserError(
-            f"protocol file: unknown key {prefix}{unknown[0]}",
-            f"the keys allowed there are {', '.join(sorted(fields))}",
-        )
-    values = {}
-    for name, f in fields.items():
-        key = f"{where}.{name}" if where else name
-        if name not in table:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise UserError(f"protocol file: missing key {key}", "add it to the file")
-            continue
-        values[name] = _check(table[name], hints[name], key)
-    return cls(**values)
-
-
 def _validate(p: Protocol) -> None:
     """Cross-field rules a type cannot say."""
     lo, hi = p.timing.window
@@ -430,7 +358,7 @@ def load(path: Path | None = None) -> Protocol:
             f"the protocol file {path} has schema {schema!r}; this kit reads schema {SCHEMA}",
             "use a protocol file written for this kit version",
         )
-    protocol = _build(Protocol, table, "")
+    protocol = typed_toml.build(Protocol, table, "")
     protocol = dataclasses.replace(
         protocol, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest()
     )

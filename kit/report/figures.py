@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from kit.correctness.methods import PYTORCH
+from kit.telemetry.kernels import KERNEL_TIME_LABEL
 
 _DPI = 120
 # Okabe & Ito (2008): blue, vermilion, bluish green, reddish purple, orange, sky blue, black
@@ -206,7 +207,6 @@ def kernel_families_png(families: pd.DataFrame, title: str) -> bytes:
     tells the bars apart in grey). The axis says what the bars are: the profiled run's kernel
     time.
     """
-    from kit.telemetry.kernels import KERNEL_TIME_LABEL
 
     labels = list(dict.fromkeys(families["label"]))
     first = families.drop_duplicates("label").set_index("label")

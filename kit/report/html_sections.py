@@ -20,10 +20,13 @@ from kit.engine import store
 from kit.engine.documents import Versions
 from kit.engine.scheduler import PYTORCH
 from kit.engine.store import ResultsDir
+from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import figures, words
 from kit.report.tables import Tables
 from kit.status import RunStatus
+from kit.telemetry import samples as telemetry
+from kit.telemetry.kernels import KERNEL_TIME_LABEL
 
 Piece = str | tuple[str, str]  # caption text, or (text, relative link)
 CPU_NOTE = (
@@ -183,7 +186,6 @@ def _reasons(rows: list[figures.StepTimeRow]) -> str:
 
 
 def conditions_section(ctx: Context) -> Section:
-    from kit.telemetry import samples as telemetry
 
     out = []
     for group in _groups(ctx):
@@ -249,7 +251,6 @@ def _trace(records: list[dict], r: pd.Series) -> figures.ConditionTrace | None:
 
 
 def kernel_section(ctx: Context) -> Section:
-    from kit.telemetry.kernels import KERNEL_TIME_LABEL
 
     fams = ctx.t.kernel_families
     out = []
@@ -290,7 +291,6 @@ def kernel_section(ctx: Context) -> Section:
 
 
 def loss_section(ctx: Context) -> Section:
-    from kit.measure import timing
 
     out = []
     for group in _groups(ctx):

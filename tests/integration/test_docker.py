@@ -33,7 +33,7 @@ from kit.executors.docker.containers import (
 )
 from kit.executors.docker.executor import DockerExecutor
 from kit.executors.docker.footprint import footprint_ratio, read_files
-from kit.measure import clock
+from kit.measure import stamped
 from kit.telemetry.libraries import read_library_dir
 
 pytestmark = pytest.mark.docker
@@ -70,8 +70,8 @@ def _leftovers(client, series_id: str) -> list:
     return client.api.containers(all=True, filters={"label": f"{LABEL_SERIES}={series_id}"})
 
 
-def _lines(outcome: RunOutcome) -> list[clock.StampedLine]:
-    return list(clock.read_stamped(outcome.stdout_log))
+def _lines(outcome: RunOutcome) -> list[stamped.StampedLine]:
+    return list(stamped.read_stamped(outcome.stdout_log))
 
 
 def _fake_spec(base_image: str, label: str, *args: str, **fake: object) -> RunSpec:
@@ -111,7 +111,7 @@ def test_out_of_memory_run_keeps_its_exit_code_and_logs(client, base_image, exec
     spec = _fake_spec(base_image, "run 2 mica-f32", "--steps", "100", events={"mica#*": "oom"})
     outcome = executor.run(spec, tmp_path / "oom")
     assert outcome.exit_code == 1
-    err = [line.text for line in clock.read_stamped(outcome.stderr_log)]
+    err = [line.text for line in stamped.read_stamped(outcome.stderr_log)]
     assert any("out of memory" in text for text in err)  # D4: the contract's line
     assert _lines(outcome)  # the lines before it were kept
     assert not _leftovers(client, executor.series_id)
@@ -142,7 +142,7 @@ def test_ctrl_c_while_waiting_leaves_no_container(
             executor.run(spec, log_dir)
     finally:
         timer.join()
-    assert [line.text for line in clock.read_stamped(log_dir / "stdout.log")] == ["started"]
+    assert [line.text for line in stamped.read_stamped(log_dir / "stdout.log")] == ["started"]
     assert not _leftovers(client, executor.series_id)
 
 

@@ -14,7 +14,7 @@ import pytest
 from kit.engine.options import SideInputs
 from kit.engine.scheduler import Config
 from kit.executors.local import LocalExecutor
-from kit.measure.clock import read_stamped
+from kit.measure.stamped import read_stamped
 from kit.protocol import load as protocol_mod
 from kit.sides import workspace
 from kit.sides.side import PyTorchSide, RunContext

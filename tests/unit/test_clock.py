@@ -11,7 +11,7 @@ import pytest
 from kit.executors.base import RunSpec
 from kit.executors.local import LocalExecutor
 from kit.measure import clock
-from kit.measure.clock import read_stamped
+from kit.measure.stamped import read_stamped
 
 
 def run(tmp_path, code: str):
@@ -157,7 +157,7 @@ def test_a_long_line_costs_time_linear_in_its_length():
     ],
 )
 def test_the_whole_file_reading_says_what_the_line_by_line_one_does(tmp_path, data):
-    from kit.measure.clock import _read_line_by_line
+    from kit.measure.stamped import _read_line_by_line
 
     path = tmp_path / "stdout.log"
     path.write_bytes(data)
