@@ -5,15 +5,15 @@ a directory that has any."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
 
 from kit.engine.documents import PlanEntry
 from kit.engine.store import ADJUSTMENTS, FINAL, PLAN, RECORDS, ResultsDir
 from kit.errors import DirectoryDiffers
 
 
-def audit(rd: ResultsDir) -> list[str]:
+def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> list[str]:
     """What makes the records and run folders other than a series writes them (D6).
 
     Each record belongs to a planned run (same run, configuration and kind), in a folder of its
@@ -23,13 +23,13 @@ def audit(rd: ResultsDir) -> list[str]:
     again later, or the series has not yet recorded any run planned after it. Anything else
     (a record dropped, duplicated, re-pointed or added, a folder deleted) is named here.
     """
+    listing = rd.listing() if listing is None else listing
     plan = rd.plan()
     planned = {r.run_id: (position, r) for position, r in enumerate(plan.order)}
     models = {c.id: c.model for c in plan.configurations}
     adjustments = rd.read_json(ADJUSTMENTS) if (rd.root / ADJUSTMENTS).exists() else {}
     batches = {model: a["batch_size"] for model, a in adjustments.items()}
     problems: list[str] = []
-    root = str(rd.root)
     folders: dict[str, int] = {}
     finals: dict[int, str] = {}
     for number, record in enumerate(rd.records(), 1):
@@ -49,7 +49,7 @@ def audit(rd: ResultsDir) -> list[str]:
         own = f"runs/{run_id:04d}-{run.config.replace('/', '.')}/"
         if not (log_dir.startswith(own) and log_dir.count("/") == 2):
             problems.append(f"{where}: run {run_id}'s record points at {log_dir}, not under {own}")
-        elif not os.path.isdir(os.path.join(root, log_dir)):
+        elif log_dir not in listing:
             problems.append(f"{where}: run {run_id}'s folder {log_dir} is missing")
         if log_dir in folders:
             problems.append(
@@ -66,19 +66,19 @@ def audit(rd: ResultsDir) -> list[str]:
                     f"and {log_dir})"
                 )
             finals[run_id] = log_dir
-    problems += _unrecorded_attempts(rd, planned, folders, finals)
+    problems += _unrecorded_attempts(listing, planned, folders, finals)
     return problems
 
 
-def refuse_if_altered(rd: ResultsDir) -> None:
+def refuse_if_altered(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> None:
     """No table is computed from a directory whose records or run folders were altered."""
-    problems = audit(rd)
-    root = str(rd.root)
+    listing = rd.listing() if listing is None else listing
+    problems = audit(rd, listing)
     problems += [
         p
         for r in rd.records()
-        if os.path.isdir(os.path.join(root, str(r.get("log_dir", ""))))
-        for p in missing_files(rd, r)
+        if str(r.get("log_dir", "")) in listing
+        for p in missing_files(r, listing[str(r.get("log_dir", ""))])
     ]
     if problems:
         shown = "\n  ".join(problems[:20]) + ("\n  …" if len(problems) > 20 else "")
@@ -89,18 +89,17 @@ def refuse_if_altered(rd: ResultsDir) -> None:
         )
 
 
-def missing_files(rd: ResultsDir, record: dict) -> list[str]:
-    """The raw files a record lists that are gone."""
-    root = str(rd.root)
+def missing_files(record: Mapping[str, Any], held: frozenset[str]) -> list[str]:
+    """The raw files a record lists that are gone from its folder (`held`: what it holds)."""
     return [
         f"{rel}: raw file missing (run {record.get('run_id')})"
         for rel in record.get("files", {})
-        if not os.path.isfile(os.path.join(root, rel))
+        if rel not in held
     ]
 
 
 def _unrecorded_attempts(
-    rd: ResultsDir,
+    listing: Mapping[str, frozenset[str]],
     planned: dict[int, tuple[int, PlanEntry]],
     folders: dict[str, int],
     finals: dict[int, str],
@@ -112,34 +111,18 @@ def _unrecorded_attempts(
         if run_id is not None:
             recorded_attempt[run_id] = max(recorded_attempt.get(run_id, 0), attempt)
     out = []
-    for rel in _attempt_folders(rd.root / "runs"):
+    for rel in sorted(listing):
         if rel in folders:
             continue
-        path = rd.root / rel
         run_id, attempt = _attempt_of(rel)
         if run_id is None or run_id not in planned:
             out.append(f"{rel}: a run folder that no planned run owns")
             continue
         retried = recorded_attempt.get(run_id, 0) > attempt
         stopped_in = planned[run_id][0] > latest  # no final record of a later run yet
-        if not (retried or stopped_in) and any(path.iterdir()):
+        if not (retried or stopped_in) and listing[rel]:
             out.append(f"{rel}: run {run_id}'s logs, with no record in {RECORDS}")
     return out
-
-
-def _attempt_folders(runs: Path) -> list[str]:
-    """`runs/<run>/attempt-<k>` of every attempt folder, sorted (os.scandir: thousands of
-    runs are listed in one `verify`)."""
-    out = []
-    try:
-        run_dirs = [e for e in os.scandir(runs) if e.is_dir()]
-    except FileNotFoundError:
-        return []
-    for run_dir in run_dirs:
-        for e in os.scandir(run_dir.path):
-            if e.name.startswith("attempt-"):
-                out.append(f"runs/{run_dir.name}/{e.name}")
-    return sorted(out)
 
 
 def _attempt_of(log_dir: str) -> tuple[int | None, int]:

@@ -23,8 +23,9 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kit.engine import separate as extras
 from kit.engine.documents import SCHEMA, Manifest, Plan, Versions, refuse_newer
@@ -35,6 +36,7 @@ from kit.measure import timing
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
 
+T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
 VERSIONS = "versions.json"
 # JSON files whose "schema" the store writes and strips on reading (their readers see only
@@ -110,6 +112,23 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _stat_key(path: Path) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _walk(path: str, rel: str) -> list[str]:
+    """What a folder holds, relative paths; a folder's own ends in "/"."""
+    out = []
+    for e in os.scandir(path):
+        if e.is_dir(follow_symlinks=False):
+            out.append(f"{rel}/{e.name}/")
+            out += _walk(e.path, f"{rel}/{e.name}")
+        else:
+            out.append(f"{rel}/{e.name}")
+    return out
+
+
 def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
@@ -128,8 +147,11 @@ class ResultsDir:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.writer = WriterLock(self.root)
-        # runs.jsonl parsed once while unchanged (a report reads it from several tables)
+        # runs.jsonl parsed (and typed) once while unchanged, and each document read once while
+        # unchanged: a report reads them from several tables
         self._records: tuple[tuple[int, int, int], list[dict]] | None = None
+        self._runs: tuple[tuple[int, int, int], list[RunRecord]] | None = None
+        self._documents: dict[str, tuple[tuple[int, int, int], Any]] = {}
 
     def lock(self, what: str = "a series") -> ResultsDir:
         """Become this directory's one writer, or be refused at once (kit.engine.lock)."""
@@ -189,16 +211,31 @@ class ResultsDir:
     # -- whole files --------------------------------------------------------------------------
 
     def manifest(self) -> Manifest:
-        return Manifest.from_json(self.read_json(MANIFEST), str(self.root / MANIFEST))
+        return self._document(MANIFEST, Manifest.from_json)
 
     def plan(self) -> Plan:
-        return Plan.from_json(self.read_json(PLAN), str(self.root / PLAN))
+        return self._document(PLAN, Plan.from_json)
 
     def versions(self) -> Versions:
         """The versions the directory recorded (rule 4); empty before they were."""
         if not (self.root / VERSIONS).exists():
             return Versions()
-        return Versions.from_json(self.read_json(VERSIONS), str(self.root / VERSIONS))
+        return self._document(VERSIONS, Versions.from_json)
+
+    def _document(self, rel: str, typed: Callable[[Any, str], T]) -> T:
+        """A typed document, read again only when its file changed (they are frozen)."""
+        path = self.root / rel
+        try:
+            key = _stat_key(path)
+        except FileNotFoundError:
+            key = None
+        cached = self._documents.get(rel)
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
+        doc = typed(self.read_json(rel), str(path))
+        if key is not None:
+            self._documents[rel] = (key, doc)
+        return doc
 
     def read_json(self, rel: str) -> Any:
         """A JSON file of the directory. One that a newer kit wrote (a higher "schema") is
@@ -225,6 +262,25 @@ class ResultsDir:
 
     def write_text(self, rel: str, text: str) -> None:
         write_atomic(self.root / rel, text)
+
+    # -- the run folders ----------------------------------------------------------------------
+
+    def listing(self) -> dict[str, frozenset[str]]:
+        """Every attempt folder (`runs/<run>/attempt-<k>`) with what it holds, as paths relative
+        to the directory (a folder inside one ends in "/"). Read fresh, in one walk with
+        os.scandir: a report asks this of thousands of runs, where a stat of each raw file
+        would cost more than reading the folders."""
+        out: dict[str, frozenset[str]] = {}
+        try:
+            run_dirs = [e for e in os.scandir(self.root / "runs") if e.is_dir()]
+        except FileNotFoundError:
+            return out
+        for run_dir in run_dirs:
+            for attempt in os.scandir(run_dir.path):
+                if attempt.name.startswith("attempt-") and attempt.is_dir():
+                    rel = f"runs/{run_dir.name}/{attempt.name}"
+                    out[rel] = frozenset(_walk(attempt.path, rel))
+        return out
 
     # -- the run records ----------------------------------------------------------------------
 
@@ -275,9 +331,14 @@ class ResultsDir:
     def runs(self) -> list[RunRecord]:
         """Every finished run's record, typed (kit.engine.records); the audit reads the lines
         as they are (`records`), to name what is wrong with one."""
-        return [
-            RunRecord.from_json(r, f"{RECORDS} record {i}") for i, r in enumerate(self.records(), 1)
-        ]
+        records = self.records()
+        key = self._records[0] if self._records is not None else None
+        if key is not None and self._runs is not None and self._runs[0] == key:
+            return list(self._runs[1])
+        runs = [RunRecord.from_json(r, f"{RECORDS} record {i}") for i, r in enumerate(records, 1)]
+        if key is not None:
+            self._runs = (key, runs)
+        return list(runs)
 
     def append_record(self, record: dict | RunRecord) -> None:
         if isinstance(record, RunRecord):

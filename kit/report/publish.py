@@ -55,10 +55,11 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
     own, every raw file as its run wrote it. Then the tables, report.md, report.html, rerun.sh
     and the plots, each recomputed from the raw files and compared whole.
     """
-    problems = audit.audit(rd)
+    listing = rd.listing()
+    problems = audit.audit(rd, listing)
     root = str(rd.root)
     for record in rd.records():
-        if not os.path.isdir(os.path.join(root, str(record.get("log_dir", "")))):
+        if str(record.get("log_dir", "")) not in listing:
             continue  # the audit names the missing folder once, not each of its files
         run_id = record.get("run_id")
         for rel, digest in record.get("files", {}).items():
@@ -72,7 +73,7 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
     if problems:
         return [*problems, "not recomputed: the records and raw files above come first"]
     try:
-        fresh = tables.tables(rd, checks, audited=True)  # the audit above came first
+        fresh = tables.tables(rd, checks, listing=listing)  # the audit above came first
         published_files = render(rd, fresh)
     except ValueError as e:  # a raw log that no longer parses
         return [f"cannot recompute: {e}"]

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -23,15 +23,17 @@ from kit.telemetry import samples as telemetry
 FAMILIES = "families.tsv"  # beside the protocol file (§6: fixed before the first series)
 
 
-def conditions_columns(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run: peak memory (whole run) and the window's clocks and clock events."""
+def conditions_columns(
+    rd: ResultsDir, runs: pd.DataFrame, listing: Mapping[str, frozenset[str]]
+) -> pd.DataFrame:
+    """Per run: peak memory (whole run) and the window's clocks and clock events. `listing`:
+    what each run folder holds (`ResultsDir.listing`)."""
     rows = []
-    root = str(rd.root)
     starts, ends = runs["window_start_ns"].tolist(), runs["window_end_ns"].tolist()
     for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends):
         summary = (
             conditions.run_summary(rd.root / log_dir, _int(lo), _int(hi))
-            if os.path.exists(os.path.join(root, log_dir, conditions.SAMPLES))
+            if f"{log_dir}/{conditions.SAMPLES}" in listing.get(log_dir, ())
             else {}  # a run without samples (a CPU series, a skipped profile)
         )
         rows.append(

@@ -8,6 +8,7 @@ publishes with that recomputation and names every number and raw file that diffe
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +52,11 @@ class Tables:
         return [(name, getattr(self, name)) for name in TABLES]
 
 
-def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
+def runs_table(
+    rd: ResultsDir, protocol: Protocol, listing: Mapping[str, frozenset[str]] | None = None
+) -> pd.DataFrame:
     """One row per planned run that has a record: judged again from its logs."""
+    listing = rd.listing() if listing is None else listing
     plan = rd.plan()
     configs = plan.by_id
     latest = {r.run_id: r for r in rd.runs()}
@@ -63,7 +67,8 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
             continue
         c = configs[planned.config]
         grammar = protocol.pytorch if c.side == PYTORCH else protocol.contender
-        outcome = rejudge(rd.root / record.log_dir, record, grammar, protocol)
+        held = listing.get(record.log_dir, frozenset())
+        outcome = rejudge(rd.root / record.log_dir, record, grammar, protocol, held)
         rows.append(
             {
                 "run_id": planned.run_id,
@@ -90,7 +95,7 @@ def runs_table(rd: ResultsDir, protocol: Protocol) -> pd.DataFrame:
     runs = pd.DataFrame(rows, columns=columns).astype(
         {"window_start_ns": "Int64", "window_end_ns": "Int64", "batch_size": "Int64"}
     )
-    runs = runs.merge(sidetables.conditions_columns(rd, runs), on="run_id", how="left")
+    runs = runs.merge(sidetables.conditions_columns(rd, runs, listing), on="run_id", how="left")
     runs = runs.merge(sidetables.flags(runs), on="run_id", how="left")
     runs["flagged"] = runs["flagged"].fillna(False).astype(bool)
     runs["flag_reasons"] = runs["flag_reasons"].fillna("")
@@ -103,11 +108,14 @@ def _identity(c: Config) -> dict[str, str]:
             "side": c.side, "variant": c.variant}  # fmt: skip
 
 
-def rejudge(log_dir: Path, record: RunRecord, grammar, protocol: Protocol) -> timing.Outcome:
-    """A run judged again from its raw logs and exit code; a skipped record keeps its reason."""
+def rejudge(
+    log_dir: Path, record: RunRecord, grammar, protocol: Protocol, held: frozenset[str]
+) -> timing.Outcome:
+    """A run judged again from its raw logs and exit code; a skipped record keeps its reason.
+    `held`: what its folder holds (`ResultsDir.listing`)."""
     if record.status == extras.NOT_PROFILED:
         return timing.Outcome(extras.NOT_PROFILED, None, None, record.reason)
-    if not (log_dir / "stdout.log").is_file():
+    if f"{record.log_dir}/stdout.log" not in held:
         raise ValueError(f"run {record.run_id}'s raw log {log_dir / 'stdout.log'} is missing")
     outcome = RunOutcome(
         record.exit_code,
@@ -322,14 +330,15 @@ def tables(
     rd: ResultsDir,
     checks: dict[str, str] | None = None,
     preview: bool | None = None,
-    audited: bool = False,
+    listing: Mapping[str, frozenset[str]] | None = None,
 ) -> Tables:
     """Every table, judged again from the raw logs (a corrupt log raises ValueError).
 
     The verdicts are gated by `checks` ("model/precision/build" -> status), else by the
     statuses `micakit publish --checks` saved in gating.json, else every configuration reads
     "correctness not checked" and its speed is withheld (rule 6) unless previewed.
-    `audited`: the caller (verify) has just audited the records and raw files itself.
+    `listing`: the run folders (`ResultsDir.listing`) of a caller (verify) that has just
+    audited the records and raw files itself; without it, the audit comes first here.
     """
     if checks is None and (rd.root / GATING).exists():
         checks = rd.read_json(GATING)["statuses"]
@@ -337,9 +346,10 @@ def tables(
         preview = is_preview(rd)
     protocol = store.load_protocol(rd)
     plan = rd.plan()
-    if not audited:
-        audit.refuse_if_altered(rd)  # D6: numbers only from the records and folders a series wrote
-    runs = runs_table(rd, protocol)
+    if listing is None:
+        listing = rd.listing()
+        audit.refuse_if_altered(rd, listing)  # D6: numbers only from what a series wrote
+    runs = runs_table(rd, protocol, listing)
     found = states.config_states(runs, plan)
     published = config_publications(plan, protocol, checks or {}, preview)
     card_named = protocol.names_card(rd.manifest().card)
