@@ -3,6 +3,7 @@ from the raw files; and `verify`, which recomputes them and names every differen
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.engine import audit, store
+from kit.engine import audit, fanout, store
 from kit.engine.store import ResultsDir
 from kit.engine.tablefile import csv_text, read_table
 from kit.errors import UserError
@@ -57,19 +58,12 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
     """
     listing = rd.listing()
     problems = audit.audit(rd, listing)
+    # the audit names a missing folder once, not each of its files
+    kept = [r for r in rd.records() if str(r.get("log_dir", "")) in listing]
     root = str(rd.root)
-    for record in rd.records():
-        if str(record.get("log_dir", "")) not in listing:
-            continue  # the audit names the missing folder once, not each of its files
-        run_id = record.get("run_id")
-        for rel, digest in record.get("files", {}).items():
-            try:
-                actual = store.sha256_file(os.path.join(root, rel))
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                problems.append(f"{rel}: raw file missing (run {run_id})")
-                continue
-            if actual != digest:
-                problems.append(f"{rel}: raw file changed since run {run_id} wrote it")
+    # thousands of raw files: hashed on every core (kit.engine.fanout)
+    for found in fanout.map_in_order(functools.partial(_changed_files, root), kept):
+        problems += found
     if problems:
         return [*problems, "not recomputed: the records and raw files above come first"]
     try:
@@ -96,6 +90,21 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
     for rel, data in published_files.items():
         problems += _diff_file(rd.root, rel, data)
     return problems
+
+
+def _changed_files(root: str, record: dict) -> list[str]:
+    """A record's raw files that are gone or no longer hash as it recorded."""
+    out = []
+    run_id = record.get("run_id")
+    for rel, digest in record.get("files", {}).items():
+        try:
+            actual = store.sha256_file(os.path.join(root, rel))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            out.append(f"{rel}: raw file missing (run {run_id})")
+            continue
+        if actual != digest:
+            out.append(f"{rel}: raw file changed since run {run_id} wrote it")
+    return out
 
 
 def _diff_file(root: Path, rel: str, recomputed: bytes) -> list[str]:

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kit.engine import audit, store
+from kit.engine import audit, fanout, store
 from kit.engine import separate as extras
-from kit.engine.documents import Plan
+from kit.engine.documents import Plan, PlanEntry
 from kit.engine.records import RunRecord
 from kit.engine.scheduler import CONTENDER, PYTORCH, Config
 from kit.engine.store import ResultsDir
@@ -60,15 +60,17 @@ def runs_table(
     plan = rd.plan()
     configs = plan.by_id
     latest = {r.run_id: r for r in rd.runs()}
-    rows = []
-    for planned in plan.order:
-        record = latest.get(planned.run_id)
-        if record is None:
-            continue
-        c = configs[planned.config]
+    judged = [(p, latest[p.run_id], configs[p.config]) for p in plan.order if p.run_id in latest]
+
+    def again(job: tuple[PlanEntry, RunRecord, Config]) -> timing.Outcome:
+        _, record, c = job
         grammar = protocol.pytorch if c.side == PYTORCH else protocol.contender
         held = listing.get(record.log_dir, frozenset())
-        outcome = rejudge(rd.root / record.log_dir, record, grammar, protocol, held)
+        return rejudge(rd.root / record.log_dir, record, grammar, protocol, held)
+
+    rows = []
+    # thousands of runs: judged on every core (kit.engine.fanout), in the plan's order
+    for (planned, record, c), outcome in zip(judged, fanout.map_in_order(again, judged)):
         rows.append(
             {
                 "run_id": planned.run_id,

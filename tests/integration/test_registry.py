@@ -203,12 +203,14 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
         time.sleep(1.0)  # in the middle of the run
         runner.kill()
         killed = time.monotonic()
-        while time.monotonic() - killed < 10.0:
-            state = client.api.inspect_container(measured[-1])["State"]
-            if not state["Running"]:
-                break
+        running = True
+        while running and time.monotonic() - killed < 10.0:
+            try:
+                running = client.api.inspect_container(measured[-1])["State"]["Running"]
+            except docker.errors.NotFound:
+                running = False  # ended, and already removed (the watchdog may win the race)
             time.sleep(0.2)
-        assert not state["Running"], "the measured program outlived the runner container"
+        assert not running, "the measured program outlived the runner container"
     finally:
         runner.remove(force=True)
         for cid in measured:  # what the next start's sweep would remove
