@@ -28,6 +28,10 @@ class UserError(Exception):
     def __str__(self) -> str:
         return self.message if not self.fix else f"{self.message}\n  fix: {self.fix}"
 
+    def __reduce__(self) -> tuple:
+        # whole across processes (kit.engine.fanout's workers): the fix too, not the message alone
+        return (type(self), (self.message, self.fix))
+
 
 class SeriesFailed(UserError):
     """A run failed in a way that ends the series; finished runs are kept."""

@@ -110,14 +110,24 @@ def runs_of(ctx: Context, config: str, kinds: Sequence[str], ok_only: bool) -> p
     return mine[mine["status"] == RunStatus.OK] if ok_only else mine
 
 
+LINKED_RUNS = 50  # a cell links this many runs; beyond, the rest by tables/runs.csv
+
+
 def links(runs: pd.DataFrame, file: str) -> list[Piece]:
     """'run 5, run 8' linking each run's raw file, or its folder where `file` is "".
 
-    Relative links: the results directory is published and moved whole (§9, rule 7).
+    Relative links: the results directory is published and moved whole (§9, rule 7). A cell of
+    more than LINKED_RUNS runs (a series of thousands) links the first ones, then says how many
+    more there are and links tables/runs.csv, which names every run's folder: a page of a
+    thousand links per cell would neither read at a glance nor open quickly.
     """
     out: list[Piece] = []
     rows = zip(runs["run_id"], runs["kind"], runs["log_dir"])  # thousands of runs: no iterrows
     for i, (run_id, kind, log_dir) in enumerate(rows):
+        if i == LINKED_RUNS:
+            more = len(runs) - LINKED_RUNS
+            out += [", ", (f"{more:,} more, each in tables/runs.csv", "tables/runs.csv")]
+            break
         out += [", "] if i else []
         name = f"run {int(run_id)}" + (" (discarded)" if kind == "discarded" else "")
         out.append((name, f"{log_dir}/{file}" if file else f"{log_dir}/"))

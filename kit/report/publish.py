@@ -57,20 +57,27 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
     and the plots, each recomputed from the raw files and compared whole.
     """
     listing = rd.listing()
-    problems = audit.audit(rd, listing)
     # the audit names a missing folder once, not each of its files
     kept = [r for r in rd.records() if str(r.get("log_dir", "")) in listing]
-    root = str(rd.root)
-    # thousands of raw files: hashed on every core (kit.engine.fanout)
-    for found in fanout.map_in_order(functools.partial(_changed_files, root), kept):
+    # thousands of raw files: hashed by forked workers while this process audits, judges and
+    # renders (kit.engine.fanout); their verdict comes first all the same
+    hashing = fanout.in_background(functools.partial(_changed_files, str(rd.root)), kept)
+    problems = audit.audit(rd, listing)
+    failed: Exception | None = None
+    if not problems:
+        try:
+            fresh = tables.tables(rd, checks, listing=listing)  # the audit above came first
+            published_files = render(rd, fresh)
+        except Exception as e:  # a raw log that no longer parses; named after the hashes
+            failed = e
+    for found in hashing.result():
         problems += found
     if problems:
         return [*problems, "not recomputed: the records and raw files above come first"]
-    try:
-        fresh = tables.tables(rd, checks, listing=listing)  # the audit above came first
-        published_files = render(rd, fresh)
-    except ValueError as e:  # a raw log that no longer parses
-        return [f"cannot recompute: {e}"]
+    if isinstance(failed, ValueError):
+        return [f"cannot recompute: {failed}"]
+    if failed is not None:
+        raise failed
     for name, df in fresh.items():
         rel = f"tables/{name}.csv"
         path = rd.root / rel

@@ -173,3 +173,21 @@ def test_a_table_from_a_newer_kit_is_refused_by_name(series, cli):
     path.write_text("\n".join([text[0], *(re.sub(r"^1,", "2,", t) for t in text[1:])]) + "\n")
     out = refused(cli, series, "tables/runs.csv", "table schema 2")
     assert "this kit reads table schema 1" in out
+
+
+def test_forked_workers_judge_and_hash_as_a_plain_loop_does(series, cli, monkeypatch):
+    """Thousands of runs are judged and hashed by forked workers (kit.engine.fanout); forced
+    here on a small series, the tables are the same and a changed raw file is still caught."""
+    from kit.engine import fanout
+    from kit.engine.store import ResultsDir
+    from kit.report import tables
+
+    plain = tables.tables(ResultsDir.open(series))
+    monkeypatch.setattr(fanout, "LEAST", 1)
+    forked = tables.tables(ResultsDir.open(series))
+    for (name, a), (_, b) in zip(plain.items(), forked.items()):
+        pd.testing.assert_frame_equal(a, b, obj=name)
+    assert cli("verify", series).exit_code == 0
+    log = series / timed(series)[-1]["log_dir"] / "stdout.log"
+    log.write_bytes(log.read_bytes().replace(b" ", b"  ", 1))
+    refused(cli, series, f"{log.relative_to(series)}: raw file changed")

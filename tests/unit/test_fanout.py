@@ -1,0 +1,73 @@
+"""Per-run work spread over the cores (kit.engine.fanout): the same results, in the same order,
+as a plain loop; errors raised as the loop would raise them; a plain loop where forking does
+not pay or is not safe."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+
+import pytest
+
+from kit.engine import fanout
+from kit.errors import UserError
+
+FORKS = fanout.cores() > 1
+
+
+def _pid_and_square(x: int) -> tuple[int, int]:
+    return os.getpid(), x * x
+
+
+@pytest.mark.skipif(not FORKS, reason="one core: the plain loop is all there is")
+def test_the_work_is_shared_among_processes_and_comes_back_in_order():
+    got = fanout.map_in_order(_pid_and_square, range(1000), least=10)
+    assert [y for _, y in got] == [x * x for x in range(1000)]
+    pids = {pid for pid, _ in got}
+    assert os.getpid() in pids and len(pids) > 1  # the caller did a share, workers the rest
+
+
+def test_few_items_run_here_in_a_plain_loop():
+    got = fanout.map_in_order(_pid_and_square, range(5))  # fewer than fanout.LEAST
+    assert got == [(os.getpid(), x * x) for x in range(5)]
+
+
+def test_another_thread_keeps_it_a_plain_loop():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        got = fanout.map_in_order(_pid_and_square, range(100), least=1)
+    finally:
+        stop.set()
+        t.join()
+    assert {pid for pid, _ in got} == {os.getpid()}
+
+
+def _fails_at_700(x: int) -> int:
+    if x == 700:
+        raise UserError(f"item {x} is wrong", "mend it")
+    return x
+
+
+@pytest.mark.parametrize("least", [1, 10**9])
+def test_an_error_in_a_worker_is_raised_whole(least):
+    with pytest.raises(UserError, match="item 700 is wrong") as e:
+        fanout.map_in_order(_fails_at_700, range(1000), least=least)
+    assert e.value.fix == "mend it"
+
+
+def test_a_user_error_survives_pickling_with_its_fix():
+    e = pickle.loads(pickle.dumps(UserError("what", "how")))
+    assert (e.message, e.fix, str(e)) == ("what", "how", "what\n  fix: how")
+
+
+@pytest.mark.parametrize("least", [1, 10**9])
+def test_background_work_gives_the_plain_loops_results(least):
+    job = fanout.in_background(_pid_and_square, range(500), least=least)
+    here = sum(range(10_000))  # the caller goes on meanwhile
+    got = job.result()
+    assert here and [y for _, y in got] == [x * x for x in range(500)]
+    if least == 1 and FORKS:
+        assert os.getpid() not in {pid for pid, _ in got}
