@@ -7,6 +7,7 @@ publishes with that recomputation and names every number and raw file that diffe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,12 +70,13 @@ def runs_table(
         return rejudge(rd.root / record.log_dir, record, grammar, protocol, held)
 
     rows = []
+    identity = {c.id: _identity(c) for c in plan.configurations}
     # thousands of runs: judged on every core (kit.engine.fanout), in the plan's order
     for (planned, record, c), outcome in zip(judged, fanout.map_in_order(again, judged)):
         rows.append(
             {
                 "run_id": planned.run_id,
-                **_identity(c),
+                **identity[c.id],
                 "round": planned.round,
                 "kind": planned.kind,
                 "discarded": planned.discarded,
@@ -106,8 +108,7 @@ def runs_table(
 
 def _identity(c: Config) -> dict[str, str]:
     """A configuration's columns, the same in every table: id, card, model, precision, side."""
-    return {"config": c.id, "card": c.card, "model": c.model, "precision": c.precision,
-            "side": c.side, "variant": c.variant}  # fmt: skip
+    return {"config": c.id, **dataclasses.asdict(c)}
 
 
 def rejudge(
