@@ -391,7 +391,7 @@ def merge_cmd(dirs: tuple[Path, ...], out: Path) -> None:
     Example:
       micakit merge results/4090 results/3090Ti results/L4 --out results/release
     """
-    from kit.report import merge
+    from kit.report import merge  # lazy: the report imports pandas (start-up speed)
 
     for path in merge.merge(list(dirs), out):
         click.echo(path)

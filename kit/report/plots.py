@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -33,7 +34,6 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def _shades(cmap: str, n: int) -> list:
-    from matplotlib import colormaps
 
     return [colormaps[cmap](x) for x in np.linspace(0.45, 0.9, n)]
 

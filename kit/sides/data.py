@@ -407,7 +407,7 @@ def gpt2_encoding(
     cache_dir: Path, files_dir: Path | None = None, *, session: requests.Session | None = None
 ) -> tiktoken.Encoding:
     """tiktoken's "gpt2" encoding, as data/shakespeare/prepare.py gets it, from the kit's cache."""
-    import tiktoken
+    import tiktoken  # lazy: only the BPE dataset needs it, and it loads a Rust extension
 
     tk_dir = stage_gpt2_files(cache_dir, files_dir, session=session)
     # tiktoken reads TIKTOKEN_CACHE_DIR on every load; with the files staged it needs no network.

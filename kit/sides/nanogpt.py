@@ -28,6 +28,7 @@ from kit.engine.store import sha256_file
 from kit.errors import UserError
 from kit.protocol.load import FILES
 from kit.sides import by_hand
+from kit.sides.data import download_file  # one streamed download, whole or nothing
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,6 @@ def _check_commit(commit: str) -> str:
 
 
 def _fetch(url: str, dest: Path, session: requests.Session | None) -> None:
-    from kit.sides.data import download_file  # one streamed download, whole or nothing
 
     download_file(url, dest, session=session)
 
