@@ -355,11 +355,16 @@ def verify(results: Path, as_json: bool) -> None:
     Example:
       micakit verify results/L4 && echo clean
     """
+    rd = _series_dir(results)
+    from kit.engine import audit  # lazy: the store (start-up speed)
+
+    # a large directory's folders are audited and its raw files hashed by forked processes
+    # while the report's modules load
+    examined = audit.examine(rd)
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.report import publish
 
-    rd = _series_dir(results)
-    problems = publish.verify(rd)
+    problems = publish.verify(rd, examined=examined)
     if as_json:
         click.echo(json.dumps({"results": str(results), "clean": not problems,
                                "differences": problems}, indent=2))  # fmt: skip

@@ -5,11 +5,14 @@ a directory that has any."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from kit.engine import fanout
 from kit.engine.documents import PlanEntry
-from kit.engine.store import ADJUSTMENTS, FINAL, PLAN, RECORDS, ResultsDir
+from kit.engine.store import ADJUSTMENTS, FINAL, PLAN, RECORDS, ResultsDir, sha256_file
 from kit.errors import DirectoryDiffers
 
 
@@ -68,6 +71,47 @@ def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -
             finals[run_id] = log_dir
     problems += _unrecorded_attempts(listing, planned, folders, finals)
     return problems
+
+
+def examine(rd: ResultsDir) -> fanout.Children:
+    """`verify`'s first part, started in forked processes where the directory is large: the
+    run folders listed and audited, and every raw file hashed against its record. `result()`
+    gives [(listing, the audit's problems), the raw files' problems]."""
+    jobs: list[Callable[[], Any]] = [
+        functools.partial(_listed_and_audited, rd),
+        functools.partial(_hashed, rd),
+    ]
+    return fanout.Children(jobs, size=len(rd.records()))
+
+
+def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
+    listing = rd.listing()
+    return listing, audit(rd, listing)
+
+
+def _hashed(rd: ResultsDir) -> list[str]:
+    """Every raw file a record lists that is gone or no longer hashes as it recorded. A record
+    whose folder is gone is left to the audit, which names the folder once."""
+    root, out = str(rd.root), []
+    for record in rd.records():
+        if os.path.isdir(os.path.join(root, str(record.get("log_dir", "")))):
+            out += changed_files(root, record)
+    return out
+
+
+def changed_files(root: str, record: Mapping[str, Any]) -> list[str]:
+    """A record's raw files that are gone or no longer hash as it recorded."""
+    out = []
+    run_id = record.get("run_id")
+    for rel, digest in record.get("files", {}).items():
+        try:
+            actual = sha256_file(os.path.join(root, rel))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            out.append(f"{rel}: raw file missing (run {run_id})")
+            continue
+        if actual != digest:
+            out.append(f"{rel}: raw file changed since run {run_id} wrote it")
+    return out
 
 
 def refuse_if_altered(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> None:

@@ -10,8 +10,8 @@ It stays a plain loop where forking would not pay or is not safe: few items, one
 `fork` (macOS and Windows start processes otherwise), or another thread running (a forked child
 inherits no thread but every lock one held).
 
-`in_background` starts such work in forked workers and returns at once, so the caller goes on
-with other work (`verify` judges and renders while the raw files are hashed); `result()` waits.
+`Children` starts a few whole jobs in forked processes and returns at once, so the caller goes
+on with other work; `result()` waits for them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -73,37 +73,46 @@ def _slice(span: tuple[int, int]) -> list[Any]:
     return [fn(x) for x in items[span[0] : span[1]]]
 
 
-class Background(Generic[R]):
-    """[fn(x) for x in items], computed by forked workers while the caller goes on; or, where
-    forking does not pay, by `result()` itself."""
+class Children:
+    """Each of `fns` called in a forked process of its own while the caller goes on (`verify`
+    audits and hashes while the report's modules load); or, where forking does not pay or is
+    not safe, called in turn by `result()`. `size`: how many items the work covers."""
 
-    def __init__(self, fn: Callable[[T], R], items: Sequence[T], least: int | None = None) -> None:
-        self._fn, self._items = fn, items
-        self._pool: Any = None
-        self._pending: Any = None
-        if _forkable(items, least):
-            global _WORK
-            _WORK = (fn, items)
+    def __init__(self, fns: Sequence[Callable[[], Any]], size: int, least: int | None = None):
+        self._fns = list(fns)
+        self._running: list[tuple[Any, Any]] = []  # (process, the read end of its pipe)
+        if self._fns and _forkable(range(size), least):
+            ctx = multiprocessing.get_context("fork")
+            for fn in self._fns:
+                read, write = ctx.Pipe(duplex=False)
+                process = ctx.Process(target=_answer, args=(fn, write), daemon=True)
+                process.start()
+                write.close()
+                self._running.append((process, read))
+
+    def result(self) -> list[Any]:
+        """Each function's value, in order; an exception in one is raised here."""
+        if not self._running:
+            return [fn() for fn in self._fns]
+        answers = []
+        for process, read in self._running:
             try:
-                workers = min(cores() - 1, 8)
-                step = -(-len(items) // workers)
-                spans = [(i, min(i + step, len(items))) for i in range(0, len(items), step)]
-                self._pool = multiprocessing.get_context("fork").Pool(len(spans))
-                self._pending = self._pool.map_async(_slice, spans)
-            finally:
-                _WORK = None  # the workers were forked with it
-
-    def result(self) -> list[R]:
-        if self._pool is None:
-            return [self._fn(x) for x in self._items]
-        try:
-            return [r for part in self._pending.get() for r in part]
-        finally:
-            self._pool.terminate()
-            self._pool = None
+                answers.append(read.recv())
+            except EOFError:
+                answers.append((False, RuntimeError(f"a worker process died ({process.exitcode})")))
+            read.close()
+            process.join()
+        self._running = []
+        for ok, value in answers:
+            if not ok:
+                raise value
+        return [value for _, value in answers]
 
 
-def in_background(
-    fn: Callable[[T], R], items: Sequence[T], least: int | None = None
-) -> Background[R]:
-    return Background(fn, items, least)
+def _answer(fn: Callable[[], Any], write: Any) -> None:
+    try:
+        answer = (True, fn())
+    except Exception as e:  # raised again in the caller, whole
+        answer = (False, e)
+    write.send(answer)
+    write.close()

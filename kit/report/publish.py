@@ -3,10 +3,8 @@ from the raw files; and `verify`, which recomputes them and names every differen
 
 from __future__ import annotations
 
-import functools
 import io
 import math
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -49,35 +47,28 @@ def write(rd: ResultsDir, t: Tables) -> list[Path]:
     return written
 
 
-def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
+def verify(
+    rd: ResultsDir,
+    checks: dict[str, str] | None = None,
+    examined: fanout.Children | None = None,
+) -> list[str]:
     """Every difference between what the directory publishes and the recomputation.
 
     First the directory itself (D6): each planned run's one final record in a folder of its
-    own, every raw file as its run wrote it. Then the tables, report.md, report.html, rerun.sh
-    and the plots, each recomputed from the raw files and compared whole.
+    own, every raw file as its run wrote it (`examined`: that part already started, by
+    `audit.examine`). Then the tables, report.md, report.html, rerun.sh and the plots, each
+    recomputed from the raw files and compared whole.
     """
-    listing = rd.listing()
-    # the audit names a missing folder once, not each of its files
-    kept = [r for r in rd.records() if str(r.get("log_dir", "")) in listing]
-    # thousands of raw files: hashed by forked workers while this process audits, judges and
-    # renders (kit.engine.fanout); their verdict comes first all the same
-    hashing = fanout.in_background(functools.partial(_changed_files, str(rd.root)), kept)
-    problems = audit.audit(rd, listing)
-    failed: Exception | None = None
-    if not problems:
-        try:
-            fresh = tables.tables(rd, checks, listing=listing)  # the audit above came first
-            published_files = render(rd, fresh)
-        except Exception as e:  # a raw log that no longer parses; named after the hashes
-            failed = e
-    for found in hashing.result():
-        problems += found
+    examined = audit.examine(rd) if examined is None else examined
+    (listing, problems), changed = examined.result()
+    problems = [*problems, *changed]
     if problems:
         return [*problems, "not recomputed: the records and raw files above come first"]
-    if isinstance(failed, ValueError):
-        return [f"cannot recompute: {failed}"]
-    if failed is not None:
-        raise failed
+    try:
+        fresh = tables.tables(rd, checks, listing=listing)  # the audit above came first
+        published_files = render(rd, fresh)
+    except ValueError as e:  # a raw log that no longer parses
+        return [f"cannot recompute: {e}"]
     for name, df in fresh.items():
         rel = f"tables/{name}.csv"
         path = rd.root / rel
@@ -97,21 +88,6 @@ def verify(rd: ResultsDir, checks: dict[str, str] | None = None) -> list[str]:
     for rel, data in published_files.items():
         problems += _diff_file(rd.root, rel, data)
     return problems
-
-
-def _changed_files(root: str, record: dict) -> list[str]:
-    """A record's raw files that are gone or no longer hash as it recorded."""
-    out = []
-    run_id = record.get("run_id")
-    for rel, digest in record.get("files", {}).items():
-        try:
-            actual = store.sha256_file(os.path.join(root, rel))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            out.append(f"{rel}: raw file missing (run {run_id})")
-            continue
-        if actual != digest:
-            out.append(f"{rel}: raw file changed since run {run_id} wrote it")
-    return out
 
 
 def _diff_file(root: Path, rel: str, recomputed: bytes) -> list[str]:

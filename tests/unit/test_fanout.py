@@ -63,11 +63,23 @@ def test_a_user_error_survives_pickling_with_its_fix():
     assert (e.message, e.fix, str(e)) == ("what", "how", "what\n  fix: how")
 
 
+def _pid() -> int:
+    return os.getpid()
+
+
+def _fails() -> int:
+    raise UserError("a child failed", "see why")
+
+
 @pytest.mark.parametrize("least", [1, 10**9])
-def test_background_work_gives_the_plain_loops_results(least):
-    job = fanout.in_background(_pid_and_square, range(500), least=least)
+def test_children_give_what_calling_them_gives(least):
+    job = fanout.Children([_pid, _pid], size=5000, least=least)
     here = sum(range(10_000))  # the caller goes on meanwhile
-    got = job.result()
-    assert here and [y for _, y in got] == [x * x for x in range(500)]
+    pids = job.result()
+    assert here and len(pids) == 2
     if least == 1 and FORKS:
-        assert os.getpid() not in {pid for pid, _ in got}
+        assert os.getpid() not in pids and len(set(pids)) == 2  # a process each
+    else:
+        assert pids == [os.getpid()] * 2
+    with pytest.raises(UserError, match="a child failed"):
+        fanout.Children([_pid, _fails], size=5000, least=least).result()
