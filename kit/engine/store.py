@@ -27,14 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kit.engine import separate as extras
 from kit.engine.documents import SCHEMA, Manifest, Plan, Versions, refuse_newer
 from kit.engine.lock import LOCK, WriterLock
 from kit.engine.records import RunRecord
 from kit.errors import UserError
-from kit.measure import timing
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
+from kit.status import RunStatus
 
 T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
@@ -82,7 +81,7 @@ def _chmod(path: Path, mode: int) -> None:
 
 ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
 # a record with one of these is a run's final record: the series never runs it again
-FINAL = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
+FINAL = (RunStatus.OK, RunStatus.OUT_OF_MEMORY, RunStatus.VOID, RunStatus.NOT_PROFILED)
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
@@ -134,10 +133,15 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def sha256_file(path: Path | str) -> str:
+    # os.read rather than a buffered file: `verify` hashes tens of thousands of small raw files,
+    # and a buffered open costs twice the system calls
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while block := os.read(fd, 1 << 20):
             h.update(block)
+    finally:
+        os.close(fd)
     return h.hexdigest()
 
 
