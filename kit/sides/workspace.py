@@ -23,7 +23,7 @@ from kit.engine.options import SideInputs
 from kit.errors import UserError
 from kit.protocol.load import Protocol
 from kit.sides import data as data_mod
-from kit.sides import nanogpt, patch
+from kit.sides import gpt2_bpe, nanogpt, patch
 
 SHIPPED, PATCHED = "shipped", "patched"
 
@@ -53,7 +53,7 @@ def datasets(p: Protocol, o: SideInputs) -> Path:
             input_path, root / data_mod.CHAR_DATASET, input_sha256=p.data.input_sha256
         )
     if data_mod.BPE_DATASET in needed:
-        encoding = data_mod.gpt2_encoding(
+        encoding = gpt2_bpe.gpt2_encoding(
             cache_dir() / "tiktoken",
             Path(o.tiktoken_files) if o.tiktoken_files else None,
         )

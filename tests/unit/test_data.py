@@ -16,7 +16,7 @@ import requests
 import tiktoken
 
 from kit.errors import UserError
-from kit.sides import data
+from kit.sides import data, gpt2_bpe
 from tests.conftest import REAL_INPUT as SHARED_INPUT
 from tests.conftest import needs_real_input as needs_input
 
@@ -227,39 +227,39 @@ def test_gpt2_files_from_the_users_folder(tmp_path: Path):
     # encoder.json under tiktoken's own cache name works as well
     (mine / cache_name(FAKE_FILES["encoder.json"][0])).write_bytes(b"{}")
     offline = FakeSession(offline=True)
-    tk = data.stage_gpt2_files(tmp_path / "cache", mine, files=FAKE_FILES, session=offline)
+    tk = gpt2_bpe.stage_gpt2_files(tmp_path / "cache", mine, files=FAKE_FILES, session=offline)
     assert tk == tmp_path / "cache" / "tiktoken"
     assert (tk / cache_name(FAKE_FILES["vocab.bpe"][0])).read_bytes() == b"merges"
     assert (tk / cache_name(FAKE_FILES["encoder.json"][0])).read_bytes() == b"{}"
     assert offline.asked == []
     # Cached: no folder and no network needed any more.
-    assert data.stage_gpt2_files(tmp_path / "cache", files=FAKE_FILES, session=offline) == tk
+    assert gpt2_bpe.stage_gpt2_files(tmp_path / "cache", files=FAKE_FILES, session=offline) == tk
 
 
 def test_gpt2_files_downloaded_with_hash_check(tmp_path: Path):
     pages = {FAKE_FILES["vocab.bpe"][0]: b"merges", FAKE_FILES["encoder.json"][0]: b"{}"}
     session = FakeSession(pages)
-    tk = data.stage_gpt2_files(tmp_path, files=FAKE_FILES, session=session)
+    tk = gpt2_bpe.stage_gpt2_files(tmp_path, files=FAKE_FILES, session=session)
     assert sorted(p.name for p in tk.iterdir()) == sorted(
         cache_name(u) for u, _ in FAKE_FILES.values()
     )
     pages[FAKE_FILES["vocab.bpe"][0]] = b"tampered"
     with pytest.raises(UserError, match="vocab.bpe"):
-        data.stage_gpt2_files(tmp_path / "other", files=FAKE_FILES, session=FakeSession(pages))
+        gpt2_bpe.stage_gpt2_files(tmp_path / "other", files=FAKE_FILES, session=FakeSession(pages))
 
 
 def test_gpt2_wrong_file_in_users_folder(tmp_path: Path):
     (tmp_path / "vocab.bpe").write_bytes(b"something else")
     with pytest.raises(UserError, match="is not GPT-2's vocab.bpe"):
-        data.stage_gpt2_files(tmp_path / "c", tmp_path, files=FAKE_FILES, session=FakeSession())
+        gpt2_bpe.stage_gpt2_files(tmp_path / "c", tmp_path, files=FAKE_FILES, session=FakeSession())
 
 
 def test_gpt2_files_nowhere_says_what_to_download(tmp_path: Path):
     with pytest.raises(UserError) as e:
-        data.gpt2_encoding(tmp_path, session=FakeSession(offline=True))
+        gpt2_bpe.gpt2_encoding(tmp_path, session=FakeSession(offline=True))
     fix = str(e.value.fix)
     assert "vocab.bpe" in e.value.message and "encoder.json" in e.value.message
-    for url, _ in data.GPT2_FILES.values():
+    for url, _ in gpt2_bpe.GPT2_FILES.values():
         assert url in fix and cache_name(url) in fix
     assert str(tmp_path / "tiktoken") in fix
     assert "TIKTOKEN_CACHE_DIR" not in os.environ or os.environ["TIKTOKEN_CACHE_DIR"] != str(
