@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -58,13 +59,22 @@ def map_in_order(fn: Callable[[T], R], items: Sequence[T], least: int | None = N
         spans = [(i, min(i + step, len(items))) for i in range(0, len(items), step)]
         if len(spans) < 2:
             return _slice(spans[0])
-        with multiprocessing.get_context("fork").Pool(len(spans) - 1) as pool:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(len(spans) - 1, initializer=_worker_signals) as pool:
             rest = pool.map_async(_slice, spans[1:])
             first = _slice(spans[0])
             out = first + [r for part in rest.get() for r in part]
         return out
     finally:
         _WORK = None
+
+
+def _worker_signals() -> None:
+    """A worker leaves signals to the kit: Ctrl-C reaches the kit, which stops the workers; the
+    SIGTERM that stops one ends it quietly (not through the kit's own handler, inherited with
+    the fork, which would turn it into an interruption with a traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _slice(span: tuple[int, int]) -> list[Any]:
@@ -110,6 +120,7 @@ class Children:
 
 
 def _answer(fn: Callable[[], Any], write: Any) -> None:
+    _worker_signals()
     try:
         answer = (True, fn())
     except Exception as e:  # raised again in the caller, whole

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from kit.engine import fanout
 from kit.errors import UserError
+from tests.conftest import ROOT
 
 FORKS = fanout.cores() > 1
 
@@ -83,3 +86,35 @@ def test_children_give_what_calling_them_gives(least):
         assert pids == [os.getpid()] * 2
     with pytest.raises(UserError, match="a child failed"):
         fanout.Children([_pid, _fails], size=5000, least=least).result()
+
+
+QUIET = """
+import os, signal
+from kit.engine import fanout
+
+class Stopped(Exception):
+    pass
+
+def stop(*_):
+    raise Stopped
+
+def square(x):
+    return x * x
+
+signal.signal(signal.SIGTERM, stop)  # as a series installs it
+for _ in range(10):  # a worker stopped as it waits for work: not each time, so ten times
+    assert fanout.map_in_order(square, range(1000), least=10) == [x * x for x in range(1000)]
+    assert fanout.Children([os.getpid], size=5000, least=1).result() != [os.getpid()]
+print("done")
+"""
+
+
+@pytest.mark.skipif(not FORKS, reason="one core: no worker to stop")
+def test_workers_end_quietly_under_the_kits_own_sigterm_handler():
+    """A series installs a SIGTERM handler that raises; the workers it forks at its end (the
+    report of thousands of runs) are stopped with SIGTERM once done, and must end quietly."""
+    run = subprocess.run(
+        [sys.executable, "-c", QUIET], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr
+    assert "Traceback" not in run.stderr and "Stopped" not in run.stderr, run.stderr
