@@ -2,20 +2,23 @@
 
 A report or `verify` of a large results directory judges every run again from its raw logs and
 hashes every raw file: the same small work thousands of times, independent from run to run.
-`map_in_order` hands contiguous slices of the items to forked worker processes (they inherit
-the function and the items, so nothing is sent to them but two numbers) and does the first
-slice itself; the results come back in the items' order, exactly as a plain loop gives them.
+`map_in_order` hands contiguous slices of the items to forked processes (they inherit the
+function and the items, so nothing is sent to them) and does the first slice itself; the
+results come back through a pipe each, in the items' order, exactly as a plain loop gives them.
+`Children` starts a few whole jobs so and returns at once, so the caller goes on with other
+work; `result()` waits for them.
 
 It stays a plain loop where forking would not pay or is not safe: few items, one core, no
 `fork` (macOS and Windows start processes otherwise), or another thread running (a forked child
-inherits no thread but every lock one held).
-
-`Children` starts a few whole jobs in forked processes and returns at once, so the caller goes
-on with other work; `result()` waits for them.
+inherits no thread but every lock one held). A process per job, rather than a pool: a worker
+that dies (killed, out of memory) is an error here at once, never a wait for an answer that
+cannot come.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import multiprocessing
 import os
 import signal
@@ -27,7 +30,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 LEAST = 2000  # below this many items, a plain loop is faster than starting workers
-_WORK: tuple[Callable[[Any], Any], Sequence[Any]] | None = None  # what the forked workers see
 
 
 def cores() -> int:
@@ -37,9 +39,9 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def _forkable(items: Sequence[Any], least: int | None) -> bool:
+def _forkable(size: int, least: int | None) -> bool:
     return (
-        len(items) >= (LEAST if least is None else least)
+        size >= (LEAST if least is None else least)
         and cores() > 1
         and "fork" in multiprocessing.get_all_start_methods()
         and threading.active_count() == 1
@@ -49,38 +51,22 @@ def _forkable(items: Sequence[Any], least: int | None) -> bool:
 def map_in_order(fn: Callable[[T], R], items: Sequence[T], least: int | None = None) -> list[R]:
     """[fn(x) for x in items], with the work shared among the cores where it pays. An
     exception in any item is raised here, as the plain loop would raise it."""
-    workers = min(cores(), 8)
-    if not _forkable(items, least):
+    if not _forkable(len(items), least):
         return [fn(x) for x in items]
-    global _WORK
-    _WORK = (fn, items)
+    step = -(-len(items) // min(cores(), 8))
+    spans = [(i, min(i + step, len(items))) for i in range(0, len(items), step)]
+    rest = Children([functools.partial(_slice, fn, items, *s) for s in spans[1:]], 0, least=0)
     try:
-        step = -(-len(items) // workers)
-        spans = [(i, min(i + step, len(items))) for i in range(0, len(items), step)]
-        if len(spans) < 2:
-            return _slice(spans[0])
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(len(spans) - 1, initializer=_worker_signals) as pool:
-            rest = pool.map_async(_slice, spans[1:])
-            first = _slice(spans[0])
-            out = first + [r for part in rest.get() for r in part]
-        return out
-    finally:
-        _WORK = None
+        first = _slice(fn, items, *spans[0])
+    except BaseException:
+        with contextlib.suppress(Exception):
+            rest.result()  # reaped; the first slice's error is the one a plain loop raises
+        raise
+    return first + [r for part in rest.result() for r in part]
 
 
-def _worker_signals() -> None:
-    """A worker leaves signals to the kit: Ctrl-C reaches the kit, which stops the workers; the
-    SIGTERM that stops one ends it quietly (not through the kit's own handler, inherited with
-    the fork, which would turn it into an interruption with a traceback)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _slice(span: tuple[int, int]) -> list[Any]:
-    assert _WORK is not None
-    fn, items = _WORK
-    return [fn(x) for x in items[span[0] : span[1]]]
+def _slice(fn: Callable[[T], R], items: Sequence[T], start: int, end: int) -> list[R]:
+    return [fn(x) for x in items[start:end]]
 
 
 class Children:
@@ -91,7 +77,7 @@ class Children:
     def __init__(self, fns: Sequence[Callable[[], Any]], size: int, least: int | None = None):
         self._fns = list(fns)
         self._running: list[tuple[Any, Any]] = []  # (process, the read end of its pipe)
-        if self._fns and _forkable(range(size), least):
+        if self._fns and _forkable(size, least):
             ctx = multiprocessing.get_context("fork")
             for fn in self._fns:
                 read, write = ctx.Pipe(duplex=False)
@@ -103,13 +89,16 @@ class Children:
     def result(self) -> list[Any]:
         """Each function's value, in order; an exception in one is raised here."""
         if not self._running:
-            return [fn() for fn in self._fns]
+            fns, self._fns = self._fns, []
+            return [fn() for fn in fns]
         answers = []
         for process, read in self._running:
             try:
                 answers.append(read.recv())
             except EOFError:
-                answers.append((False, RuntimeError(f"a worker process died ({process.exitcode})")))
+                process.join()
+                why = f"a worker process ended without answering (exit {process.exitcode})"
+                answers.append((False, RuntimeError(why)))
             read.close()
             process.join()
         self._running = []
@@ -120,7 +109,11 @@ class Children:
 
 
 def _answer(fn: Callable[[], Any], write: Any) -> None:
-    _worker_signals()
+    # the worker leaves signals to the kit: Ctrl-C reaches the kit, which then waits for it or
+    # exits; a SIGTERM ends it quietly, not through the kit's own handler inherited with the
+    # fork (a series turns SIGTERM into an interruption, with a traceback)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         answer = (True, fn())
     except Exception as e:  # raised again in the caller, whole

@@ -118,3 +118,13 @@ def test_workers_end_quietly_under_the_kits_own_sigterm_handler():
     )
     assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr
     assert "Traceback" not in run.stderr and "Stopped" not in run.stderr, run.stderr
+
+
+def _dies() -> int:
+    os._exit(9)  # a worker killed, as by the out-of-memory killer
+
+
+@pytest.mark.skipif(not FORKS, reason="one core: no worker to lose")
+def test_a_worker_that_dies_is_an_error_at_once_not_a_wait():
+    with pytest.raises(RuntimeError, match="ended without answering \\(exit 9\\)"):
+        fanout.Children([_pid, _dies], size=5000, least=1).result()
