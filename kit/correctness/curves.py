@@ -164,12 +164,9 @@ def check_curve(side: str, seed: int, df: pd.DataFrame) -> None:
     where = f"{side} seed {seed}"
     if df.empty:
         raise UserError(f"method A: {where} has no evaluation", "check that the run finished")
-    steps = df["step"].to_numpy()
-    back = np.flatnonzero(np.diff(steps) <= 0)
-    if len(back):
-        i = int(back[0])
+    if fell := _first_fall(df["step"]):
         raise UserError(
-            f"method A: {where} has step {steps[i + 1]} after step {steps[i]}: "
+            f"method A: {where} has step {fell[1]} after step {fell[0]}: "
             "evaluation steps must rise, once each"
         )
     for col in ("val_loss", "train_loss"):
@@ -255,12 +252,9 @@ def train_frame(curve: TrainCurve, side: str) -> pd.DataFrame:
     if "loss_resolution" not in df.columns:
         df["loss_resolution"] = np.nan  # unknown: not checked
     df = df.astype({"step": "int64", "loss": "float64", "loss_resolution": "float64"})
-    steps = df["step"].to_numpy()
-    back = np.flatnonzero(np.diff(steps) <= 0)
-    if len(back):
-        i = int(back[0])
+    if fell := _first_fall(df["step"]):
         raise UserError(
-            f"method B: the {side} curve has step {steps[i + 1]} after step {steps[i]}: "
+            f"method B: the {side} curve has step {fell[1]} after step {fell[0]}: "
             "steps must rise, once each"
         )
     return df.set_index("step")
@@ -291,3 +285,10 @@ def needed(df: pd.DataFrame, side: str, last: int) -> pd.DataFrame:
             "a run whose loss is not a number did not train: find the cause, then run it again",
         )
     return out
+
+
+def _first_fall(steps: pd.Series) -> tuple[int, int] | None:
+    """The first pair of steps that does not rise (a step, then one no later), or None."""
+    values = steps.to_numpy()
+    back = np.flatnonzero(np.diff(values) <= 0)
+    return None if not len(back) else (int(values[back[0]]), int(values[back[0] + 1]))

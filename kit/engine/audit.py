@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kit.engine import fanout
-from kit.engine.documents import PlanEntry
+from kit.engine.scheduler import PlannedRun
 from kit.engine.store import ADJUSTMENTS, FINAL, PLAN, RECORDS, ResultsDir, sha256_file
 from kit.errors import DirectoryDiffers
 
@@ -144,7 +144,7 @@ def missing_files(record: Mapping[str, Any], held: frozenset[str]) -> list[str]:
 
 def _unrecorded_attempts(
     listing: Mapping[str, frozenset[str]],
-    planned: dict[int, tuple[int, PlanEntry]],
+    planned: dict[int, tuple[int, PlannedRun]],
     folders: dict[str, int],
     finals: dict[int, str],
 ) -> list[str]:

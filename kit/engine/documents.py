@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.engine.scheduler import DISCARDED, TIMED, Config
+from kit.engine.scheduler import Config, PlannedRun
 from kit.errors import UserError
 
 SCHEMA = 1  # the schema of manifest.json, plan.json and versions.json
@@ -164,46 +164,6 @@ def _plain(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class PlanEntry:
-    """A planned run as plan.json keeps it: a series' (configuration, round) or a check's
-    (side, seed). `to_json` gives back its line as written."""
-
-    run_id: int
-    kind: str = TIMED  # discarded, timed, a separate record's kind (§6); a check's run kind
-    config: str = ""  # a series' run: its configuration's id
-    round: int | None = None  # a series' run: 0 discarded, 1..runs timed, runs + 1 after
-    side: str = ""  # a check's run
-    seed: int | None = None  # a check's run
-
-    @property
-    def discarded(self) -> bool:
-        return self.kind == DISCARDED
-
-    @property
-    def timed(self) -> bool:
-        return self.kind == TIMED
-
-    def to_json(self) -> dict[str, Any]:
-        if self.side:
-            return {"run_id": self.run_id, "kind": self.kind, "side": self.side, "seed": self.seed}
-        return {
-            "run_id": self.run_id,
-            "config": self.config,
-            "round": self.round,
-            "kind": self.kind,
-            "discarded": self.discarded,
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> PlanEntry:
-        if "side" in d and "config" not in d:
-            return cls(int(d["run_id"]), str(d["kind"]), side=str(d["side"]), seed=d.get("seed"))
-        # schema 0: a series' runs were all timed or discarded, said by "discarded" alone
-        kind = d.get("kind") or (DISCARDED if d.get("discarded") else TIMED)
-        return cls(int(d["run_id"]), str(kind), config=str(d["config"]), round=int(d["round"]))
-
-
-@dataclass(frozen=True)
 class NotMeasured:
     """A model and precision the card cannot measure (D3: bfloat16 below 8.0 is emulated)."""
 
@@ -216,7 +176,7 @@ class NotMeasured:
 class Plan:
     """plan.json: the configurations and every planned run in order, fixed before run 0."""
 
-    order: tuple[PlanEntry, ...]
+    order: tuple[PlannedRun, ...]
     configurations: tuple[Config, ...] = ()  # a check's plan has none: its spec names both
     primary: Mapping[str, bool] | None = None  # a configuration the verdicts read (amendment 4)
     not_measured: tuple[NotMeasured, ...] | None = None
@@ -226,7 +186,7 @@ class Plan:
     def by_id(self) -> dict[str, Config]:
         return {c.id: c for c in self.configurations}
 
-    def timed(self, config: str) -> list[PlanEntry]:
+    def timed(self, config: str) -> list[PlannedRun]:
         """A configuration's timed runs, in order."""
         return [r for r in self.order if r.config == config and r.timed]
 
@@ -257,7 +217,7 @@ class Plan:
             missing = d.get("not_measured")
             return cls(
                 schema=schema,
-                order=tuple(PlanEntry.from_json(r) for r in d["order"]),
+                order=tuple(PlannedRun.from_json(r) for r in d["order"]),
                 configurations=configurations,
                 primary=None if d.get("primary") is None else dict(d["primary"]),
                 not_measured=None if missing is None else tuple(NotMeasured(**n) for n in missing),

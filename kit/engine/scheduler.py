@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 PYTORCH, CONTENDER = "pytorch", "contender"
 
@@ -40,10 +41,16 @@ DISCARDED, TIMED, PROFILE, GRAPH_BREAKS = "discarded", "timed", "profile", "grap
 
 @dataclass(frozen=True)
 class PlannedRun:
+    """A planned run, as the engine runs it and plan.json keeps it. A series' run names its
+    configuration and round; a correctness check's (kit.correctness.plan.CheckRun) is kept in
+    plan.json by its side and seed, and read back as one of these with those two set."""
+
     run_id: int  # the run's place in the series, fixed before the first run
-    config: str  # Config.id
-    round: int  # 0 for discarded runs; 1..runs for the timed rounds; runs + 1 after them
-    kind: str = TIMED  # discarded, timed, or one of the separate records of §6
+    config: str = ""  # Config.id; "" for a check's run
+    round: int = 0  # 0 for discarded runs; 1..runs for the timed rounds; runs + 1 after them
+    kind: str = TIMED  # discarded, timed, or one of the separate records of §6; a check's kind
+    side: str = ""  # a check's run only
+    seed: int | None = None  # a check's run only
 
     @property
     def discarded(self) -> bool:
@@ -53,12 +60,27 @@ class PlannedRun:
     def timed(self) -> bool:
         return self.kind == TIMED
 
-    def to_json(self) -> dict:
-        return asdict(self) | {"discarded": self.discarded}
+    def to_json(self) -> dict[str, Any]:
+        """Its line of plan.json, as written."""
+        if self.side:
+            return {"run_id": self.run_id, "kind": self.kind, "side": self.side, "seed": self.seed}
+        return {
+            "run_id": self.run_id,
+            "config": self.config,
+            "round": self.round,
+            "kind": self.kind,
+            "discarded": self.discarded,
+        }
 
     @classmethod
-    def from_json(cls, d: dict) -> PlannedRun:
-        return cls(d["run_id"], d["config"], d["round"], d.get("kind", TIMED))
+    def from_json(cls, d: Mapping[str, Any]) -> PlannedRun:
+        if "side" in d and "config" not in d:
+            return cls(
+                int(d["run_id"]), kind=str(d["kind"]), side=str(d["side"]), seed=d.get("seed")
+            )
+        # schema 0: a series' runs were all timed or discarded, said by "discarded" alone
+        kind = d.get("kind") or (DISCARDED if d.get("discarded") else TIMED)
+        return cls(int(d["run_id"]), str(d["config"]), int(d["round"]), str(kind))
 
 
 def rotated(items: list, r: int) -> list:

@@ -18,9 +18,9 @@ import pandas as pd
 
 from kit.engine import audit, fanout, store
 from kit.engine import separate as extras
-from kit.engine.documents import Plan, PlanEntry
+from kit.engine.documents import Plan
 from kit.engine.records import RunRecord
-from kit.engine.scheduler import CONTENDER, PYTORCH, Config
+from kit.engine.scheduler import CONTENDER, PYTORCH, Config, PlannedRun
 from kit.engine.store import ResultsDir
 from kit.executors.base import RunOutcome
 from kit.measure import timing
@@ -63,7 +63,7 @@ def runs_table(
     latest = {r.run_id: r for r in rd.runs()}
     judged = [(p, latest[p.run_id], configs[p.config]) for p in plan.order if p.run_id in latest]
 
-    def again(job: tuple[PlanEntry, RunRecord, Config]) -> timing.Outcome:
+    def again(job: tuple[PlannedRun, RunRecord, Config]) -> timing.Outcome:
         _, record, c = job
         grammar = protocol.pytorch if c.side == PYTORCH else protocol.contender
         held = listing.get(record.log_dir, frozenset())

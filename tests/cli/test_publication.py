@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from kit.engine.documents import Plan, PlanEntry
+from kit.engine.documents import Plan
+from kit.engine.scheduler import PlannedRun
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.protocol.load import FILES
@@ -190,7 +191,7 @@ def test_a_failed_run_and_the_runs_it_stopped_are_named(made, tmp_path):
 
 def test_states_are_computed_from_the_judged_runs():
     kinds = ["discarded", "timed", "timed"]
-    plan = Plan(tuple(PlanEntry(i, k, config="c", round=i) for i, k in enumerate(kinds)))
+    plan = Plan(tuple(PlannedRun(i, "c", i, k) for i, k in enumerate(kinds)))
 
     def runs(*statuses: str) -> pd.DataFrame:
         kinds = ["discarded", "timed", "timed"][: len(statuses)]

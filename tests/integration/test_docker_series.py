@@ -14,29 +14,21 @@ import subprocess
 import sys
 import time
 import uuid
-import zipapp
 from pathlib import Path
 
 import pytest
 
-from kit.executors.docker import building
 from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES
-from tests.conftest import FAKES, ROOT, TEXT_INPUT, records
+from tests.conftest import ROOT, TEXT_INPUT, records
+from tests.integration.conftest import base_image, fake_contender_program
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def mica_image(client, tmp_path_factory) -> tuple[str, Path]:
-    base = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
-    if building.image_id(client, base) is None:
-        pytest.skip(f"no base image {base}: `bash scripts/ci-setup.sh` builds it")
-    src = tmp_path_factory.mktemp("zipsrc")
-    (src / "__main__.py").write_text((FAKES / "contender.py").read_text())
-    (src / "fakelib.py").write_text((FAKES / "fakelib.py").read_text())
-    program = tmp_path_factory.mktemp("prog") / "mica-fake"
-    zipapp.create_archive(src, program, interpreter="/usr/bin/env python3")
-    program.chmod(0o755)
+    base = base_image(client)
+    program = fake_contender_program(tmp_path_factory)
     tag = f"e2e-{uuid.uuid4().hex[:8]}"
     out = subprocess.run(
         [
@@ -141,27 +133,42 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert images["contender"]["image_id"].startswith("sha256:")
 
 
-def test_ctrl_c_mid_run_leaves_no_container(
-    client, mica_image, fast_protocol, tmp_path, sigint_default
-):
+def start_series(client, mica_image, protocol: Path, out: Path) -> tuple[subprocess.Popen, set]:
+    """A Docker series of runs of tens of seconds, in a session of its own; the process and the
+    containers there were before it."""
     image, program = mica_image
     before = {c["Id"] for c in leftovers(client)}
-    out = tmp_path / "r"
-    fake = {"step_ms": {"*": 50.0}}
     proc = subprocess.Popen(
-        series_args(out, fast_protocol, program, image, fake),
+        series_args(out, protocol, program, image, {"step_ms": {"*": 50.0}}),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    return proc, before
+
+
+def wait_for_a_run(client, proc: subprocess.Popen, before: set, out: Path) -> None:
+    """Until a run's container is up and its stamped log begun, then a second more: the middle
+    of a run."""
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        running = [c for c in leftovers(client) if c["Id"] not in before]
+    running: list = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        running = [
+            c for c in client.api.containers(filters={"label": LABEL_RUN}) if c["Id"] not in before
+        ]
         if running and list(out.glob("runs/*/attempt-1/stdout.log")):
             break
         time.sleep(0.2)
+    assert running, "no run container came up"
     time.sleep(1.0)  # in the middle of the run
+
+
+def test_ctrl_c_mid_run_leaves_no_container(
+    client, mica_image, fast_protocol, tmp_path, sigint_default
+):
+    proc, before = start_series(client, mica_image, fast_protocol, tmp_path / "r")
+    wait_for_a_run(client, proc, before, tmp_path / "r")
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) == 130
     assert left_after(client, before) == set()
@@ -171,31 +178,9 @@ def test_kill_9_of_the_kit_removes_its_container_without_a_resume(
     client, mica_image, fast_protocol, tmp_path
 ):
     """The kit's own death: its watchdog removes the running container within seconds."""
-    image, program = mica_image
-    before = {c["Id"] for c in leftovers(client)}
-    out = tmp_path / "r"
-    fake = {"step_ms": {"*": 50.0}}
-    proc = subprocess.Popen(
-        series_args(out, fast_protocol, program, image, fake),
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc, before = start_series(client, mica_image, fast_protocol, tmp_path / "r")
     try:
-        deadline = time.monotonic() + 120
-        running: list = []
-        while time.monotonic() < deadline and proc.poll() is None:
-            running = [
-                c
-                for c in client.api.containers(filters={"label": LABEL_RUN})
-                if c["Id"] not in before
-            ]
-            if running and list(out.glob("runs/*/attempt-1/stdout.log")):
-                break
-            time.sleep(0.2)
-        assert running, "no run container came up"
-        time.sleep(1.0)  # in the middle of the run
+        wait_for_a_run(client, proc, before, tmp_path / "r")
         os.kill(proc.pid, signal.SIGKILL)  # the kit alone, not its group
         assert proc.wait(timeout=30) == -signal.SIGKILL
         killed = time.monotonic()

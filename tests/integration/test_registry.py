@@ -16,7 +16,6 @@ import sys
 import time
 import urllib.request
 import uuid
-import zipapp
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +25,8 @@ import pytest
 from kit.executors.docker import building as dockerapi
 from kit.executors.docker import registry as registry_mod
 from kit.executors.docker.containers import LABEL_RUN
-from tests.conftest import FAKES, ROOT, TEXT_INPUT, records
+from tests.conftest import ROOT, TEXT_INPUT, records
+from tests.integration.conftest import base_image, fake_contender_program
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -76,17 +76,10 @@ def registry(tmp_path_factory) -> Iterator[str]:
 def built(client, tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """The runner and a Mica image (the fake contender as a one-file program), built by
     `micakit images build` under a tag of their own; the tag and the program."""
-    base = os.environ.get("MICAKIT_BASE_IMAGE", "micakit-base:bookworm")
-    if dockerapi.image_id(client, base) is None:
-        pytest.skip(f"no base image {base}: `bash scripts/ci-setup.sh` builds it")
+    base = base_image(client)
     if not list(WHEELHOUSE.glob("*.whl")):
         pytest.skip(f"no wheels in {WHEELHOUSE}: `bash scripts/ci-setup.sh` fills it")
-    src = tmp_path_factory.mktemp("zipsrc")
-    (src / "__main__.py").write_text((FAKES / "contender.py").read_text())
-    (src / "fakelib.py").write_text((FAKES / "fakelib.py").read_text())
-    program = tmp_path_factory.mktemp("prog") / "mica-fake"
-    zipapp.create_archive(src, program, interpreter="/usr/bin/env python3")
-    program.chmod(0o755)
+    program = fake_contender_program(tmp_path_factory)
     tag = f"push-{uuid.uuid4().hex[:8]}"
     out = subprocess.run(
         [

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from kit.engine.documents import SCHEMA, Manifest, NotMeasured, Plan, PlanEntry, Versions
+from kit.engine.documents import SCHEMA, Manifest, NotMeasured, Plan, Versions
+from kit.engine.scheduler import PlannedRun
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.report import summary
@@ -133,7 +134,7 @@ def test_a_check_plan_keeps_its_runs_sides_and_seeds():
     ]
     plan = Plan.of(order)
     assert plan.to_json() == {"schema": SCHEMA, "order": order}
-    assert plan.order[1] == PlanEntry(1, "training", side="contender", seed=1337)
+    assert plan.order[1] == PlannedRun(1, kind="training", side="contender", seed=1337)
 
 
 def test_not_measured_is_typed():
