@@ -37,7 +37,7 @@ from kit.status import RunStatus
 
 T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
-VERSIONS = "versions.json"
+VERSIONS = "versions.json"  # rule 4: kit.engine.documents.Versions
 # JSON files whose "schema" the store writes and strips on reading (their readers see only
 # their data); manifest.json, plan.json, summary.json and each record carry theirs as a field
 STAMPED = ("versions.json", "gating.json", "publication.json", "adjustments.json",

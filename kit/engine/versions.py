@@ -27,7 +27,6 @@ from kit.measure.stamped import read_stamped
 from kit.protocol.load import Protocol
 from kit.telemetry import kernels
 
-VERSIONS = "versions.json"  # kit.engine.documents.Versions
 ANSWERS = "answers"  # a program's answers when it gave no version: recorded, never compared
 # the registry names an image has: a push after the start adds one to the same image, whose id
 # is compared; recorded, never compared

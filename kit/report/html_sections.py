@@ -61,7 +61,7 @@ class Context:
 
 
 def context(rd: ResultsDir, t: Tables) -> Context:
-    found = words.recorded_versions(rd)
+    found = rd.versions()
     prep = f" — {words.preparation_label(found)}" if words.is_preparation(found) else ""
     # rule 6 and D3: a preview, or a card the protocol does not name, says so in every caption
     prep += "".join(f" — {x}" for x in words.labels(t))

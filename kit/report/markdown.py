@@ -31,7 +31,6 @@ from kit.report.words import (
     names,
     preparation_label,
     pytorch_name,
-    recorded_versions,
     smoke_args,
     step_cells,
     versions_line,
@@ -44,7 +43,7 @@ __all__ = ["markdown_report", "versions_line"]  # versions_line: rule 4's line, 
 
 def comparison_lines(rd: ResultsDir, t, models: dict, smoke: list[str] | None = None) -> list[str]:
     comparison = t.comparison
-    found = recorded_versions(rd)
+    found = rd.versions()
     lines = []
     if comparison.empty:
         return ["No contender configuration ran in this series, so there is no comparison.", ""]
@@ -120,7 +119,7 @@ def configurations_lines(
 ) -> list[str]:
     """Per model, every configuration in one table: deficits and states beside the leads."""
     configs = t.configurations
-    found = recorded_versions(rd)
+    found = rd.versions()
     attention = attention_by_config(t)
     lines: list[str] = []
     for model, g in configs.groupby("model", sort=False):
@@ -158,7 +157,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
     """The whole report: the summary first, the metadata folded, then every table."""
     protocol = store.load_protocol(rd)
     manifest = rd.manifest()
-    found = recorded_versions(rd)
+    found = rd.versions()
     label = f" — {preparation_label(found)}" if is_preparation(found) else ""
     label += "".join(f" — {x}" for x in labels(t))
     smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"

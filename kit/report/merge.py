@@ -100,7 +100,7 @@ def open_sources(dirs: Sequence[Path]) -> list[Source]:
             ) from None
         _check_complete(name, rd, t)
         _check_no_void(name, t)
-        sources.append(Source(name, rd, manifests[name], render.recorded_versions(rd), t))
+        sources.append(Source(name, rd, manifests[name], rd.versions(), t))
     _check_one_series_each(sources)
     return sources
 

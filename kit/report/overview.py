@@ -58,7 +58,7 @@ def _said(r: pd.Series) -> str:
 
 def summary_lines(rd: ResultsDir, t, protocol) -> list[str]:
     """One line per card, model, precision and contender build, in the comparison's order."""
-    found = words.recorded_versions(rd)
+    found = rd.versions()
     smoke = words.smoke_args(rd, protocol) is not None
     configs = t.configurations
     cards = configs["card"].nunique() > 1
@@ -121,7 +121,7 @@ def summary_lines(rd: ResultsDir, t, protocol) -> list[str]:
 def metadata_lines(rd: ResultsDir, t, protocol) -> list[str]:
     """The series' conditions (rule 4, §9), folded: the reader opens them when wanted."""
     manifest = rd.manifest()
-    found = words.recorded_versions(rd)
+    found = rd.versions()
     models = sorted(dict.fromkeys(t.configurations["model"]), key=list(protocol.models).index)
     sizes = [words.model_words(protocol.models, m, words.smoke_args(rd, protocol)) for m in models]
     contender = found.sides.get("contender")

@@ -49,10 +49,6 @@ def pytorch_name(found: Versions, mode: str, precision: str, attention: str) -> 
     return f"PyTorch {version} {mode} mode, {precision}, attention: {attention}"
 
 
-def recorded_versions(rd: ResultsDir) -> Versions:
-    return rd.versions()
-
-
 def is_preparation(found: Versions) -> bool:
     """Rule 9: a development build's numbers, or numbers under a torch other than the
     protocol's pin (--allow-torch), are preparation, wherever they appear."""
@@ -177,7 +173,7 @@ def versions_rows(found: Versions) -> list[tuple[str, str]]:
 
 def names(rd: ResultsDir, t, config_ids: pd.Series) -> list[str]:
     """§9's naming of each configuration id of a table."""
-    found = recorded_versions(rd)
+    found = rd.versions()
     attention = attention_by_config(t)
     by_id = {c["config"]: c for _, c in t.configurations.iterrows()}
     return [config_named(found, attention, by_id[c]) if c in by_id else str(c) for c in config_ids]
