@@ -23,7 +23,7 @@ import pytest
 
 from kit.errors import UserError
 from kit.executors.base import Mount, RunOutcome, RunSpec
-from kit.executors.docker import building, inventory
+from kit.executors.docker import building, images, inventory
 from kit.executors.docker.containers import (
     LABEL_OWNER,
     LABEL_RUN,
@@ -375,7 +375,7 @@ def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_pa
     building.build_image(
         client,
         ROOT / "Dockerfile.runner",
-        ROOT,
+        images.runner_context(tmp_path / "context"),  # the context `micakit images build` makes
         ref,
         {"BASE": base_image, "KIT_COMMIT": commit},
         wheelhouse,
