@@ -1,6 +1,6 @@
 """The kit's entry point: `python run.py ...` is `micakit ...`."""
 
-from kit.cli.main import main
+from kit.cli.program import run
 
 if __name__ == "__main__":
-    main()
+    run()

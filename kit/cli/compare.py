@@ -35,6 +35,7 @@ def compare(a: Path, b: Path, allow_protocol_change: bool, preview: bool, as_jso
     Example:
       micakit compare results/L4-torch-2.13 results/L4-torch-2.14 --preview
     """
+    options.reads_only()
     # lazy import for start-up speed: pandas and the report load only when the command runs
     from kit.report import compare as compare_mod
 

@@ -268,6 +268,7 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
       micakit report results/L4 --checks results/check-m1-A --checks results/check-m1-B-L4
       micakit report results/smoke --json | jq '.configurations[].state'
     """
+    options.reads_only()
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.report import summary
     from kit.report.markdown import markdown_report
@@ -355,6 +356,7 @@ def verify(results: Path, as_json: bool) -> None:
     Example:
       micakit verify results/L4 && echo clean
     """
+    options.reads_only()
     rd = _series_dir(results)
     from kit.engine import audit  # lazy: the store (start-up speed)
 

@@ -100,3 +100,19 @@ def preview_option(f: F) -> F:
 
 def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(f)
+
+
+# -- ending the process ------------------------------------------------------------------------
+
+_READS_ONLY = {"set": False}
+
+
+def reads_only() -> None:
+    """The running command only reads and prints (report, verify, compare): once it is done,
+    its process may end without freeing the objects it made one by one (`kit.cli.program.run`).
+    A command that starts runs or containers never says so: it has work left at exit."""
+    _READS_ONLY["set"] = True
+
+
+def ends_quickly() -> bool:
+    return _READS_ONLY["set"]

@@ -6,14 +6,27 @@ a directory that has any."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from kit.engine import fanout
-from kit.engine.scheduler import PlannedRun
-from kit.engine.store import ADJUSTMENTS, FINAL, PLAN, RECORDS, ResultsDir, sha256_file
+from kit.engine import fanout, judging
+from kit.engine.records import RunRecord
+from kit.engine.scheduler import PYTORCH, PlannedRun
+from kit.engine.store import (
+    ADJUSTMENTS,
+    FINAL,
+    PLAN,
+    RECORDS,
+    ResultsDir,
+    load_protocol,
+    sha256_file,
+)
 from kit.errors import DirectoryDiffers
+from kit.measure import stamped, timing
 
 
 def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> list[str]:
@@ -73,15 +86,43 @@ def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -
     return problems
 
 
-def examine(rd: ResultsDir) -> fanout.Children:
-    """`verify`'s first part, started in forked processes where the directory is large: the
-    run folders listed and audited, and every raw file hashed against its record. `result()`
-    gives [(listing, the audit's problems), the raw files' problems]."""
-    jobs: list[Callable[[], Any]] = [
-        functools.partial(_listed_and_audited, rd),
-        functools.partial(_hashed, rd),
-    ]
-    return fanout.Children(jobs, size=len(rd.records()))
+@dataclass(frozen=True)
+class Examined:
+    """What `examine` found."""
+
+    listing: dict[str, frozenset[str]]  # the run folders (`ResultsDir.listing`)
+    problems: list[str]  # the audit's, then each raw file gone or changed since its run
+    # by the record's line (0-based, in `rd.records()`): each run's latest record, judged again
+    # from the very bytes just hashed; a message where its raw log no longer parses
+    judged: dict[int, timing.Outcome | str]
+
+
+class Examination:
+    """`verify`'s first part, started at once, in forked processes where the directory is
+    large (kit.engine.fanout): the run folders listed and audited; and, a slice of the records
+    each, every raw file hashed against its record and each run judged again from the bytes
+    read for the hash, so no log is read twice. `result()` waits and gives the `Examined`."""
+
+    def __init__(self, rd: ResultsDir):
+        size = len(rd.records())
+        step = -(-size // min(fanout.cores(), 8)) or 1
+        jobs: list[Callable[[], Any]] = [functools.partial(_listed_and_audited, rd)]
+        jobs += [
+            functools.partial(_hashed_and_judged, rd, lo, lo + step) for lo in range(0, size, step)
+        ]
+        self._children = fanout.Children(jobs, size=size)
+
+    def result(self) -> Examined:
+        (listing, problems), *parts = self._children.result()
+        judged: dict[int, timing.Outcome | str] = {}
+        for changed, mine in parts:
+            problems += changed
+            judged.update(mine)
+        return Examined(listing, problems, judged)
+
+
+def examine(rd: ResultsDir) -> Examination:
+    return Examination(rd)
 
 
 def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
@@ -89,29 +130,83 @@ def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list
     return listing, audit(rd, listing)
 
 
-def _hashed(rd: ResultsDir) -> list[str]:
-    """Every raw file a record lists that is gone or no longer hashes as it recorded. A record
-    whose folder is gone is left to the audit, which names the folder once."""
-    root, out = str(rd.root), []
-    for record in rd.records():
-        if os.path.isdir(os.path.join(root, str(record.get("log_dir", "")))):
-            out += changed_files(root, record)
-    return out
-
-
-def changed_files(root: str, record: Mapping[str, Any]) -> list[str]:
-    """A record's raw files that are gone or no longer hash as it recorded."""
-    out = []
-    run_id = record.get("run_id")
-    for rel, digest in record.get("files", {}).items():
+def _hashed_and_judged(
+    rd: ResultsDir, lo: int, hi: int
+) -> tuple[list[str], dict[int, timing.Outcome | str]]:
+    """Records lo to hi: every raw file that is gone or no longer hashes as recorded, and each
+    run's latest record judged from the bytes hashed. A record whose folder is gone is left to
+    the audit, which names the folder once. A run that cannot be judged here (the protocol or
+    plan unreadable, a record malformed) is left out: `report` judges it, and says why not."""
+    root, records = str(rd.root), rd.records()
+    latest = {r.get("run_id"): i for i, r in enumerate(records)}
+    judge = _judge(rd)
+    changed: list[str] = []
+    judged: dict[int, timing.Outcome | str] = {}
+    for i in range(lo, min(hi, len(records))):
+        problems, data = _read_and_hashed(root, records[i])
+        changed += problems
+        if judge is None or latest.get(records[i].get("run_id")) != i:
+            continue
         try:
-            actual = sha256_file(os.path.join(root, rel))
+            judged[i] = judge(records[i], data)
+        except ValueError as e:  # a raw log that no longer parses: `report` would say this
+            judged[i] = str(e)
+        except Exception:  # noqa: BLE001 - left to `report`, which raises it where it says why
+            continue
+    return changed, judged
+
+
+def _judge(
+    rd: ResultsDir,
+) -> Callable[[Mapping[str, Any], dict[str, bytes]], timing.Outcome] | None:
+    """How a raw record is judged from bytes already read; None where the protocol or the
+    plan cannot be read (`report` says why)."""
+    try:
+        protocol, plan = load_protocol(rd), rd.plan()
+    except Exception:  # noqa: BLE001 - `report` reads them again, and says what is wrong
+        return None
+    grammars = {
+        c.id: protocol.pytorch if c.side == PYTORCH else protocol.contender
+        for c in plan.configurations
+    }
+
+    def judge(raw: Mapping[str, Any], data: dict[str, bytes]) -> timing.Outcome:
+        record = RunRecord.from_json(raw)
+
+        def read(path: Path | str) -> bytes:
+            held = data.get(str(path))
+            return stamped.read_bytes(path) if held is None else held
+
+        grammar = grammars[record.config]
+        return judging.rejudge(rd.root, record, grammar, protocol.timing, read=read)
+
+    return judge
+
+
+def _read_and_hashed(root: str, record: Mapping[str, Any]) -> tuple[list[str], dict[str, bytes]]:
+    """A record's raw files that are gone or no longer hash as it recorded, and the bytes of
+    its stdout and stderr (by path), read once for the hash and the judgement. Any other file
+    (a profile of hundreds of megabytes) is hashed a block at a time."""
+    out: list[str] = []
+    data: dict[str, bytes] = {}
+    run_id, log_dir = record.get("run_id"), str(record.get("log_dir", ""))
+    logs = {os.path.join(root, log_dir, name) for name in ("stdout.log", "stderr.log")}
+    for rel, digest in record.get("files", {}).items():
+        path = os.path.join(root, rel)
+        try:
+            if path in logs:
+                data[path] = stamped.read_bytes(path)
+                actual = hashlib.sha256(data[path]).hexdigest()
+            else:
+                actual = sha256_file(path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            if not os.path.isdir(os.path.join(root, log_dir)):
+                return [], {}  # the folder is gone: the audit names it, once
             out.append(f"{rel}: raw file missing (run {run_id})")
             continue
         if actual != digest:
             out.append(f"{rel}: raw file changed since run {run_id} wrote it")
-    return out
+    return out, data
 
 
 def refuse_if_altered(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> None:

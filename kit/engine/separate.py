@@ -10,15 +10,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from kit.engine import judging
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
 from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.measure.stamped import read_stamped
 from kit.protocol.load import Grammar, Timing
-from kit.status import RunStatus
 from kit.telemetry import graphbreaks, kernels
 
-NOT_PROFILED = RunStatus.NOT_PROFILED
+NOT_PROFILED = judging.NOT_PROFILED
 REPORT = "profile"  # the report's name in the run's folder: profile.nsys-rep
 STATS_DIR = "nsys-stats"  # the stamped output of `nsys stats`: the raw kernel table
 
@@ -102,16 +102,4 @@ def judge(kind: str, outcome: RunOutcome, grammar: Grammar, t: Timing) -> timing
     judged = timing.judge(
         outcome.stdout_log, outcome.stderr_log, outcome.exit_code, grammar, t, outcome.stopped
     )
-    if kind in (PROFILE, GRAPH_BREAKS) and judged.status in (timing.OK, timing.VOID):
-        # a separate record never yields a step time (§5 "Profiled runs are separate")
-        return timing.Outcome(
-            timing.OK,
-            None,
-            None,
-            "",
-            judged.final_loss,
-            judged.last_step,
-            judged.window_start_ns,
-            judged.window_end_ns,
-        )
-    return judged
+    return judging.as_kind(kind, judged)

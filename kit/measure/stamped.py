@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,14 +20,18 @@ class StampedLine(NamedTuple):
 _STAMPED = re.compile(r"^(\d+) (.*)$", re.M)
 
 
-def read_stamped(path: Path | str) -> Iterator[StampedLine]:
+def read_stamped(
+    path: Path | str, read: Callable[[Path | str], bytes] | None = None
+) -> Iterator[StampedLine]:
     """The lines of a stamped log. A line that is not `<int> <bytes>` is a corrupt log.
+    `read`: how its bytes are had (`verify` judges from the bytes it has just hashed); by
+    default, the file read whole.
 
     A results directory of thousands of runs is read in one `report`: the file is decoded
     whole and its lines matched at once; only a file with a line that does not match is read
     line by line, to name that line (or take an odd stamp that is still an integer).
     """
-    data = read_bytes(path)
+    data = (read or read_bytes)(path)
     text = data.decode("utf-8", "replace")
     found = _STAMPED.findall(text)
     parts = text.split("\n")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -136,29 +138,31 @@ def exit_outcome(
 
 
 def judge(
-    stdout_log: Path,
-    stderr_log: Path,
+    stdout_log: Path | str,
+    stderr_log: Path | str,
     exit_code: int | None,
     grammar: Grammar,
     timing: Timing,
     stopped: str | None = None,
+    read: Callable[[Path | str], bytes] | None = None,
 ) -> Outcome:
     """The outcome of one run, from its raw stamped logs and exit code alone.
 
     A negative exit code is a death by that signal; `stopped` is why the kit stopped the run
-    (a stall or the whole-run limit), recorded with the run.
+    (a stall or the whole-run limit), recorded with the run. `read`: how a log's bytes are
+    had, by default from its file (kit.measure.stamped).
     """
-    out = list(read_stamped(stdout_log))
+    out = list(read_stamped(stdout_log, read))
     # stderr matters only to an exit with a status (its out-of-memory line, D4)
     needs_err = not stopped and exit_code is not None and exit_code > 0
-    err = list(read_stamped(stderr_log)) if needs_err else []
+    err = list(read_stamped(stderr_log, read)) if needs_err else []
     ended = exit_outcome(out, err, exit_code, grammar, stopped)
     if ended is not None:
         return ended
     if not out:
         return Outcome(FAILED, None, None, "the program printed nothing on stdout")
     try:
-        steps = step_lines(out, grammar, stdout_log.name)
+        steps = step_lines(out, grammar, os.path.basename(stdout_log))
     except OutputError as e:
         return Outcome(FAILED, None, None, str(e))
     by_step = {s.step: s for s in steps}

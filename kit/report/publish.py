@@ -51,22 +51,22 @@ def write(rd: ResultsDir, t: Tables) -> list[Path]:
 def verify(
     rd: ResultsDir,
     checks: dict[str, str] | None = None,
-    examined: fanout.Children | None = None,
+    examined: audit.Examination | None = None,
 ) -> list[str]:
     """Every difference between what the directory publishes and the recomputation.
 
     First the directory itself (D6): each planned run's one final record in a folder of its
     own, every raw file as its run wrote it (`examined`: that part already started, by
-    `audit.examine`). Then the tables, report.md, report.html, rerun.sh and the plots, each
-    recomputed from the raw files and compared whole.
+    `audit.examine`, which also judges each run again from the bytes it hashes). Then the
+    tables, report.md, report.html, rerun.sh and the plots, each recomputed from the raw files
+    and compared whole.
     """
-    examined = audit.examine(rd) if examined is None else examined
-    (listing, problems), changed = examined.result()
-    problems = [*problems, *changed]
-    if problems:
-        return [*problems, "not recomputed: the records and raw files above come first"]
+    found = (audit.examine(rd) if examined is None else examined).result()
+    if found.problems:
+        return [*found.problems, "not recomputed: the records and raw files above come first"]
     try:
-        fresh = tables.tables(rd, checks, listing=listing)  # the audit above came first
+        # the audit above came first
+        fresh = tables.tables(rd, checks, listing=found.listing, judged=found.judged)
     except ValueError as e:  # a raw log that no longer parses
         return [f"cannot recompute: {e}"]
     # the tables compared in a forked process while this one renders the rest

@@ -11,18 +11,15 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from kit.engine import audit, fanout, store
-from kit.engine import separate as extras
+from kit.engine import audit, fanout, judging, store
 from kit.engine.documents import Plan
 from kit.engine.records import RunRecord
 from kit.engine.scheduler import CONTENDER, PYTORCH, Config, PlannedRun
 from kit.engine.store import ResultsDir
-from kit.executors.base import RunOutcome
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import compile_cost, states, verdict
@@ -54,25 +51,41 @@ class Tables:
 
 
 def runs_table(
-    rd: ResultsDir, protocol: Protocol, listing: Mapping[str, frozenset[str]] | None = None
+    rd: ResultsDir,
+    protocol: Protocol,
+    listing: Mapping[str, frozenset[str]] | None = None,
+    judged: Mapping[int, timing.Outcome | str] | None = None,
 ) -> pd.DataFrame:
-    """One row per planned run that has a record: judged again from its logs."""
+    """One row per planned run that has a record: judged again from its logs. `judged`: runs
+    a caller (verify) has already judged again, by the record's line (`audit.Examined`)."""
     listing = rd.listing() if listing is None else listing
+    judged = {} if judged is None else judged
     plan = rd.plan()
     configs = plan.by_id
-    latest = {r.run_id: r for r in rd.runs()}
-    judged = [(p, latest[p.run_id], configs[p.config]) for p in plan.order if p.run_id in latest]
+    latest = {r.run_id: (i, r) for i, r in enumerate(rd.runs())}
+    jobs = [(p, *latest[p.run_id], configs[p.config]) for p in plan.order if p.run_id in latest]
 
-    def again(job: tuple[PlannedRun, RunRecord, Config]) -> timing.Outcome:
-        _, record, c = job
+    def again(job: tuple[PlannedRun, int, RunRecord, Config]) -> timing.Outcome:
+        _, _, record, c = job
         grammar = protocol.pytorch if c.side == PYTORCH else protocol.contender
         held = listing.get(record.log_dir, frozenset())
-        return rejudge(rd.root / record.log_dir, record, grammar, protocol, held)
+        return judging.rejudge(rd.root, record, grammar, protocol.timing, held)
 
+    # a run already judged that could not be is the first error only where no run before it
+    # in the plan raises one: the runs up to it are judged first, as a plain loop would
+    failed = next((n for n, j in enumerate(jobs) if isinstance(judged.get(j[1]), str)), None)
+    todo = [j for j in jobs[:failed] if j[1] not in judged]
+    # thousands of runs: judged on every core (kit.engine.fanout), in the plan's order
+    fresh = dict(zip((j[1] for j in todo), fanout.map_in_order(again, todo)))
+    outcomes: list[timing.Outcome] = []
+    for _, i, _, _ in jobs:  # up to the first that failed, if one did
+        outcome = fresh[i] if i in fresh else judged[i]
+        if isinstance(outcome, str):
+            raise ValueError(outcome)
+        outcomes.append(outcome)
     rows = []
     identity = {c.id: _identity(c) for c in plan.configurations}
-    # thousands of runs: judged on every core (kit.engine.fanout), in the plan's order
-    for (planned, record, c), outcome in zip(judged, fanout.map_in_order(again, judged)):
+    for (planned, _, record, c), outcome in zip(jobs, outcomes):
         rows.append(
             {
                 "run_id": planned.run_id,
@@ -109,26 +122,6 @@ def runs_table(
 def _identity(c: Config) -> dict[str, str]:
     """A configuration's columns, the same in every table: id, card, model, precision, side."""
     return {"config": c.id, **dataclasses.asdict(c)}
-
-
-def rejudge(
-    log_dir: Path, record: RunRecord, grammar, protocol: Protocol, held: frozenset[str]
-) -> timing.Outcome:
-    """A run judged again from its raw logs and exit code; a skipped record keeps its reason.
-    `held`: what its folder holds (`ResultsDir.listing`)."""
-    if record.status == extras.NOT_PROFILED:
-        return timing.Outcome(extras.NOT_PROFILED, None, None, record.reason)
-    if f"{record.log_dir}/stdout.log" not in held:
-        raise ValueError(f"run {record.run_id}'s raw log {log_dir / 'stdout.log'} is missing")
-    outcome = RunOutcome(
-        record.exit_code,
-        0,
-        0,
-        log_dir / "stdout.log",
-        log_dir / "stderr.log",
-        stopped=record.stopped,
-    )
-    return extras.judge(record.kind, outcome, grammar, protocol.timing)
 
 
 def config_publications(
@@ -334,6 +327,7 @@ def tables(
     checks: dict[str, str] | None = None,
     preview: bool | None = None,
     listing: Mapping[str, frozenset[str]] | None = None,
+    judged: Mapping[int, timing.Outcome | str] | None = None,
 ) -> Tables:
     """Every table, judged again from the raw logs (a corrupt log raises ValueError).
 
@@ -342,6 +336,7 @@ def tables(
     "correctness not checked" and its speed is withheld (rule 6) unless previewed.
     `listing`: the run folders (`ResultsDir.listing`) of a caller (verify) that has just
     audited the records and raw files itself; without it, the audit comes first here.
+    `judged`: the runs that caller has judged again already (`audit.Examined`).
     """
     if checks is None and (rd.root / GATING).exists():
         checks = rd.read_json(GATING)["statuses"]
@@ -352,7 +347,7 @@ def tables(
     if listing is None:
         listing = rd.listing()
         audit.refuse_if_altered(rd, listing)  # D6: numbers only from what a series wrote
-    runs = runs_table(rd, protocol, listing)
+    runs = runs_table(rd, protocol, listing, judged)
     found = states.config_states(runs, plan)
     published = config_publications(plan, protocol, checks or {}, preview)
     card_named = protocol.names_card(rd.manifest().card)

@@ -7,13 +7,15 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from kit.errors import ExitCode
-from tests.conftest import contender_args, records, write_protocol
+from tests.conftest import ROOT, contender_args, records, write_protocol
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +193,84 @@ def test_forked_workers_judge_and_hash_as_a_plain_loop_does(series, cli, monkeyp
     log = series / timed(series)[-1]["log_dir"] / "stdout.log"
     log.write_bytes(log.read_bytes().replace(b" ", b"  ", 1))
     refused(cli, series, f"{log.relative_to(series)}: raw file changed")
+    # the examination judges every run's latest record from the bytes it hashed: none is
+    # left for the report to judge again
+    from kit.engine import audit
+
+    rd = ResultsDir.open(series)
+    found = audit.examine(rd).result()
+    latest = {r["run_id"]: i for i, r in enumerate(records(series))}
+    assert sorted(found.judged) == sorted(latest.values())
+
+
+@pytest.mark.parametrize("least", [None, 1], ids=["plain", "forked"])
+def test_a_raw_log_that_no_longer_parses_is_named_not_a_traceback(series, cli, monkeypatch, least):
+    """A log altered and its record's hash altered to match: the audit passes, the judgement
+    cannot, and `verify` says which line, in a plain loop and in forked workers alike."""
+    import hashlib
+
+    from kit.engine import fanout
+
+    if least is not None:
+        monkeypatch.setattr(fanout, "LEAST", least)
+    recs = records(series)
+    run = next(r for r in recs if r["kind"] == "timed")
+    rel = f"{run['log_dir']}/stdout.log"
+    log = series / rel
+    log.write_bytes(log.read_bytes() + b"not a stamped line\n")
+    run["files"][rel] = hashlib.sha256(log.read_bytes()).hexdigest()
+    write_records(series, recs)
+    out = refused(cli, series, "cannot recompute", "stdout.log", "not a stamped line")
+    assert out.count("cannot recompute") == 1
+
+
+def test_the_program_ends_with_its_verdict_and_its_whole_output(series):
+    """`micakit verify`, `report` and `compare` end their process without freeing what they
+    read (kit.cli.program.run): the exit code and every byte of their output still arrive."""
+
+    def program(*args: object) -> subprocess.CompletedProcess:
+        argv = [sys.executable, str(ROOT / "run.py"), *map(str, args)]
+        return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+    clean = program("verify", series)
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.endswith(
+        "every published number matches its recomputation from the raw logs\n"
+    )
+    summary = program("report", series, "--json")
+    assert summary.returncode == 0, summary.stderr
+    assert json.loads(summary.stdout) == json.loads((series / "summary.json").read_text())
+    compared = program("compare", series, series, "--json", "--preview")
+    assert compared.returncode == 0, compared.stderr
+    assert json.loads(compared.stdout)["only_in_a"] == []
+    md = series / "report.md"
+    md.write_text(md.read_text().replace("Amendment", "Amendmend", 1))
+    altered = program("verify", series)
+    assert altered.returncode == ExitCode.VERIFY_MISMATCH
+    assert "report.md line" in altered.stdout
+    assert "differences in" in altered.stderr
+    refused_ = program("verify", series / "runs")  # not a results directory: exit 2, said why
+    assert refused_.returncode == ExitCode.USER_ERROR
+    assert "micakit: error:" in refused_.stderr and "Traceback" not in refused_.stderr
+
+
+def test_only_a_reading_command_skips_the_work_left_for_exit(series):
+    """A series leaves work for the interpreter's exit (the Docker executor removes its
+    containers then); only report, verify and compare end without it."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('work at exit'))\n"
+        "from kit.cli.program import run\n"
+        "sys.argv[1:] = sys.argv[2:]\n"
+        "run()\n"
+    )
+
+    def program(*args: object) -> str:
+        argv = [sys.executable, "-c", code, "micakit", *map(str, args)]
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "work at exit" not in program("verify", series)
+    assert "work at exit" in program("--version")
+    assert "work at exit" in program("publish", series, "--preview")

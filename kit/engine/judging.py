@@ -1,0 +1,73 @@
+"""A recorded run judged again from its raw logs and exit code (D6): what `report` and `verify`
+trust, never the judgement the series recorded. It imports no pandas, so `verify` can judge
+while its report modules load (kit.engine.audit)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from kit.engine.records import RunRecord
+from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
+from kit.measure import timing
+from kit.protocol.load import Grammar, Timing
+from kit.status import RunStatus
+
+NOT_PROFILED = RunStatus.NOT_PROFILED
+
+
+def as_kind(kind: str, judged: timing.Outcome) -> timing.Outcome:
+    """A separate record never yields a step time (§5 "Profiled runs are separate"): a profiled
+    or graph-break run that trained to the end is ok, with its losses and window kept."""
+    if kind in (PROFILE, GRAPH_BREAKS) and judged.status in (timing.OK, timing.VOID):
+        return timing.Outcome(
+            timing.OK,
+            None,
+            None,
+            "",
+            judged.final_loss,
+            judged.last_step,
+            judged.window_start_ns,
+            judged.window_end_ns,
+        )
+    return judged
+
+
+def rejudge(
+    root: Path | str,
+    record: RunRecord,
+    grammar: Grammar,
+    t: Timing,
+    held: frozenset[str] | None = None,
+    read: Callable[[Path | str], bytes] | None = None,
+) -> timing.Outcome:
+    """A run judged again from its raw logs and exit code; a skipped record keeps its reason.
+
+    `held`: what its folder holds (`ResultsDir.listing`), else the folder is not listed and a
+    missing stdout is found by reading it. `read`: how a log's bytes are had (`verify` gives
+    the bytes it has just hashed). A raw log that is missing or no longer parses raises
+    ValueError.
+    """
+    if record.status == NOT_PROFILED:
+        return timing.Outcome(NOT_PROFILED, None, None, record.reason)
+    folder = os.path.join(root, record.log_dir)
+    stdout = os.path.join(folder, "stdout.log")
+    missing = ValueError(f"run {record.run_id}'s raw log {stdout} is missing")
+    if held is not None and f"{record.log_dir}/stdout.log" not in held:
+        raise missing
+    try:
+        judged = timing.judge(
+            stdout,
+            os.path.join(folder, "stderr.log"),
+            record.exit_code,
+            grammar,
+            t,
+            record.stopped,
+            read,
+        )
+    except FileNotFoundError as e:
+        if e.filename != stdout:
+            raise
+        raise missing from None
+    return as_kind(record.kind, judged)
