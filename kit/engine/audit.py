@@ -190,9 +190,10 @@ def _read_and_hashed(root: str, record: Mapping[str, Any]) -> tuple[list[str], d
     out: list[str] = []
     data: dict[str, bytes] = {}
     run_id, log_dir = record.get("run_id"), str(record.get("log_dir", ""))
-    logs = {os.path.join(root, log_dir, name) for name in ("stdout.log", "stderr.log")}
+    # paths joined as text: os.path.join costs more, tens of thousands of times
+    logs = (f"{root}/{log_dir}/stdout.log", f"{root}/{log_dir}/stderr.log")
     for rel, digest in record.get("files", {}).items():
-        path = os.path.join(root, rel)
+        path = f"{root}/{rel}"
         try:
             if path in logs:
                 data[path] = stamped.read_bytes(path)

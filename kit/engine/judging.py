@@ -4,7 +4,6 @@ while its report modules load (kit.engine.audit)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,15 +50,15 @@ def rejudge(
     """
     if record.status == NOT_PROFILED:
         return timing.Outcome(NOT_PROFILED, None, None, record.reason)
-    folder = os.path.join(root, record.log_dir)
-    stdout = os.path.join(folder, "stdout.log")
+    folder = f"{root}/{record.log_dir}"  # joined as text: a report judges thousands of runs
+    stdout = f"{folder}/stdout.log"
     missing = ValueError(f"run {record.run_id}'s raw log {stdout} is missing")
     if held is not None and f"{record.log_dir}/stdout.log" not in held:
         raise missing
     try:
         judged = timing.judge(
             stdout,
-            os.path.join(folder, "stderr.log"),
+            f"{folder}/stderr.log",
             record.exit_code,
             grammar,
             t,

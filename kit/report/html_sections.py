@@ -9,7 +9,6 @@ preparation's label) stand once in its caption and in the page's title.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -203,14 +202,8 @@ def conditions_section(ctx: Context) -> Section:
         for _, c in g.iterrows():
             traces, used = [], []
             timed = runs_of(ctx, c["config"], ["timed"], ok_only=False)
-            root = str(ctx.rd.root)
             # only the runs with samples are read (a CPU series has none)
-            sampled = pd.Series(
-                [os.path.exists(os.path.join(root, d, "samples.jsonl")) for d in timed["log_dir"]],
-                index=timed.index,
-                dtype=bool,
-            )
-            for _, r in timed.loc[sampled].iterrows():
+            for _, r in timed[timed["log_dir"].isin(ctx.t.sampled)].iterrows():
                 path = ctx.rd.root / r["log_dir"] / "samples.jsonl"
                 trace = _trace(telemetry.read_samples(path)[1], r)
                 if trace is not None:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from kit.engine import audit, fanout, judging, store
+from kit.engine.conditions import SAMPLES
 from kit.engine.documents import Plan
 from kit.engine.records import RunRecord
 from kit.engine.scheduler import CONTENDER, PYTORCH, Config, PlannedRun
@@ -42,6 +43,7 @@ class Tables:
     kernel_families: pd.DataFrame
     graph_breaks: pd.DataFrame
     compile_costs: pd.DataFrame  # what compiling costs: warm-up and break-even, from stamps
+    sampled: frozenset[str]  # the run folders that hold card samples (samples.jsonl)
     missing: tuple[str, ...] = ()  # amendment 8.3: configurations lacking a separate record
     preview: bool = False  # every time shown, labelled "preparation: not a protocol result"
     card_named: bool = True  # D3: the protocol names this series' card
@@ -362,6 +364,7 @@ def tables(
         kernel_families=families,
         graph_breaks=sidetables.graph_breaks_table(rd, runs),
         compile_costs=compile_cost.compile_costs(rd, runs, protocol.timing.window[0]),
+        sampled=frozenset(d for d, held in listing.items() if f"{d}/{SAMPLES}" in held),
         missing=(*sidetables.missing_records(runs), *unreadable),
         preview=preview,
         card_named=card_named,
