@@ -362,7 +362,7 @@ def verify(results: Path, as_json: bool) -> None:
 
     # a large directory's folders are audited and its raw files hashed by forked processes
     # while the report's modules load
-    examined = audit.examine(rd)
+    examined = audit.Examination(rd)
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.report import publish
 

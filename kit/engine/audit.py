@@ -15,7 +15,7 @@ from typing import Any
 
 from kit.engine import fanout, judging
 from kit.engine.records import RunRecord
-from kit.engine.scheduler import PYTORCH, PlannedRun
+from kit.engine.scheduler import PlannedRun
 from kit.engine.store import (
     ADJUSTMENTS,
     FINAL,
@@ -88,7 +88,7 @@ def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -
 
 @dataclass(frozen=True)
 class Examined:
-    """What `examine` found."""
+    """What an `Examination` found."""
 
     listing: dict[str, frozenset[str]]  # the run folders (`ResultsDir.listing`)
     problems: list[str]  # the audit's, then each raw file gone or changed since its run
@@ -119,10 +119,6 @@ class Examination:
             problems += changed
             judged.update(mine)
         return Examined(listing, problems, judged)
-
-
-def examine(rd: ResultsDir) -> Examination:
-    return Examination(rd)
 
 
 def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
@@ -165,10 +161,7 @@ def _judge(
         protocol, plan = load_protocol(rd), rd.plan()
     except Exception:  # noqa: BLE001 - `report` reads them again, and says what is wrong
         return None
-    grammars = {
-        c.id: protocol.pytorch if c.side == PYTORCH else protocol.contender
-        for c in plan.configurations
-    }
+    grammars = {c.id: judging.grammar(protocol, c.side) for c in plan.configurations}
 
     def judge(raw: Mapping[str, Any], data: dict[str, bytes]) -> timing.Outcome:
         record = RunRecord.from_json(raw)

@@ -8,12 +8,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kit.engine.records import RunRecord
-from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
+from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH
 from kit.measure import timing
-from kit.protocol.load import Grammar, Timing
+from kit.protocol.load import Grammar, Protocol, Timing
 from kit.status import RunStatus
 
 NOT_PROFILED = RunStatus.NOT_PROFILED
+
+
+def grammar(protocol: Protocol, side: str) -> Grammar:
+    """The grammar a side's output is judged by (D4): PyTorch's, or the contender's."""
+    return protocol.pytorch if side == PYTORCH else protocol.contender
 
 
 def as_kind(kind: str, judged: timing.Outcome) -> timing.Outcome:

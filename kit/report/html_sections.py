@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kit.engine import store
+from kit.engine import judging, store
 from kit.engine.documents import Versions
-from kit.engine.scheduler import PYTORCH
 from kit.engine.store import ResultsDir
 from kit.measure import timing
 from kit.protocol.load import Protocol
@@ -305,7 +304,7 @@ def loss_section(ctx: Context) -> Section:
             if timed.empty:
                 continue
             run = timed.iloc[0]
-            grammar = ctx.protocol.pytorch if c["side"] == PYTORCH else ctx.protocol.contender
+            grammar = judging.grammar(ctx.protocol, c["side"])
             lines = timing.losses(ctx.rd.root / run["log_dir"] / "stdout.log", grammar)
             label = f"{_label(ctx, c)}, run {int(run['run_id'])}"
             curves.append(

@@ -57,11 +57,11 @@ def verify(
 
     First the directory itself (D6): each planned run's one final record in a folder of its
     own, every raw file as its run wrote it (`examined`: that part already started, by
-    `audit.examine`, which also judges each run again from the bytes it hashes). Then the
+    `audit.Examination`, which also judges each run again from the bytes it hashes). Then the
     tables, report.md, report.html, rerun.sh and the plots, each recomputed from the raw files
     and compared whole.
     """
-    found = (audit.examine(rd) if examined is None else examined).result()
+    found = (audit.Examination(rd) if examined is None else examined).result()
     if found.problems:
         return [*found.problems, "not recomputed: the records and raw files above come first"]
     try:

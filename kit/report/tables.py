@@ -69,20 +69,17 @@ def runs_table(
 
     def again(job: tuple[PlannedRun, int, RunRecord, Config]) -> timing.Outcome:
         _, _, record, c = job
-        grammar = protocol.pytorch if c.side == PYTORCH else protocol.contender
         held = listing.get(record.log_dir, frozenset())
+        grammar = judging.grammar(protocol, c.side)
         return judging.rejudge(rd.root, record, grammar, protocol.timing, held)
 
-    # a run already judged that could not be is the first error only where no run before it
-    # in the plan raises one: the runs up to it are judged first, as a plain loop would
-    failed = next((n for n, j in enumerate(jobs) if isinstance(judged.get(j[1]), str)), None)
-    todo = [j for j in jobs[:failed] if j[1] not in judged]
+    todo = [j for j in jobs if j[1] not in judged]
     # thousands of runs: judged on every core (kit.engine.fanout), in the plan's order
     fresh = dict(zip((j[1] for j in todo), fanout.map_in_order(again, todo)))
     outcomes: list[timing.Outcome] = []
-    for _, i, _, _ in jobs:  # up to the first that failed, if one did
+    for _, i, _, _ in jobs:
         outcome = fresh[i] if i in fresh else judged[i]
-        if isinstance(outcome, str):
+        if isinstance(outcome, str):  # a raw log the caller found no longer parses
             raise ValueError(outcome)
         outcomes.append(outcome)
     rows = []

@@ -198,7 +198,7 @@ def test_forked_workers_judge_and_hash_as_a_plain_loop_does(series, cli, monkeyp
     from kit.engine import audit
 
     rd = ResultsDir.open(series)
-    found = audit.examine(rd).result()
+    found = audit.Examination(rd).result()
     latest = {r["run_id"]: i for i, r in enumerate(records(series))}
     assert sorted(found.judged) == sorted(latest.values())
 
