@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-work", action="store_true", help="keep the series' nanoGPT trees and datasets"
     )
     a = parser.parse_args(argv)
-    for what, path in (("--nanogpt", a.nanogpt), ("--input", a.input)):
+    for what, path in (("--nanogpt", a.nanogpt), ("--input", a.input), ("--protocol", a.protocol)):
         if not path.exists():
             print(f"error: {what} {path} does not exist\nfix: name the path", file=sys.stderr)
             return 2
