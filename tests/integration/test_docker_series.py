@@ -16,10 +16,17 @@ import time
 import uuid
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from kit.cli.assemble import series_id
-from kit.executors.docker.containers import LABEL_OWNER, LABEL_RUN, LABEL_SERIES, owner_label
+from kit.executors.docker.containers import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    LABEL_SERIES,
+    cache_volume_name,
+    owner_label,
+)
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
 
@@ -139,6 +146,18 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert images["contender"]["image_id"].startswith("sha256:")
 
 
+@pytest.fixture
+def stopped_out(client, tmp_path):
+    """The results folder of a series the test stops; its cache volume, which a stopped series
+    keeps for its resume, removed afterwards."""
+    out = tmp_path / "r"
+    yield out
+    try:
+        client.api.remove_volume(cache_volume_name(series_id(out)), force=True)
+    except docker.errors.NotFound:
+        pass
+
+
 def start_series(mica_image, protocol: Path, out: Path) -> subprocess.Popen:
     """A Docker series of runs of tens of seconds, in a session of its own."""
     image, program = mica_image
@@ -166,21 +185,21 @@ def wait_for_a_run(client, proc: subprocess.Popen, out: Path) -> None:
 
 
 def test_ctrl_c_mid_run_leaves_no_container(
-    client, mica_image, fast_protocol, tmp_path, sigint_default
+    client, mica_image, fast_protocol, stopped_out, sigint_default
 ):
-    proc = start_series(mica_image, fast_protocol, tmp_path / "r")
-    wait_for_a_run(client, proc, tmp_path / "r")
+    proc = start_series(mica_image, fast_protocol, stopped_out)
+    wait_for_a_run(client, proc, stopped_out)
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) == 130
-    assert left_after(client, tmp_path / "r") == set()
+    assert left_after(client, stopped_out) == set()
 
 
 def test_kill_9_of_the_kit_removes_its_container_without_a_resume(
-    client, mica_image, fast_protocol, tmp_path
+    client, mica_image, fast_protocol, stopped_out
 ):
     """The kit's own death: its watchdog removes the running container within seconds, and only
     its own: another series' container on the same engine is left running."""
-    proc = start_series(mica_image, fast_protocol, tmp_path / "r")
+    proc = start_series(mica_image, fast_protocol, stopped_out)
     # another live series (its owner is this test's process, so no series' sweep takes it for
     # a crashed one's), whose container starts while this series runs
     other = client.api.create_container(
@@ -194,11 +213,11 @@ def test_kill_9_of_the_kit_removes_its_container_without_a_resume(
     )["Id"]
     try:
         client.api.start(other)
-        wait_for_a_run(client, proc, tmp_path / "r")
+        wait_for_a_run(client, proc, stopped_out)
         os.kill(proc.pid, signal.SIGKILL)  # the kit alone, not its group
         assert proc.wait(timeout=30) == -signal.SIGKILL
         killed = time.monotonic()
-        assert left_after(client, tmp_path / "r", wait_s=10.0) == set()
+        assert left_after(client, stopped_out, wait_s=10.0) == set()
         assert time.monotonic() - killed < 10.0
         assert client.api.inspect_container(other)["State"]["Running"]
     finally:

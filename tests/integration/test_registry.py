@@ -25,7 +25,7 @@ import pytest
 from kit.cli.assemble import series_id
 from kit.executors.docker import building as dockerapi
 from kit.executors.docker import registry as registry_mod
-from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES
+from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES, cache_volume_name
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
 
@@ -211,6 +211,10 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
                 client.api.remove_container(cid, force=True)
             except docker.errors.NotFound:
                 pass
+        try:  # the cache volume the stopped series kept for its resume
+            client.api.remove_volume(cache_volume_name(series_id(Path(out))), force=True)
+        except docker.errors.NotFound:
+            pass
 
 
 def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
