@@ -6,6 +6,12 @@
 # card. With --device cpu it runs here too, skipping (and naming) what needs a card.
 #
 #   bash scripts/device-check.sh --nanogpt PATH --input PATH/input.txt [--device cpu] [--out DIR]
+#       [--protocol FILE] [--contender PROGRAM] [--keep-work]
+#
+# --protocol: another protocol file (default: the kit's own); the check runs a one-round copy of
+# it, beside copies of the files it names beside itself. --contender: a contender program, run
+# beside nanoGPT. --keep-work: keep the series' nanoGPT trees and datasets (removed by default).
+# A step that fails says why in one line; the whole output of each program is in NAME.log.
 #
 # Needs a Python with torch (PYTHON, default python3) and the kit's dependencies. On a machine
 # with no package index, carry them in a folder (pip install --target DIR, on a machine with the

@@ -24,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kit.engine import series as series_mod  # noqa: E402
+from kit.errors import UserError  # noqa: E402
 from kit.measure import timing  # noqa: E402
 from kit.protocol import load as protocol_mod  # noqa: E402
 
@@ -65,9 +67,39 @@ def kit(args: list[str], out: Path, name: str, env: dict[str, str] | None = None
     return proc.returncode
 
 
-def tail(path: Path, n: int = 8) -> str:
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-    return " | ".join(lines[-n:])
+# the kit's own words for what the user must fix: `micakit: error: ...`, then `  fix: ...`
+_ERROR = re.compile(r"^(?:[\w.-]+: )?error: ")
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def reason(log: Path) -> str:
+    """Why a step's program failed, in one line; its whole output stays in the log.
+
+    The kit's `error:` line and the `fix:` after it; else a traceback's last line, the exception
+    (a traceback is a bug, and its frames are in the log); else the output's last line.
+    """
+    text = log.read_text(errors="replace") if log.exists() else ""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    where = f" (all of it in {log.name})"
+    errors = [i for i, line in enumerate(lines) if _ERROR.match(line.strip())]
+    if errors:
+        # the message may go on over indented lines (what differs, file by file) to its fix
+        message, fix = [lines[errors[-1]].strip()], ""
+        for line in lines[errors[-1] + 1 :]:
+            if not line[:1].isspace() or line.strip().startswith("fix:"):
+                fix = line.strip() if line.strip().startswith("fix:") else ""
+                break
+            message.append(line.strip())
+        if len(message) > 6:
+            message[6:] = [f"and {len(message) - 6} more lines"]
+        return " ".join(message) + (f"; {fix}" if fix else "") + where
+    starts = [i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)]
+    if starts:
+        # the exception is the traceback's last unindented line (notes and carets are indented)
+        last = [x for x in lines[starts[-1] + 1 :] if not x[:1].isspace()]
+        if last:
+            return last[-1] + where
+    return (lines[-1].strip() if lines else "no output") + where
 
 
 def card_step(check: Check, device: str) -> dict:
@@ -106,8 +138,21 @@ def card_step(check: Check, device: str) -> dict:
     return card
 
 
-def one_round_protocol(src: Path, dest: Path, *, extra_args: list[str] | None = None) -> Path:
-    """The protocol with one timed round (its discarded run kept): a check, not a series."""
+def one_round_protocol(src: Path, folder: Path, *, extra_args: list[str] | None = None) -> Path:
+    """The protocol with one timed round (its discarded run kept): a check, not a series.
+
+    The copy lies in a folder of its own beside copies of the files the protocol names beside
+    itself (nanoGPT's patch, the models' configuration file, the families' rules), the ones a
+    series reads and hashes there (`files_beside`), so it reads what the original reads; a file
+    the protocol names by an absolute path it names the same way.
+    """
+    p = protocol_mod.load(src)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in series_mod.files_beside(p):
+        if not Path(name).is_absolute():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p.beside(name), folder / name)
+    dest = folder / src.name
     text = src.read_text()
     for table in ("timing", "smoke"):
         text = re.sub(
@@ -130,7 +175,11 @@ def series_step(check: Check, a: argparse.Namespace, card: dict) -> Path | None:
     """M1 (bfloat16 where the card has it, else float32), PyTorch's four modes, the discarded run
     and one round, with §6's separate records (library opens, graph breaks, nsys), then verify."""
     out = check.out / "series"
-    protocol = one_round_protocol(a.protocol, check.out / "protocol-one-round.toml")
+    try:
+        protocol = one_round_protocol(a.protocol, check.out / "protocol-one-round")
+    except UserError as e:
+        check.say("series", "failed", f"{e.message}" + (f"; fix: {e.fix}" if e.fix else ""))
+        return None
     args = ["series", "--out", str(out), "--executor", "local", "--protocol", str(protocol)]
     args += ["--nanogpt", str(a.nanogpt), "--input", str(a.input), "--allow-torch"]
     if a.device == "cpu":
@@ -146,14 +195,14 @@ def series_step(check: Check, a: argparse.Namespace, card: dict) -> Path | None:
     code = kit(args, check.out, "series")
     took = time.monotonic() - t0
     if code != 0:
-        check.say("series", "failed", f"exit {code}: {tail(check.out / 'series.log')}")
+        check.say("series", "failed", f"exit {code}: {reason(check.out / 'series.log')}")
         return out if out.exists() else None
     check.say("series", "ok", f"{precision}, {took:.0f} s")
     code = kit(["verify", str(out)], check.out, "verify")
     if code == 0:
         check.say("verify", "ok")
     else:
-        check.say("verify", "failed", f"exit {code}: {tail(check.out / 'verify.log')}")
+        check.say("verify", "failed", f"exit {code}: {reason(check.out / 'verify.log')}")
     return out
 
 
@@ -185,7 +234,8 @@ def float16_step(check: Check, a: argparse.Namespace, series: Path | None) -> No
     if proc.returncode == 0 and steps and steps[-1][0] == "50":
         check.say("float16", "ok", f"step 50 loss {steps[-1][1]}")
     else:
-        check.say("float16", "failed", f"exit {proc.returncode}: {tail(check.out / 'float16.log')}")
+        detail = f"exit {proc.returncode}: {reason(check.out / 'float16.log')}"
+        check.say("float16", "failed", detail)
 
 
 def oom_step(check: Check, a: argparse.Namespace, card: dict) -> None:
@@ -195,9 +245,13 @@ def oom_step(check: Check, a: argparse.Namespace, card: dict) -> None:
         return
     out = check.out / "oom-series"
     # M1's tokens are 256 a row; 2^16 rows asks for hundreds of GiB of activations
-    protocol = one_round_protocol(
-        a.protocol, check.out / "protocol-oom.toml", extra_args=["--batch_size=65536"]
-    )
+    try:
+        protocol = one_round_protocol(
+            a.protocol, check.out / "protocol-oom", extra_args=["--batch_size=65536"]
+        )
+    except UserError as e:
+        check.say("out-of-memory", "failed", e.message + (f"; fix: {e.fix}" if e.fix else ""))
+        return
     args = ["series", "--out", str(out), "--executor", "local", "--protocol", str(protocol)]
     args += ["--nanogpt", str(a.nanogpt), "--input", str(a.input), "--allow-torch"]
     args += ["--device", "cuda", "--model", "shakespeare-char", "--precision", "float32"]
@@ -265,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-work", action="store_true", help="keep the series' nanoGPT trees and datasets"
     )
     a = parser.parse_args(argv)
-    for what, path in (("--nanogpt", a.nanogpt), ("--input", a.input)):
+    for what, path in (("--nanogpt", a.nanogpt), ("--input", a.input), ("--protocol", a.protocol)):
         if not path.exists():
             print(f"error: {what} {path} does not exist\nfix: name the path", file=sys.stderr)
             return 2

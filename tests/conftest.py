@@ -144,16 +144,20 @@ def fake_nanogpt_protocol(path: Path, runs: int = 5, tolerance: float = 0.10) ->
 
     The kit checks and patches the fake exactly as it checks and patches the real nanoGPT.
     """
+    write_protocol(path, runs=runs, tolerance=tolerance)
+    text = pin_fake_nanogpt(path.read_text())
+    text = text.replace('patch = "train.patch"', f'patch = "{FAKE_NANOGPT / "train.patch"}"')
+    path.write_text(text)
+    return path
+
+
+def pin_fake_nanogpt(text: str) -> str:
+    """A protocol's text with the fake nanoGPT's files pinned in [nanogpt.files]."""
     files = ["train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py"]
     lines = "\n".join(
         f'"{f}" = "{hashlib.sha256((FAKE_NANOGPT / f).read_bytes()).hexdigest()}"' for f in files
     )
-    write_protocol(path, runs=runs, tolerance=tolerance)
-    text = path.read_text()
-    text = re.sub(r"\[nanogpt\.files\].*?(?=\n\n)", "[nanogpt.files]\n" + lines, text, flags=re.S)
-    text = text.replace('patch = "train.patch"', f'patch = "{FAKE_NANOGPT / "train.patch"}"')
-    path.write_text(text)
-    return path
+    return re.sub(r"\[nanogpt\.files\].*?(?=\n\n)", "[nanogpt.files]\n" + lines, text, flags=re.S)
 
 
 def pytorch_args(out: Path, protocol: Path, *extra: str) -> list:

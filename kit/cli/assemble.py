@@ -127,8 +127,9 @@ def _env_pairs(items: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
-def _series_id(out: Path) -> str:
-    """A stable name for the series' cache volume: the same on every resume."""
+def series_id(out: Path) -> str:
+    """A stable name for the series' cache volume and its containers' `micakit.series` label:
+    the same on every resume."""
     import hashlib
 
     digest = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:10]
@@ -214,7 +215,7 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
         o = resolve(options)
         p = protocol_mod.load(Path(o.protocol))
     ex = executor(o.executor, o.docker_host)
-    ex.use_series(_series_id(Path(o.out)))
+    ex.use_series(series_id(Path(o.out)))
     card_info, conditions, gpu = _card(o)
     if not resume:
         rd = ResultsDir.create(Path(o.out))

@@ -101,6 +101,14 @@ def configurations(
     return configs, not_measured
 
 
+def files_beside(p: Protocol) -> list[str]:
+    """The files beside the protocol file that a series reads, by the names the protocol gives
+    them, each once and only where it is there: the families' rules (§6), nanoGPT's patch (§4)
+    and the models' configuration files (amendment 4.4)."""
+    names = [sidetables.FAMILIES, p.nanogpt.patch, *(m.config for m in p.models.values())]
+    return [name for name in dict.fromkeys(names) if p.beside(name).is_file()]
+
+
 class Series(Kind[PlannedRun]):
     """A series bound to its results directory, protocol, sides and executor."""
 
@@ -167,14 +175,7 @@ class Series(Kind[PlannedRun]):
         (§6), nanoGPT's patch (§4) or the models' configuration file (amendment 4.4).
         """
         p = self.protocol
-        names = [sidetables.FAMILIES, p.nanogpt.patch]
-        names += [m.config for m in p.models.values()]
-        out = {}
-        for name in dict.fromkeys(names):
-            path = p.beside(name)
-            if path.is_file():
-                out[name] = store.sha256_file(path)
-        return out
+        return {name: store.sha256_file(p.beside(name)) for name in files_beside(p)}
 
     def _primary(self, config: Config) -> bool:
         side = self.sides[config.side]

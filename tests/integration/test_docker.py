@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 import time
+import uuid
 import zipapp
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,7 +62,9 @@ def wheelhouse() -> Path:
 
 @pytest.fixture(scope="session")
 def executor(client) -> Iterator[DockerExecutor]:
-    ex = DockerExecutor(client, f"pytest-{os.getpid()}", stop_grace_s=2)
+    # a series id of this run's own: the tests count its containers by it, and another run of
+    # the suite (a pid alike, in another container) may use the same engine meanwhile
+    ex = DockerExecutor(client, f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}", stop_grace_s=2)
     yield ex
     ex.drop_cache()
 
@@ -147,8 +150,10 @@ def test_ctrl_c_while_waiting_leaves_no_container(
 
 
 def test_sweep_removes_what_a_crashed_series_left(client, base_image, executor):
+    series = f"sweep-test-{uuid.uuid4().hex[:8]}"  # the containers of this test alone
+
     def create(owner: str) -> str:
-        labels = {LABEL_SERIES: "sweep-test", LABEL_OWNER: owner}
+        labels = {LABEL_SERIES: series, LABEL_OWNER: owner}
         return client.api.create_container(base_image, command=["true"], labels=labels)["Id"]
 
     crashed = create(f"{socket.gethostname()}/999999999/1")  # no such process
@@ -156,7 +161,7 @@ def test_sweep_removes_what_a_crashed_series_left(client, base_image, executor):
     live = create(owner_label())  # this process: a series that still runs
     try:
         executor.sweep()
-        left = {c["Id"] for c in _leftovers(client, "sweep-test")}
+        left = {c["Id"] for c in _leftovers(client, series)}
         assert left == {live}
         assert crashed not in left and other_host not in left
     finally:

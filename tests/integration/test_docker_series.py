@@ -16,9 +16,17 @@ import time
 import uuid
 from pathlib import Path
 
+import docker.errors
 import pytest
 
-from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES
+from kit.cli.assemble import series_id
+from kit.executors.docker.containers import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    LABEL_SERIES,
+    cache_volume_name,
+    owner_label,
+)
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
 
@@ -84,18 +92,24 @@ def series_args(out: Path, protocol: Path, program: Path, image: str, fake: dict
     ]
 
 
-def leftovers(client) -> list:
-    return client.api.containers(all=True, filters={"label": LABEL_SERIES})
+def own_label(out: Path) -> str:
+    """The label every container of the series writing `out` carries, and no other series':
+    another series may run its containers on the same engine meanwhile."""
+    return f"{LABEL_SERIES}={series_id(out)}"
 
 
-def left_after(client, before: set[str], wait_s: float = 20.0) -> set[str]:
-    """The series' containers still there that were not before; the engine removes a container
-    after the call that asked it to has returned, so a loaded machine is given a moment."""
+def leftovers(client, out: Path) -> list:
+    return client.api.containers(all=True, filters={"label": own_label(out)})
+
+
+def left_after(client, out: Path, wait_s: float = 20.0) -> set[str]:
+    """The series' containers still there; the engine removes a container after the call that
+    asked it to has returned, so a loaded machine is given a moment."""
     deadline = time.monotonic() + wait_s
     while True:
-        extra = {c["Id"] for c in leftovers(client)} - before
-        if not extra or time.monotonic() > deadline:
-            return extra
+        left = {c["Id"] for c in leftovers(client, out)}
+        if not left or time.monotonic() > deadline:
+            return left
         time.sleep(0.5)
 
 
@@ -103,7 +117,6 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     client, mica_image, fast_protocol, tmp_path
 ):
     image, program = mica_image
-    before = {c["Id"] for c in leftovers(client)}
     out = tmp_path / "r"
     # the fake counts its starts in the series' work folder, which every container mounts
     fake = {"step_ms": {"*": 3.0}, "events": {"mica#4": "oom"}, "state": "/micakit/work/state"}
@@ -122,7 +135,7 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert all(r["executor"] == "docker" for r in recs if r["kind"] != "profile")
     # each run's container record: read before the container was removed
     assert (out / ok[0]["log_dir"] / "container.json").exists()
-    assert left_after(client, before) == set()
+    assert left_after(client, out) == set()
     assert "out of memory" in (out / "report.md").read_text()
     # §8: the measured image's size and file list, read from the engine
     fp = json.loads((out / "footprint" / "contender" / "footprint.json").read_text())
@@ -133,30 +146,37 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert images["contender"]["image_id"].startswith("sha256:")
 
 
-def start_series(client, mica_image, protocol: Path, out: Path) -> tuple[subprocess.Popen, set]:
-    """A Docker series of runs of tens of seconds, in a session of its own; the process and the
-    containers there were before it."""
+@pytest.fixture
+def stopped_out(client, tmp_path):
+    """The results folder of a series the test stops; its cache volume, which a stopped series
+    keeps for its resume, removed afterwards."""
+    out = tmp_path / "r"
+    yield out
+    try:
+        client.api.remove_volume(cache_volume_name(series_id(out)), force=True)
+    except docker.errors.NotFound:
+        pass
+
+
+def start_series(mica_image, protocol: Path, out: Path) -> subprocess.Popen:
+    """A Docker series of runs of tens of seconds, in a session of its own."""
     image, program = mica_image
-    before = {c["Id"] for c in leftovers(client)}
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         series_args(out, protocol, program, image, {"step_ms": {"*": 50.0}}),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    return proc, before
 
 
-def wait_for_a_run(client, proc: subprocess.Popen, before: set, out: Path) -> None:
+def wait_for_a_run(client, proc: subprocess.Popen, out: Path) -> None:
     """Until a run's container is up and its stamped log begun, then a second more: the middle
     of a run."""
     deadline = time.monotonic() + 120
     running: list = []
     while time.monotonic() < deadline and proc.poll() is None:
-        running = [
-            c for c in client.api.containers(filters={"label": LABEL_RUN}) if c["Id"] not in before
-        ]
+        running = client.api.containers(filters={"label": [own_label(out), LABEL_RUN]})
         if running and list(out.glob("runs/*/attempt-1/stdout.log")):
             break
         time.sleep(0.2)
@@ -165,31 +185,46 @@ def wait_for_a_run(client, proc: subprocess.Popen, before: set, out: Path) -> No
 
 
 def test_ctrl_c_mid_run_leaves_no_container(
-    client, mica_image, fast_protocol, tmp_path, sigint_default
+    client, mica_image, fast_protocol, stopped_out, sigint_default
 ):
-    proc, before = start_series(client, mica_image, fast_protocol, tmp_path / "r")
-    wait_for_a_run(client, proc, before, tmp_path / "r")
+    proc = start_series(mica_image, fast_protocol, stopped_out)
+    wait_for_a_run(client, proc, stopped_out)
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) == 130
-    assert left_after(client, before) == set()
+    assert left_after(client, stopped_out) == set()
 
 
 def test_kill_9_of_the_kit_removes_its_container_without_a_resume(
-    client, mica_image, fast_protocol, tmp_path
+    client, mica_image, fast_protocol, stopped_out
 ):
-    """The kit's own death: its watchdog removes the running container within seconds."""
-    proc, before = start_series(client, mica_image, fast_protocol, tmp_path / "r")
+    """The kit's own death: its watchdog removes the running container within seconds, and only
+    its own: another series' container on the same engine is left running."""
+    proc = start_series(mica_image, fast_protocol, stopped_out)
+    # another live series (its owner is this test's process, so no series' sweep takes it for
+    # a crashed one's), whose container starts while this series runs
+    other = client.api.create_container(
+        base_image(client),
+        command=["sleep", "600"],
+        labels={
+            LABEL_SERIES: f"other-{uuid.uuid4().hex[:8]}",
+            LABEL_RUN: "other",
+            LABEL_OWNER: owner_label(),
+        },
+    )["Id"]
     try:
-        wait_for_a_run(client, proc, before, tmp_path / "r")
+        client.api.start(other)
+        wait_for_a_run(client, proc, stopped_out)
         os.kill(proc.pid, signal.SIGKILL)  # the kit alone, not its group
         assert proc.wait(timeout=30) == -signal.SIGKILL
         killed = time.monotonic()
-        assert left_after(client, before, wait_s=10.0) == set()
+        assert left_after(client, stopped_out, wait_s=10.0) == set()
         assert time.monotonic() - killed < 10.0
+        assert client.api.inspect_container(other)["State"]["Running"]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        client.api.remove_container(other, force=True)
 
 
 @pytest.fixture

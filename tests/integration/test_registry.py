@@ -22,9 +22,10 @@ from pathlib import Path
 import docker.errors
 import pytest
 
+from kit.cli.assemble import series_id
 from kit.executors.docker import building as dockerapi
 from kit.executors.docker import registry as registry_mod
-from kit.executors.docker.containers import LABEL_RUN
+from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES, cache_volume_name
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
 
@@ -152,11 +153,14 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
     sock = "/var/run/docker.sock"
     (tmp_path / "results").mkdir()
     fake = {"step_ms": {"*": 200.0}}  # a run of tens of seconds
-    before = {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL_RUN})}
+    # the series' own containers, by its label: a results folder of its own in the runner, as
+    # another series (another run of this test too) may use the same engine meanwhile
+    out = f"/results/killed-{uuid.uuid4().hex[:8]}"
+    own = [f"{LABEL_SERIES}={series_id(Path(out))}", LABEL_RUN]
     runner = client.containers.create(
         f"micakit:{tag}",
         [
-            *("series", "--out", "/results/killed"),
+            *("series", "--out", out),
             *("--protocol", f"/inputs/protocol/{fast_protocol.name}"),
             *("--device", "cpu", "--executor", "docker", "--no-pytorch"),
             *("--contender", f"/inputs/contender/{program.name}"),
@@ -183,12 +187,8 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
             runner.reload()
             assert runner.status == "running", runner.logs().decode()[-3000:]
             # a timed run under way (the version probe's short container came and went first)
-            if list((tmp_path / "results" / "killed").glob("runs/*/attempt-1/stdout.log")):
-                measured = [
-                    c["Id"]
-                    for c in client.api.containers(filters={"label": LABEL_RUN})
-                    if c["Id"] not in before
-                ]
+            if list((tmp_path / out.lstrip("/")).glob("runs/*/attempt-1/stdout.log")):
+                measured = [c["Id"] for c in client.api.containers(filters={"label": own})]
             time.sleep(0.5)
         assert measured, "no measured container came up"
         info = client.api.inspect_container(measured[-1])
@@ -211,6 +211,10 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
                 client.api.remove_container(cid, force=True)
             except docker.errors.NotFound:
                 pass
+        try:  # the cache volume the stopped series kept for its resume
+            client.api.remove_volume(cache_volume_name(series_id(Path(out))), force=True)
+        except docker.errors.NotFound:
+            pass
 
 
 def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
