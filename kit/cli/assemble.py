@@ -205,8 +205,9 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     if resume and options.get("out"):
         raise UserError("give either --out (a new series) or --resume (an existing one)")
     if resume:
-        # one writer per results directory, from before anything in it is read or written
-        rd = ResultsDir.open(Path(resume)).lock()
+        # one writer per results directory, from before anything in it is read or written;
+        # absolute, as --out is, so that every path a run is handed is (amendments 2 and 4.3)
+        rd = ResultsDir.open(Path(resume).resolve()).lock()
         o = SeriesOptions.from_json(rd.manifest().options)
         # the protocol file: the one named now, else the series' own copy; hashes must agree
         p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import io
 import tarfile
+from pathlib import Path
 
 import docker.errors
 import pytest
@@ -83,3 +84,10 @@ def test_an_image_export_in_chunks_reads_as_a_tar_stream() -> None:
             ("usr/lib/libtorch.so", 5000),
             ("etc/passwd", 10),
         ]
+
+
+def test_the_local_executor_hands_a_run_absolute_paths(tmp_path, monkeypatch) -> None:
+    """A program that changes its folder still finds what it was handed (amendments 2, 4.3)."""
+    monkeypatch.chdir(tmp_path)
+    where = LocalExecutor().where(base.Mount("work", Path("r") / "work"))
+    assert where == str(tmp_path / "r" / "work")
