@@ -7,6 +7,7 @@ them from there, so `series --resume DIR` needs nothing else.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,7 @@ def build_sides(
         ws = workspace.prepare(p, o, work / "nanogpt")
         if docker:
             image = _image(ex, "pytorch", p, o, say)
+            _pytorch_in_image(ex, image, "python", p, o)
             sides.append(PyTorchSide(ws, "python", image, allow_torch=o.allow_torch))
         else:
             sides.append(PyTorchSide(ws, o.python or _python(), allow_torch=o.allow_torch))
@@ -165,7 +167,7 @@ def build_sides(
         program = Path(o.contender)
         if docker:
             image = _image(ex, "mica", p, o, say)
-            inside = f"{images.MICA_PROGRAM_DIR}/{program.name}"
+            inside = _contender_in_image(ex, image, program, p, o)
             sides.append(ContenderSide(program, data, image=image, image_program=inside))
         else:
             sides.append(ContenderSide(program, data))
@@ -184,13 +186,71 @@ def _image(
     # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
     # `docker run` does
     if ex.image_id(ref) is None and ex.pull_image(ref, say) is None:
-        build = "micakit images build" + (" --contender PATH" if kind == "mica" else "")
         raise UserError(
             f"the {kind} side's image {ref} is not on this Docker engine",
-            f"build it with `{build}` (add --base micakit-base:bookworm where no registry "
-            f"answers), or name another with --{kind}-image, or use --executor local",
+            f"build it with `{_build_command(kind, ref, p, o)}` (add --base "
+            f"micakit-base:bookworm where no registry answers), or name another with "
+            f"--{kind}-image, or use --executor local",
         )
     return ref
+
+
+def _pytorch_in_image(
+    ex: Executor, ref: str, python: str, p: protocol_mod.Protocol, o: SideInputs
+) -> None:
+    """Before any run: every run of the PyTorch side starts `python` from its image's PATH
+    (nanoGPT's trees are mounted), so the image must hold it."""
+    if not ex.image_files(ref, [python]):
+        raise UserError(
+            f"the pytorch side's image {ref} holds no `{python}` on its PATH, which every run "
+            "of the side starts",
+            f"build PyTorch's image with `{_build_command('pytorch', ref, p, o)}`, or name one "
+            "that holds it with --pytorch-image",
+        )
+
+
+def _contender_in_image(
+    ex: Executor, ref: str, program: Path, p: protocol_mod.Protocol, o: SideInputs
+) -> str:
+    """Before any run: the contender's image must hold the program --contender names, the same
+    by SHA-256; where the image holds it. Its build recorded the program in labels; an image
+    built otherwise (by hand, or by an older kit) has its program folder read instead."""
+    want = store.sha256_file(program)
+    labels = ex.image_labels(ref)
+    path, recorded = labels.get(images.PROGRAM_LABEL), labels.get(images.PROGRAM_SHA256_LABEL)
+    held = {path: recorded} if path and recorded else ex.image_files(ref, [images.MICA_PROGRAM_DIR])
+    usual = f"{images.MICA_PROGRAM_DIR}/{program.name}"
+    same = sorted(where for where, sha in held.items() if sha == want)
+    if same:
+        # the same program under another name runs as the image holds it
+        return usual if usual in same else same[0]
+    holds = ", ".join(
+        f"{where} {sha}" if sha.startswith("->") else f"{where} (SHA-256 {sha[:12]}…)"
+        for where, sha in sorted(held.items())
+    )
+    raise UserError(
+        f"the mica side's image {ref} does not hold the program --contender names, {program} "
+        f"(SHA-256 {want[:12]}…): it holds {holds or 'nothing under ' + images.MICA_PROGRAM_DIR}",
+        f"build the image from that program: `{_build_command('mica', ref, p, o)}` (with "
+        "--libs DIR, the libraries it opens), or name the program the image holds with "
+        "--contender",
+    )
+
+
+def _build_command(kind: str, ref: str, p: protocol_mod.Protocol, o: SideInputs) -> str:
+    """The command that builds the image a series names for a side, under the name it uses."""
+    words = ["micakit", "images", "build", "--only", kind]
+    if kind == "mica":
+        words += ["--contender", o.contender or "PROGRAM"]
+    if p.path.resolve() != protocol_mod.DEFAULT_PATH.resolve():
+        words += ["--protocol", str(p.path)]  # the images' tag carries the protocol's hash
+    name, _, tag = ref.rpartition(":")
+    if name == images.NAMES[kind] and tag != images.tag(p):
+        words += ["--tag", tag]
+    command = shlex.join(words)
+    if name != images.NAMES[kind] and ref != images.ref(kind, p):
+        command += f"`, then `docker tag {images.ref(kind, p)} {ref}"
+    return command
 
 
 def _python() -> str:
