@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit.cli import assemble
+from kit.engine import versions
 from kit.engine.options import SideInputs
 from kit.errors import UserError
 from kit.executors.docker.executor import DockerExecutor
@@ -105,3 +106,37 @@ def test_a_pytorch_image_without_python_is_refused_before_any_run(tmp_path: Path
     ex = DockerExecutor(FakeEngine({"micakit-pytorch:t": held}).client(), "s")  # type: ignore[arg-type]
     (side,) = assemble.build_sides(p, o, tmp_path / "work", ex)
     assert side.image == "micakit-pytorch:t"
+
+
+OLD, NEW = "sha256:" + "1" * 64, "sha256:" + "3" * 64
+DIGEST = "ghcr.io/o/micakit-mica@sha256:" + "2" * 64
+
+
+def versions_of(image_id: str, program: bytes, digests: list[str]) -> dict:
+    image = {"image": "micakit-mica:t", "image_id": image_id, "repo_digests": digests}
+    side = {"program_sha256": sha(program), "identity": image_id}
+    return {"contender": side, "images": {"contender": image}}
+
+
+def test_a_resume_refused_for_a_rebuilt_image_says_how_to_get_the_old_one_back() -> None:
+    recorded = versions_of(OLD, PROGRAM, [])
+    # rebuilt from the same program: said so, and the engine still holds the old image
+    with pytest.raises(UserError) as e:
+        versions.check_unchanged(recorded, versions_of(NEW, PROGRAM, []), {OLD: OLD}.get)
+    said = e.value.message
+    assert f"the contender image micakit-mica:t is {NEW[:19]}… now" in said
+    assert f"started with {OLD[:19]}…" in said
+    assert f"the program in it is the same (SHA-256 {sha(PROGRAM)[:12]}…)" in said
+    assert f"`docker tag {OLD} micakit-mica:t`" in (e.value.fix or "")
+    assert "micakit series --out NEW_DIR" in (e.value.fix or "")
+    # from another program, and gone from the engine: its registry digest brings it back
+    with pytest.raises(UserError) as e:
+        versions.check_unchanged(
+            versions_of(OLD, PROGRAM, [DIGEST]), versions_of(NEW, OTHER, []), {}.get
+        )
+    assert "the program in it is the same" not in e.value.message
+    assert f"`docker pull {DIGEST} && docker tag {DIGEST} micakit-mica:t`" in (e.value.fix or "")
+    # on no registry and no longer here: said so
+    with pytest.raises(UserError) as e:
+        versions.check_unchanged(recorded, versions_of(NEW, OTHER, []), {}.get)
+    assert "cannot be had back" in (e.value.fix or "")
