@@ -231,14 +231,15 @@ def _contender_in_image(
     raise UserError(
         f"the mica side's image {ref} does not hold the program --contender names, {program} "
         f"(SHA-256 {want[:12]}…): it holds {holds or 'nothing under ' + images.MICA_PROGRAM_DIR}",
-        f"build the image from that program: `{_build_command('mica', ref, p, o)}` (with "
-        "--libs DIR, the libraries it opens), or name the program the image holds with "
+        f"build the image from that program (with --libs DIR, the libraries it opens): "
+        f"`{_build_command('mica', ref, p, o)}`, or name the program the image holds with "
         "--contender",
     )
 
 
 def _build_command(kind: str, ref: str, p: protocol_mod.Protocol, o: SideInputs) -> str:
-    """The command that builds the image a series names for a side, under the name it uses."""
+    """The command that builds the image a series names for a side, under the name it uses
+    (or, for a name of the user's own, the kit's name and the `docker tag` that gives it)."""
     words = ["micakit", "images", "build", "--only", kind]
     if kind == "mica":
         words += ["--contender", o.contender or "PROGRAM"]
@@ -247,10 +248,9 @@ def _build_command(kind: str, ref: str, p: protocol_mod.Protocol, o: SideInputs)
     name, _, tag = ref.rpartition(":")
     if name == images.NAMES[kind] and tag != images.tag(p):
         words += ["--tag", tag]
-    command = shlex.join(words)
     if name != images.NAMES[kind] and ref != images.ref(kind, p):
-        command += f"`, then `docker tag {images.ref(kind, p)} {ref}"
-    return command
+        return f"{shlex.join(words)} && docker tag {images.ref(kind, p)} {ref}"
+    return shlex.join(words)
 
 
 def _python() -> str:

@@ -7,6 +7,7 @@ Skipped, with the reason, where no engine answers.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES
+from kit.executors.docker.images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
 
@@ -131,6 +133,36 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert f"opt/mica/bin/{program.name}" in files
     images = json.loads((out / "versions.json").read_text())["images"]
     assert images["contender"]["image_id"].startswith("sha256:")
+
+
+def test_a_series_naming_another_program_than_its_image_stops_before_any_run(
+    client, mica_image, fast_protocol, tmp_path
+):
+    """The image was built from one program, the series names another: exit 2 before any run,
+    with the command that builds the right image; nothing is lost, for nothing ran."""
+    image, program = mica_image
+    labels = client.api.inspect_image(image)["Config"]["Labels"]
+    assert labels[PROGRAM_LABEL] == f"/opt/mica/bin/{program.name}"
+    assert labels[PROGRAM_SHA256_LABEL] == hashlib.sha256(program.read_bytes()).hexdigest()
+    other = tmp_path / "mica"
+    other.write_bytes(program.read_bytes() + b"\n# another build\n")
+    other.chmod(0o755)
+    before = {c["Id"] for c in leftovers(client)}
+    out = tmp_path / "r"
+    done = subprocess.run(
+        series_args(out, fast_protocol, other, image, {"step_ms": {"*": 3.0}}),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "does not hold the program --contender names" in done.stderr
+    tag = image.partition(":")[2]
+    build = f"micakit images build --only mica --contender {other} --protocol {fast_protocol}"
+    assert f"{build} --tag {tag}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (out / "runs.jsonl").exists()
+    assert left_after(client, before) == set()
 
 
 def start_series(client, mica_image, protocol: Path, out: Path) -> tuple[subprocess.Popen, set]:
