@@ -89,7 +89,7 @@ def resolve(options: dict[str, Any]) -> SeriesOptions:
     if not out:
         raise UserError("a new series needs --out DIR", "e.g. --out results/my-series")
     return SeriesOptions(
-        protocol=str(p.path),
+        protocol=str(p.path.resolve()),
         out=str(Path(out).resolve()),
         smoke=smoke,
         device=device,
