@@ -22,7 +22,10 @@ PYTORCH = {"image": "p:1", "size_bytes": 900}
 
 def test_the_interface_declares_what_the_engine_calls() -> None:
     declared = set(dir(base.Executor))
-    for name in ("run", "where", "footprint", "footprint_ratio", "image_id", "use_series"):
+    for name in (
+        "run", "where", "footprint", "footprint_ratio", "image_id", "use_series",
+        "image_labels", "image_files",
+    ):  # fmt: skip
         assert name in declared
         for cls in (LocalExecutor, DockerExecutor):
             # the same arguments in every executor, so the engine never asks which it holds
