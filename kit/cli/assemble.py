@@ -30,6 +30,10 @@ from kit.sides import workspace
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, Side
 
 
+class ImageUnfit(UserError):
+    """A side's measured image missing, or not holding the program the side runs (§8)."""
+
+
 def executor(name: str | None, host: str | None = None) -> Executor:
     """The executor asked for; by default Docker wherever an engine answers, else local."""
     if name == "local":
@@ -186,7 +190,7 @@ def _image(
     # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
     # `docker run` does
     if ex.image_id(ref) is None and ex.pull_image(ref, say) is None:
-        raise UserError(
+        raise ImageUnfit(
             f"the {kind} side's image {ref} is not on this Docker engine",
             f"build it with `{_build_command(kind, ref, p, o)}` (add --base "
             f"micakit-base:bookworm where no registry answers), or name another with "
@@ -201,7 +205,7 @@ def _pytorch_in_image(
     """Before any run: every run of the PyTorch side starts `python` from its image's PATH
     (nanoGPT's trees are mounted), so the image must hold it."""
     if not ex.image_files(ref, [python]):
-        raise UserError(
+        raise ImageUnfit(
             f"the pytorch side's image {ref} holds no `{python}` on its PATH, which every run "
             "of the side starts",
             f"build PyTorch's image with `{_build_command('pytorch', ref, p, o)}`, or name one "
@@ -228,7 +232,7 @@ def _contender_in_image(
         f"{where} {sha}" if sha.startswith("->") else f"{where} (SHA-256 {sha[:12]}…)"
         for where, sha in sorted(held.items())
     )
-    raise UserError(
+    raise ImageUnfit(
         f"the mica side's image {ref} does not hold the program --contender names, {program} "
         f"(SHA-256 {want[:12]}…): it holds {holds or 'nothing under ' + images.MICA_PROGRAM_DIR}",
         f"build the image from that program (with --libs DIR, the libraries it opens): "
@@ -251,6 +255,25 @@ def _build_command(kind: str, ref: str, p: protocol_mod.Protocol, o: SideInputs)
     if name != images.NAMES[kind] and ref != images.ref(kind, p):
         return f"{shlex.join(words)} && docker tag {images.ref(kind, p)} {ref}"
     return shlex.join(words)
+
+
+def _own_images(e: UserError, rd: ResultsDir) -> UserError:
+    """A resumed series runs only the images it started with (rule 4): where one is missing or
+    wrong, the fix names those, by the ids versions.json records, not a new build."""
+    recorded = rd.versions().images if (rd.root / store.VERSIONS).exists() else None
+    back = [
+        f"`docker tag {i['image_id']} {i['image']}`"
+        for name, i in sorted((recorded or {}).items())
+        if name != "runner" and i.get("image_id") and i.get("image")
+    ]
+    if not back:
+        return e
+    return UserError(
+        e.message,
+        f"this series started with other images: get them back ({', '.join(back)}, while "
+        "the engine holds them; else `docker pull` by the digests in versions.json), since a "
+        "new build is refused at resume; or start a new series in a new directory",
+    )
 
 
 def _python() -> str:
@@ -293,11 +316,15 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     work = rd.root / "work"
     ctx = RunContext(p, ex, o.device, gpu, work, smoke=o.smoke, env=dict(o.env))
     hooks = progress.make(console)
+    try:
+        sides = build_sides(p, o.inputs(), work, ex, hooks.message)
+    except ImageUnfit as e:
+        raise _own_images(e, rd) if resume else e from None
     s = Series(
         rd,
         p,
         spec,
-        build_sides(p, o.inputs(), work, ex, hooks.message),
+        sides,
         ex,
         ctx,
         hooks,
