@@ -7,6 +7,7 @@ them from there, so `series --resume DIR` needs nothing else.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,10 @@ from kit.executors.local import LocalExecutor
 from kit.protocol import load as protocol_mod
 from kit.sides import workspace
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, Side
+
+
+class ImageUnfit(UserError):
+    """A side's measured image missing, or not holding the program the side runs (§8)."""
 
 
 def executor(name: str | None, host: str | None = None) -> Executor:
@@ -88,7 +93,7 @@ def resolve(options: dict[str, Any]) -> SeriesOptions:
     if not out:
         raise UserError("a new series needs --out DIR", "e.g. --out results/my-series")
     return SeriesOptions(
-        protocol=str(p.path),
+        protocol=str(p.path.resolve()),
         out=str(Path(out).resolve()),
         smoke=smoke,
         device=device,
@@ -156,6 +161,7 @@ def build_sides(
         ws = workspace.prepare(p, o, work / "nanogpt")
         if docker:
             image = _image(ex, "pytorch", p, o, say)
+            _pytorch_in_image(ex, image, "python", p, o)
             sides.append(PyTorchSide(ws, "python", image, allow_torch=o.allow_torch))
         else:
             sides.append(PyTorchSide(ws, o.python or _python(), allow_torch=o.allow_torch))
@@ -166,7 +172,7 @@ def build_sides(
         program = Path(o.contender)
         if docker:
             image = _image(ex, "mica", p, o, say)
-            inside = f"{images.MICA_PROGRAM_DIR}/{program.name}"
+            inside = _contender_in_image(ex, image, program, p, o)
             sides.append(ContenderSide(program, data, image=image, image_program=inside))
         else:
             sides.append(ContenderSide(program, data))
@@ -185,13 +191,90 @@ def _image(
     # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
     # `docker run` does
     if ex.image_id(ref) is None and ex.pull_image(ref, say) is None:
-        build = "micakit images build" + (" --contender PATH" if kind == "mica" else "")
-        raise UserError(
+        raise ImageUnfit(
             f"the {kind} side's image {ref} is not on this Docker engine",
-            f"build it with `{build}` (add --base micakit-base:bookworm where no registry "
-            f"answers), or name another with --{kind}-image, or use --executor local",
+            f"build it with `{_build_command(kind, ref, p, o)}` (add --base "
+            f"micakit-base:bookworm where no registry answers), or name another with "
+            f"--{kind}-image, or use --executor local",
         )
     return ref
+
+
+def _pytorch_in_image(
+    ex: Executor, ref: str, python: str, p: protocol_mod.Protocol, o: SideInputs
+) -> None:
+    """Before any run: every run of the PyTorch side starts `python` from its image's PATH
+    (nanoGPT's trees are mounted), so the image must hold it."""
+    if not ex.image_files(ref, [python]):
+        raise ImageUnfit(
+            f"the pytorch side's image {ref} holds no `{python}` on its PATH, which every run "
+            "of the side starts",
+            f"build PyTorch's image with `{_build_command('pytorch', ref, p, o)}`, or name one "
+            "that holds it with --pytorch-image",
+        )
+
+
+def _contender_in_image(
+    ex: Executor, ref: str, program: Path, p: protocol_mod.Protocol, o: SideInputs
+) -> str:
+    """Before any run: the contender's image must hold the program --contender names, the same
+    by SHA-256; where the image holds it. Its build recorded the program in labels; an image
+    built otherwise (by hand, or by an older kit) has its program folder read instead."""
+    want = store.sha256_file(program)
+    labels = ex.image_labels(ref)
+    path, recorded = labels.get(images.PROGRAM_LABEL), labels.get(images.PROGRAM_SHA256_LABEL)
+    held = {path: recorded} if path and recorded else ex.image_files(ref, [images.MICA_PROGRAM_DIR])
+    usual = f"{images.MICA_PROGRAM_DIR}/{program.name}"
+    same = sorted(where for where, sha in held.items() if sha == want)
+    if same:
+        # the same program under another name runs as the image holds it
+        return usual if usual in same else same[0]
+    holds = ", ".join(
+        f"{where} {sha}" if sha.startswith("->") else f"{where} (SHA-256 {sha[:12]}…)"
+        for where, sha in sorted(held.items())
+    )
+    raise ImageUnfit(
+        f"the mica side's image {ref} does not hold the program --contender names, {program} "
+        f"(SHA-256 {want[:12]}…): it holds {holds or 'nothing under ' + images.MICA_PROGRAM_DIR}",
+        f"build the image from that program (with --libs DIR, the libraries it opens): "
+        f"`{_build_command('mica', ref, p, o)}`, or name the program the image holds with "
+        "--contender",
+    )
+
+
+def _build_command(kind: str, ref: str, p: protocol_mod.Protocol, o: SideInputs) -> str:
+    """The command that builds the image a series names for a side, under the name it uses
+    (or, for a name of the user's own, the kit's name and the `docker tag` that gives it)."""
+    words = ["micakit", "images", "build", "--only", kind]
+    if kind == "mica":
+        words += ["--contender", o.contender or "PROGRAM"]
+    if p.path.resolve() != protocol_mod.DEFAULT_PATH.resolve():
+        words += ["--protocol", str(p.path)]  # the images' tag carries the protocol's hash
+    name, _, tag = ref.rpartition(":")
+    if name == images.NAMES[kind] and tag != images.tag(p):
+        words += ["--tag", tag]
+    if name != images.NAMES[kind] and ref != images.ref(kind, p):
+        return f"{shlex.join(words)} && docker tag {images.ref(kind, p)} {ref}"
+    return shlex.join(words)
+
+
+def _own_images(e: UserError, rd: ResultsDir) -> UserError:
+    """A resumed series runs only the images it started with (rule 4): where one is missing or
+    wrong, the fix names those, by the ids versions.json records, not a new build."""
+    recorded = rd.versions().images if (rd.root / store.VERSIONS).exists() else None
+    back = [
+        f"`docker tag {i['image_id']} {i['image']}`"
+        for name, i in sorted((recorded or {}).items())
+        if name != "runner" and i.get("image_id") and i.get("image")
+    ]
+    if not back:
+        return e
+    return UserError(
+        e.message,
+        f"this series started with other images: get them back ({', '.join(back)}, while "
+        "the engine holds them; else `docker pull` by the digests in versions.json), since a "
+        "new build is refused at resume; or start a new series in a new directory",
+    )
 
 
 def _python() -> str:
@@ -206,8 +289,9 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     if resume and options.get("out"):
         raise UserError("give either --out (a new series) or --resume (an existing one)")
     if resume:
-        # one writer per results directory, from before anything in it is read or written
-        rd = ResultsDir.open(Path(resume)).lock()
+        # one writer per results directory, from before anything in it is read or written;
+        # absolute, as --out is, so that every path a run is handed is (amendments 2 and 4.3)
+        rd = ResultsDir.open(Path(resume).resolve()).lock()
         o = SeriesOptions.from_json(rd.manifest().options)
         # the protocol file: the one named now, else the series' own copy; hashes must agree
         p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
@@ -233,11 +317,15 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     work = rd.root / "work"
     ctx = RunContext(p, ex, o.device, gpu, work, smoke=o.smoke, env=dict(o.env))
     hooks = progress.make(console)
+    try:
+        sides = build_sides(p, o.inputs(), work, ex, hooks.message)
+    except ImageUnfit as e:
+        raise _own_images(e, rd) if resume else e from None
     s = Series(
         rd,
         p,
         spec,
-        build_sides(p, o.inputs(), work, ex, hooks.message),
+        sides,
         ex,
         ctx,
         hooks,

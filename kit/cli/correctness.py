@@ -165,7 +165,7 @@ def _products(p: Protocol, o: CheckOptions, products: Path | None) -> str | None
             "a check needs --products DIR, the results directory of this card's series",
             "§7's check runs with the products record its series uses (amendments 4.3, 7.4)",
         )
-    root = checks.check_products_dir(Path(products), o.card)
+    root = checks.check_products_dir(Path(products).resolve(), o.card)  # kept in the manifest
     want = ResultsDir(root).versions().side(CONTENDER).get("program_sha256")
     if want and want != store.sha256_file(Path(o.contender or "")):
         raise UserError(
@@ -188,7 +188,7 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
     if resume and options.get("out"):
         raise UserError("give either --out (a new check) or --resume (an existing one)")
     if resume:
-        rd = ResultsDir.open(Path(resume)).lock("a check")
+        rd = ResultsDir.open(Path(resume).resolve()).lock("a check")  # absolute, as --out is
         if rd.manifest().kind != checkplan.KIND:
             raise UserError(
                 f"{resume} is not a correctness check's results directory",

@@ -58,24 +58,26 @@ def images_build(
       micakit images build --only pytorch --base micakit-base:bookworm --wheelhouse wheelhouse
     """
     from kit.executors.docker import building, connection
+    from kit.executors.docker.failures import guard
     from kit.protocol import load as protocol_mod
 
     p = protocol_mod.load(protocol_path)
     if not kinds:
         kinds = ["pytorch", "runner"] + (["mica"] if contender else [])
     client = connection.connect(docker_host)
-    built = building.build_images(
-        client,
-        p,
-        list(kinds),
-        base=base,
-        wheelhouse=wheelhouse,
-        contender=contender,
-        libs=libs,
-        nanogpt_checkout=str(nanogpt) if nanogpt else None,
-        suffix=suffix,
-        on_line=options.say,
-    )
+    with guard("building the images"):
+        built = building.build_images(
+            client,
+            p,
+            list(kinds),
+            base=base,
+            wheelhouse=wheelhouse,
+            contender=contender,
+            libs=libs,
+            nanogpt_checkout=str(nanogpt) if nanogpt else None,
+            suffix=suffix,
+            on_line=options.say,
+        )
     for name, image_id in built.items():
         click.echo(f"{name}\t{image_id}")
 
@@ -124,6 +126,7 @@ def images_push(registry, kinds, suffix, also, digests_path, protocol_path, dock
     from kit.executors.docker import building
     from kit.executors.docker import registry as registry_mod
     from kit.executors.docker.connection import connect
+    from kit.executors.docker.failures import guard
     from kit.protocol import load as protocol_mod
 
     registry = registry_mod.check_registry(registry)  # before the engine is asked anything
@@ -131,15 +134,16 @@ def images_push(registry, kinds, suffix, also, digests_path, protocol_path, dock
         registry_mod.check_tag(t)
     p = protocol_mod.load(protocol_path)
     client = connect(docker_host)
-    record = building.push(
-        client,
-        p,
-        registry,
-        list(kinds) or None,
-        suffix=suffix,
-        also=tuple(also),
-        on_line=options.say,
-    )
+    with guard("pushing the images"):
+        record = building.push(
+            client,
+            p,
+            registry,
+            list(kinds) or None,
+            suffix=suffix,
+            also=tuple(also),
+            on_line=options.say,
+        )
     text = json.dumps(record, indent=2) + "\n"
     if digests_path:
         store.write_atomic(digests_path, text)
@@ -164,6 +168,7 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host, as_j
     """
     from kit.executors.docker import connection, inventory
     from kit.executors.docker import images as images_mod
+    from kit.executors.docker.failures import guard
     from kit.protocol import load as protocol_mod
 
     p = protocol_mod.load(protocol_path)
@@ -172,7 +177,8 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host, as_j
         "pytorch": pytorch_ref or images_mod.ref("pytorch", p),
         "mica": mica_ref or images_mod.ref("mica", p),
     }
-    ratio = inventory.measure_footprints(client, refs, out / "footprint")
+    with guard("measuring the images' footprints (§8)"):
+        ratio = inventory.measure_footprints(client, refs, out / "footprint")
     if as_json:
         click.echo(json.dumps(ratio, indent=2))
     else:

@@ -217,7 +217,7 @@ class Engine(Generic[R]):
                 found = dataclasses.replace(found, images=measured)
         shutil.rmtree(scratch, ignore_errors=True)
         if started:
-            versions.check_unchanged(before.to_json(), found.to_json())
+            versions.check_unchanged(before.to_json(), found.to_json(), self.executor.image_id)
         else:
             self.rd.write_json(store.VERSIONS, found.to_json())
 

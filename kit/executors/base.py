@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +123,17 @@ class Executor(abc.ABC):
     def image_info(self, ref: str) -> dict:
         """What identifies a side's image (its id and digests); nothing without images."""
         return {"image": ref}
+
+    def image_labels(self, ref: str) -> dict[str, str]:
+        """The labels of image `ref`: what its build recorded (the program it holds); {} where
+        there is no image."""
+        return {}
+
+    def image_files(self, ref: str, paths: Sequence[str]) -> dict[str, str]:
+        """What image `ref` holds at each of `paths` (a folder: every file under it), by its
+        path in the image, with its SHA-256 (a link: "-> TARGET"); a bare name is looked for on
+        the image's PATH, as a run starts it. {} where there is no image."""
+        return {}
 
     def pull_image(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
         """Pull image `ref` from the registry it names, saying so on `on_line`; its id, or None

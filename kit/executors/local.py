@@ -68,7 +68,9 @@ class LocalExecutor(Executor):
         self.grace_s = grace_s  # SIGTERM first; SIGKILL after this long
 
     def where(self, mount: Mount) -> str:
-        return str(mount.host)
+        # absolute whatever the series was given: a program that changes its folder (a wrapper
+        # script, a pyenv shim) still finds its products record and data (amendment 4.3)
+        return os.path.abspath(mount.host)
 
     def which(self, program: str, image: str | None, scratch: Path) -> bool:
         return shutil.which(program) is not None
@@ -87,6 +89,7 @@ class LocalExecutor(Executor):
         )
 
     def run(self, spec: RunSpec, log_dir: Path) -> RunOutcome:
+        log_dir = Path(os.path.abspath(log_dir))  # the loader's log lands here from any folder
         log_dir.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
         env = {**os.environ, **spec.env}
@@ -123,7 +126,7 @@ class LocalExecutor(Executor):
                         stdin=subprocess.DEVNULL,
                         stdout=out_w,
                         stderr=err_w,
-                        cwd=spec.workdir,
+                        cwd=os.path.abspath(spec.workdir) if spec.workdir else None,
                         env=env,
                         start_new_session=True,  # its own session and process group
                         preexec_fn=_child_setup,

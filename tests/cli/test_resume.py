@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -12,9 +13,11 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, contender_args, records
+from kit.errors import ExitCode
+from tests.conftest import CONTENDER, FAKES, ROOT, contender_args, records
 
 pytestmark = pytest.mark.slow
+WRAPPER = FAKES / "contender_elsewhere.py"  # changes its folder, then runs the fake contender
 
 
 def start(args: list, env: dict, log) -> subprocess.Popen:
@@ -111,3 +114,35 @@ def test_ctrl_c_and_sigterm_stop_cleanly_and_resume(tmp_path, fast_protocol, sig
     recs = records(out)
     plan = json.loads((out / "plan.json").read_text())
     assert sorted(r["run_id"] for r in recs) == list(range(len(plan["order"])))
+
+
+def test_a_resume_by_a_relative_path_hands_every_run_absolute_paths(
+    tmp_path, fast_protocol, fake_env, cli, monkeypatch
+):
+    """A contender that changes its folder (a wrapper, a pyenv shim) still writes its products
+    record (amendment 4.3) and its loader log (amendment 2) into the series, whether the series
+    was resumed by a relative path or not."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("FAKE_CHDIR", str(elsewhere))
+    # the discarded run, which writes the products record and traces the loader, fails first
+    fake_env(step_ms={"*": 1.0}, events={"mica#1": "crash"})
+    args = contender_args(tmp_path / "r", fast_protocol, "--precision", "float32")
+    args[args.index(CONTENDER)] = WRAPPER
+    assert cli(*args).exit_code == ExitCode.SERIES_FAILED
+    monkeypatch.chdir(tmp_path)
+    res = cli("series", "--resume", "r")
+    assert res.exit_code == 0, res.output
+    assert list(elsewhere.iterdir()) == [], "a run wrote where its program had moved to"
+    products = tmp_path / "r" / "work" / "products" / "shakespeare-char.float32.contender.mica"
+    assert products.with_suffix(products.suffix + ".products").is_file()
+    discarded = next(r for r in records(tmp_path / "r") if r["status"] == "ok")
+    argv = json.loads((tmp_path / "r" / discarded["log_dir"] / "command.json").read_text())["argv"]
+    paths = [a.split("=", 1)[1] for a in argv if a.startswith("products=")]
+    paths += [argv[i + 1] for i, a in enumerate(argv) if a == "--data"]
+    assert paths and all(os.path.isabs(p) for p in paths), argv
+    # the loader's log holds both programs of the run's process: the wrapper, and the contender
+    # it became (an exec keeps the pid and opens LD_DEBUG_OUTPUT again, from the new folder)
+    logs = (tmp_path / "r" / discarded["log_dir"] / "ld_debug").glob("ld.*")
+    text = "".join(p.read_text(errors="replace") for p in logs)
+    assert len(re.findall(r"calling init: \S*/libc\.so", text)) >= 2, text[-2000:]

@@ -7,6 +7,8 @@ Skipped, with the reason, where no engine answers.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -27,6 +29,7 @@ from kit.executors.docker.containers import (
     cache_volume_name,
     owner_label,
 )
+from kit.executors.docker.images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
 
@@ -144,6 +147,87 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     assert f"opt/mica/bin/{program.name}" in files
     images = json.loads((out / "versions.json").read_text())["images"]
     assert images["contender"]["image_id"].startswith("sha256:")
+
+
+def test_a_series_naming_another_program_than_its_image_stops_before_any_run(
+    client, mica_image, fast_protocol, tmp_path
+):
+    """The image was built from one program, the series names another: exit 2 before any run,
+    with the command that builds the right image; nothing is lost, for nothing ran."""
+    image, program = mica_image
+    labels = client.api.inspect_image(image)["Config"]["Labels"]
+    assert labels[PROGRAM_LABEL] == f"/opt/mica/bin/{program.name}"
+    assert labels[PROGRAM_SHA256_LABEL] == hashlib.sha256(program.read_bytes()).hexdigest()
+    other = tmp_path / "mica"
+    other.write_bytes(program.read_bytes() + b"\n# another build\n")
+    other.chmod(0o755)
+    out = tmp_path / "r"
+    done = subprocess.run(
+        series_args(out, fast_protocol, other, image, {"step_ms": {"*": 3.0}}),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "does not hold the program --contender names" in done.stderr
+    tag = image.partition(":")[2]
+    build = f"micakit images build --only mica --contender {other} --protocol {fast_protocol}"
+    assert f"{build} --tag {tag}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (out / "runs.jsonl").exists()
+    assert left_after(client, out) == set()
+
+
+def build_mica(client, program: Path, tag: str) -> str:
+    """`micakit images build --only mica` of `program` under `tag`; the image's id."""
+    args = ["images", "build", "--only", "mica", "--contender", str(program), "--tag", tag]
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args, "--base", base_image(client)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return client.api.inspect_image(f"micakit-mica:{tag}")["Id"]
+
+
+def test_a_series_whose_image_was_rebuilt_resumes_once_its_own_image_is_back(
+    client, mica_image, fast_protocol, tmp_path
+):
+    """The image a series started with is rebuilt from another program under its name: the
+    resume is refused before any run, naming the `docker tag` that brings the series' own image
+    back; done, the series goes on with every finished run kept."""
+    _, program = mica_image
+    tag = f"e2e-{uuid.uuid4().hex[:8]}"
+    ref = f"micakit-mica:{tag}"
+    first = build_mica(client, program, tag)
+    other = tmp_path / program.name
+    other.write_bytes(program.read_bytes() + b"\n# another build\n")
+    out = tmp_path / "r"
+    fake = {"step_ms": {"*": 3.0}, "events": {"mica#2": "crash"}, "state": "/micakit/work/state"}
+    rebuilt = None
+    try:
+        args = series_args(out, fast_protocol, program, ref, fake)
+        done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+        assert done.returncode == 3, done.stderr[-3000:]
+        kept = [r["run_id"] for r in records(out) if r["status"] == "ok"]
+        assert kept == [0]
+        rebuilt = build_mica(client, other, tag)
+        resume = [sys.executable, str(ROOT / "run.py"), "series", "--resume", str(out)]
+        refused = subprocess.run(resume, capture_output=True, text=True, cwd=ROOT)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert "does not hold the program --contender names" in refused.stderr
+        assert f"`docker tag {first} {ref}`" in refused.stderr
+        client.api.tag(first, "micakit-mica", tag)  # the fix, as the user follows it
+        resumed = subprocess.run(resume, capture_output=True, text=True, cwd=ROOT)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert [r["run_id"] for r in records(out)].count(0) == 1  # run 0 never ran again
+    finally:
+        # by name: the first build is the module's image itself (the same program and base)
+        client.api.remove_image(ref)
+        if rebuilt is not None:
+            with contextlib.suppress(docker.errors.APIError):
+                client.api.remove_image(rebuilt, force=True)
 
 
 @pytest.fixture

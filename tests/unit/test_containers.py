@@ -181,10 +181,22 @@ def test_engine_errors_become_user_errors(text: str, expected: str, fix_names: s
         assert TOOLKIT_URL in (error.fix or "")
 
 
-def test_an_unknown_engine_error_stays_a_bug() -> None:
+def test_an_unknown_engine_refusal_is_told_in_the_engines_words() -> None:
+    # no SDK exception reaches the user (kit.executors.docker.failures)
     spec = RunSpec(label="r", argv=("p",), image="m:1")
-    error = _api_error("something new")
-    assert run_error(spec, error) is error
+    error = run_error(spec, _api_error("something new"))
+    assert isinstance(error, UserError)
+    assert "something new" in error.message and "--resume" in (error.fix or "")
+
+
+def test_a_program_the_image_does_not_hold_names_the_build_command() -> None:
+    text = (
+        "failed to create task for container: OCI runtime create failed: exec: "
+        '"/opt/mica/bin/mica": stat /opt/mica/bin/mica: no such file or directory: unknown'
+    )
+    error = run_error(RunSpec(label="r", argv=("p",), image="m:1"), _api_error(text))
+    assert "holds no program /opt/mica/bin/mica" in error.message
+    assert "micakit images build --only mica --contender PROGRAM" in (error.fix or "")
 
 
 def test_build_context_honours_dockerignore_and_adds_the_wheelhouse(tmp_path: Path) -> None:
@@ -299,7 +311,7 @@ def test_a_measured_container_is_contained(tmp_path: Path) -> None:
         mounts=(Mount("work", work, read_only=False),),
         image="micakit-mica:x",
     )
-    with pytest.raises(docker.errors.APIError):
+    with pytest.raises(UserError, match="the Docker engine refused"):
         ex.run(spec, tmp_path / "logs")
     chown, run = api.created
     host = run["host_config"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import io
 import tarfile
+from pathlib import Path
 
 import docker.errors
 import pytest
@@ -21,7 +22,10 @@ PYTORCH = {"image": "p:1", "size_bytes": 900}
 
 def test_the_interface_declares_what_the_engine_calls() -> None:
     declared = set(dir(base.Executor))
-    for name in ("run", "where", "footprint", "footprint_ratio", "image_id", "use_series"):
+    for name in (
+        "run", "where", "footprint", "footprint_ratio", "image_id", "use_series",
+        "image_labels", "image_files",
+    ):  # fmt: skip
         assert name in declared
         for cls in (LocalExecutor, DockerExecutor):
             # the same arguments in every executor, so the engine never asks which it holds
@@ -83,3 +87,10 @@ def test_an_image_export_in_chunks_reads_as_a_tar_stream() -> None:
             ("usr/lib/libtorch.so", 5000),
             ("etc/passwd", 10),
         ]
+
+
+def test_the_local_executor_hands_a_run_absolute_paths(tmp_path, monkeypatch) -> None:
+    """A program that changes its folder still finds what it was handed (amendments 2, 4.3)."""
+    monkeypatch.chdir(tmp_path)
+    where = LocalExecutor().where(base.Mount("work", Path("r") / "work"))
+    assert where == str(tmp_path / "r" / "work")

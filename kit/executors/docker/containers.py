@@ -108,6 +108,9 @@ def host_paths_from_inspect(info: Mapping) -> HostPaths:
     return HostPaths(container_id=str(info["Id"]), binds=tuple(binds))
 
 
+# the engine's words for a program the image does not hold: `exec: "/opt/mica/bin/mica": stat
+# /opt/mica/bin/mica: no such file or directory`, `exec: "python": executable file not found`
+_NO_PROGRAM = re.compile(r'exec: "([^"]+)"[^\n]*(?:no such file or directory|not found)')
 _CONTAINER_FILE = re.compile(r"/containers/([0-9a-f]{64})/(?:hostname|hosts|resolv\.conf)")
 
 
@@ -261,6 +264,13 @@ def engine_error(label: str, text: str) -> UserError | None:
             f"{label}: the engine cannot mount a folder ({first})",
             "a folder must exist on the engine's host; in the micakit container, keep it under "
             "a folder mounted from the host",
+        )
+    if missing := _NO_PROGRAM.search(text):
+        return UserError(
+            f"{label}: the image holds no program {missing.group(1)} ({first})",
+            "build the side's image from the program the series runs (`micakit images build "
+            "--only mica --contender PROGRAM`, or `--only pytorch`), or name the image that "
+            "holds it",
         )
     return None
 

@@ -12,7 +12,7 @@ import os
 import shutil
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import docker
@@ -44,6 +44,7 @@ from kit.executors.docker.containers import (
     owner_label,
     write_container_record,
 )
+from kit.executors.docker.failures import guard, guarded
 from kit.executors.docker.footprint import footprint_ratio
 from kit.executors.docker.running import AttachedRun, run_error
 from kit.executors.docker.watchdog import Watchdog
@@ -128,14 +129,17 @@ class DockerExecutor(Executor):
     def where(self, mount: Mount) -> str:
         return f"{MOUNT_ROOT}/{mount.name}"
 
+    @guarded("asking the Docker engine its versions")
     def versions(self) -> dict[str, str]:
         return connection.versions(self.client)
 
+    @guarded("asking the Docker engine its host's name")
     def host(self) -> str:
         # the engine's machine: where the kit runs in the runner image, its own name is only
         # the container's id
         return str(self.client.info().get("Name") or super().host())
 
+    @guarded("removing the containers of stopped series")
     def sweep(self) -> None:
         """Remove the run containers of series whose process is gone (§5: the card must hold
         no other program). A live series' containers are left to it."""
@@ -145,13 +149,16 @@ class DockerExecutor(Executor):
             if not owner_alive((c.get("Labels") or {}).get(LABEL_OWNER), running):
                 self._remove(c["Id"])
 
+    @guarded("removing the series' cache volume")
     def finish(self) -> None:
         self.drop_cache()
         self.close_watchdog()
 
+    @guarded("measuring an image's footprint (§8)")
     def footprint(self, ref: str, out_dir: Path) -> dict:
         return inventory.footprint(self.client, ref, out_dir)
 
+    @guarded("looking for Nsight Systems (§6)")
     def profiler(self, image: str | None, scratch: Path) -> Profiler | str:
         """§6: the host's Nsight Systems, mounted read-only into profiled runs only, so that
         neither measured image holds it; looked up once, and the reason kept when there is
@@ -163,9 +170,11 @@ class DockerExecutor(Executor):
     def footprint_ratio(self, mica: Mapping, pytorch: Mapping) -> dict:
         return footprint_ratio(mica, pytorch)
 
+    @guarded("looking up an image")
     def image_id(self, ref: str) -> str | None:
         return engine_image_id(self.client, ref)
 
+    @guarded("reading an image's id and digests")
     def image_info(self, ref: str) -> dict:
         info = self.client.api.inspect_image(ref)
         return {
@@ -175,6 +184,19 @@ class DockerExecutor(Executor):
             "size_bytes": info.get("Size"),
         }
 
+    @guarded("reading an image's labels")
+    def image_labels(self, ref: str) -> dict[str, str]:
+        return dict((self.client.api.inspect_image(ref).get("Config") or {}).get("Labels") or {})
+
+    @guarded("reading what an image holds")
+    def image_files(self, ref: str, paths: Sequence[str]) -> dict[str, str]:
+        return inventory.image_files(self.client, ref, paths, self._own_labels())
+
+    def _own_labels(self) -> dict[str, str]:
+        # a container of the series' own, which a later start's sweep removes should it be left
+        return {LABEL_SERIES: self.series_id, LABEL_OWNER: owner_label()}
+
+    @guarded("pulling an image")
     def pull_image(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
         if not registry.names_registry(ref):
             return None  # a bare name would be looked for on Docker Hub: never guessed
@@ -182,6 +204,7 @@ class DockerExecutor(Executor):
             on_line(f"pulling {ref}")
         return registry.pull(self.client, ref, on_line)
 
+    @guarded("reading the runner image's id")
     def runner_image(self) -> dict:
         container = self.host_paths.container_id
         if container is None:
@@ -190,6 +213,7 @@ class DockerExecutor(Executor):
         # a resume in the same image under another name (tag or digest) is the same image
         return self.image_info(self.client.api.inspect_container(container)["Image"])
 
+    @guarded("removing the series' cache volume")
     def drop_cache(self) -> None:
         """Remove this series' cache volume, once nothing will run in the series again."""
         self.close_readers()
@@ -200,6 +224,10 @@ class DockerExecutor(Executor):
         self._volume_ready = False
 
     def run(self, spec: RunSpec, log_dir: Path) -> RunOutcome:
+        with guard(spec.label):  # the engine's failure, at any step, in the user's words
+            return self._run(spec, log_dir)
+
+    def _run(self, spec: RunSpec, log_dir: Path) -> RunOutcome:
         api = self.client.api
         if not spec.image:
             raise UserError(
@@ -342,7 +370,7 @@ class DockerExecutor(Executor):
         container = api.create_container(
             image,
             entrypoint=["chown", owner, CACHE_DIR],
-            labels={LABEL_SERIES: self.series_id, LABEL_OWNER: owner_label()},
+            labels=self._own_labels(),
             host_config=api.create_host_config(
                 mounts=[mount], network_mode="none", cap_drop=["ALL"], cap_add=["CHOWN"]
             ),

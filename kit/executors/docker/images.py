@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from kit import __version__
+from kit.engine import store
 from kit.errors import UserError
 from kit.protocol.load import FILES, Protocol
 from kit.sides import nanogpt, patch, workspace
@@ -24,6 +25,8 @@ PYTORCH, MICA, RUNNER = "pytorch", "mica", "runner"
 NAMES = {PYTORCH: "micakit-pytorch", MICA: "micakit-mica", RUNNER: "micakit"}
 DOCKERFILES = {PYTORCH: "Dockerfile.pytorch", MICA: "Dockerfile.mica", RUNNER: "Dockerfile.runner"}
 MICA_PROGRAM_DIR = "/opt/mica/bin"  # where Dockerfile.mica puts the program
+# the labels Dockerfile.mica records the program by: its path in the image, and its SHA-256
+PROGRAM_LABEL, PROGRAM_SHA256_LABEL = "org.micakit.program", "org.micakit.program.sha256"
 PUSHED_SCHEMA = 1  # the version of `images push`'s record (digests.json)
 
 
@@ -78,4 +81,8 @@ def mica_context(program: Path, libs: Path | None, dest: Path) -> dict[str, str]
         for lib in sorted(Path(libs).iterdir()):
             shutil.copy2(lib, dest / "libs" / lib.name, follow_symlinks=True)
             names.append(lib.name)
-    return {"PROGRAM": program.name, "LIBS": ",".join(names)}
+    return {
+        "PROGRAM": program.name,
+        "PROGRAM_SHA256": store.sha256_file(program),
+        "LIBS": ",".join(names),
+    }

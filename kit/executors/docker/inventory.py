@@ -6,10 +6,12 @@ talks to the engine.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import posixpath
 import shutil
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import docker
@@ -82,3 +84,51 @@ def measure_footprints(client: docker.DockerClient, refs: Mapping[str, str], out
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return ratio
+
+
+def image_files(
+    client: docker.DockerClient, ref: str, paths: Sequence[str], labels: Mapping[str, str]
+) -> dict[str, str]:
+    """What image `ref` holds at each of `paths` (a folder: every file under it), by path, with
+    its SHA-256 (a link: "-> TARGET"); a bare name is looked for on the image's PATH.
+
+    Read from a container created from the image and never started, as `footprint` reads its
+    file list: the check costs no run, and no program of the image runs."""
+    api = client.api
+    image = api.inspect_image(ref)
+    env = dict(e.partition("=")[::2] for e in (image.get("Config") or {}).get("Env") or [])
+    search = [d for d in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":") if d]
+    wanted: list[str] = []
+    for path in paths:
+        wanted += [path] if "/" in path else [posixpath.join(d, path) for d in search]
+    container = api.create_container(
+        image["Id"],
+        entrypoint=["/micakit-never-started"],
+        labels=dict(labels),
+        network_disabled=True,
+    )["Id"]
+    found: dict[str, str] = {}
+    try:
+        for path in wanted:
+            try:
+                chunks, _ = api.get_archive(container, path, chunk_size=1 << 20)
+            except docker.errors.NotFound:
+                continue  # not there
+            parent = posixpath.dirname(path.rstrip("/"))
+            with tarfile.open(fileobj=ChunkReader(chunks), mode="r|") as tar:
+                for member in tar:
+                    where = posixpath.join(parent, member.name)
+                    if member.issym() or member.islnk():
+                        found[where] = f"-> {member.linkname}"
+                    elif member.isfile():
+                        found[where] = _sha256(tar.extractfile(member))
+    finally:
+        api.remove_container(container, force=True)
+    return found
+
+
+def _sha256(f) -> str:
+    h = hashlib.sha256()
+    while chunk := f.read(1 << 20):
+        h.update(chunk)
+    return h.hexdigest()

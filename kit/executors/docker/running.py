@@ -22,8 +22,7 @@ import requests
 from kit.errors import UserError
 from kit.executors.base import Limits, RunSpec
 from kit.executors.docker.building import BUILD_FIX
-from kit.executors.docker.connection import explain
-from kit.executors.docker.containers import engine_error
+from kit.executors.docker.failures import user_error
 from kit.measure import clock
 
 POLL_S = 1  # how often a running container's output is checked for a stall (seconds)
@@ -164,11 +163,10 @@ def close_socket(sock: object) -> None:
         raw.close()
 
 
-def run_error(spec: RunSpec, e: docker.errors.APIError) -> Exception:
+def run_error(spec: RunSpec, e: docker.errors.APIError) -> UserError:
     if isinstance(e, docker.errors.ImageNotFound):
         return UserError(f"{spec.label}: the image {spec.image} is not built", BUILD_FIX)
-    # an unknown refusal keeps its traceback
-    return engine_error(spec.label, explain(e)) or e
+    return user_error(e, spec.label)
 
 
 def exit_code_of(status: int) -> int:
