@@ -150,9 +150,16 @@ def gating_differences(series_dir: Path) -> list[str]:
             f"{GATING} contender_sha256: saved {saved.get('contender_sha256')!r}, "
             f"derived {fresh['contender_sha256']!r}"
         )
-    for part in ("statuses", "gated_by"):
-        problems += _mapping_differences(f"{GATING} {part}", saved.get(part) or {}, fresh[part])
+    statuses = saved.get("statuses") or {}
+    problems += _mapping_differences(f"{GATING} statuses", statuses, fresh["statuses"])
+    # a configuration that no check gated names none, whether saved as [] or left out
+    saved_by, fresh_by = _named_only(saved.get("gated_by")), _named_only(fresh["gated_by"])
+    problems += _mapping_differences(f"{GATING} gated_by", saved_by, fresh_by)
     return problems
+
+
+def _named_only(gated_by: Mapping | None) -> dict:
+    return {k: v for k, v in (gated_by or {}).items() if v}
 
 
 def _mapping_differences(where: str, saved: Mapping, fresh: Mapping) -> list[str]:

@@ -124,6 +124,12 @@ def test_gating_json_and_the_report_name_each_check_and_its_program(made, tmp_pa
     assert f"this series' contender has SHA-256 `{sha(CONTENDER)}`" in md
     assert f"method B on cpu: `{made['b'].resolve()}` (sha256 {sha(CONTENDER)[:12]}…)" in md
     assert verified(series) == (0, [])
+    printed = run("report", series, "--checks", made["a"], "--checks", made["b_other"]).stdout
+    theirs = f"the check ran another program (sha256 {sha(made['other'])[:12]}…)"
+    assert (
+        f"- {KEY}: method B on cpu: {theirs}; gated by method A on cpu: `{made['a'].resolve()}`"
+        in (printed)
+    )
     # gating.json is derived again from the checks it names: an edited status is named
     saved["statuses"][KEY] = "method B not run on cpu"
     (series / gate.GATING).write_text(json.dumps({"schema": store.SCHEMA, **saved}))

@@ -804,3 +804,16 @@ def test_a_record_of_schema_1_is_read_and_never_gates(tmp_path: Path):
     )
     # without a program to ask for (a smoke check on the CPU, as before), it is read as it was
     assert checks.check_status("gpt2-small", "bfloat16", R4090, read) == "passed"
+
+
+def test_a_check_records_its_program_and_under_docker_its_image(tmp_path: Path):
+    from kit.correctness import verdict
+
+    rd = store.ResultsDir(tmp_path)
+    rd.write_json(
+        store.VERSIONS, {"contender": {"program_sha256": MINE, "identity": f"sha256:{MINE}"}}
+    )
+    assert verdict.identity(rd) == {"contender_sha256": MINE, "contender_image_id": ""}
+    image = "sha256:" + "c" * 64  # the measured image's id (kit.sides.side)
+    rd.write_json(store.VERSIONS, {"contender": {"program_sha256": MINE, "identity": image}})
+    assert verdict.identity(rd) == {"contender_sha256": MINE, "contender_image_id": image}
