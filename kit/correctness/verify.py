@@ -13,6 +13,7 @@ import io
 import json
 import math
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def recompute(root: Path, outputs: bool = True) -> Recomputed:
 def _spec_differences(recorded: object, spec: CheckSpec) -> list[str]:
     """What the check ran by (manifest.json's "check") against what its options give."""
     fresh = json.loads(json.dumps(dataclasses.asdict(spec)))
-    if not isinstance(recorded, dict):
+    if not isinstance(recorded, Mapping):
         return [f"{store.MANIFEST}: its check is not a mapping"]
     return [
         f"{store.MANIFEST} check.{k}: recorded {recorded.get(k)!r}, its options give {v!r}"
