@@ -24,7 +24,6 @@ from kit.cli import options
 from kit.cli.options import say
 from kit.correctness import checks
 from kit.correctness import markdown as check_md
-from kit.correctness import methods as corr
 from kit.correctness import plan as checkplan
 from kit.correctness import run as checkrun
 from kit.engine import store
@@ -290,15 +289,13 @@ def correctness(ctx: click.Context, **options: Any) -> None:
             err=True,
         )
         ctx.exit(int(ExitCode.INTERRUPTED))
-    r = judged.result
-    lines = (
-        check_md.markdown_a(runner, r)
-        if isinstance(r, corr.MethodAResult)
-        else check_md.markdown_b(runner, r)
+    said_of = check_md.Described(
+        runner.spec, runner.o, runner.p, judged.record, runner.shared_outputs()
     )
-    runner.rd.write_text("correctness.md", "\n".join(lines))
+    lines = check_md.markdown(said_of, judged.result)
+    runner.rd.write_text(check_md.CORRECTNESS_MD, "\n".join(lines))
     store.publish_modes(runner.rd.root)  # whatever the umask, the results are readable (D6)
     rec = judged.record
     said = {True: "passed", False: f"failed ({rec.reason})", None: "read, not judged"}[rec.passed]
     click.echo(f"method {rec.method}, {rec.model}, {rec.precision}, {rec.card}: {said}")
-    click.echo(str(runner.rd.root / "correctness.md"))
+    click.echo(str(runner.rd.root / check_md.CORRECTNESS_MD))

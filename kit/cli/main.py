@@ -274,9 +274,10 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     from kit.report.markdown import markdown_report
 
     rd = _series_dir(results)
-    checks = _check_statuses(results, check_dirs) if check_dirs else None
+    gating = _gating(results, check_dirs) if check_dirs else None
+    checks = gating["statuses"] if gating else None
     t = _tables(rd, results, checks, True if preview else None)
-    click.echo(summary.text(rd, t) if as_json else markdown_report(rd, t), nl=False)
+    click.echo(summary.text(rd, t) if as_json else markdown_report(rd, t, gating), nl=False)
 
 
 @main.command("publish")
@@ -301,21 +302,18 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
 
     rd = _series_dir(results)
     rd.write_json(report.PUBLICATION, {"preview": preview})
-    if check_dirs:
-        statuses = _check_statuses(results, check_dirs)
-        rd.write_json(
-            report.GATING,
-            {"check_dirs": [str(Path(d).resolve()) for d in check_dirs], "statuses": statuses},
-        )
+    if check_dirs:  # the statuses and the checks (directory, program) that gave them
+        rd.write_json(report.GATING, _gating(results, check_dirs))
     for path in publish.write(rd, _tables(rd, results)):
         click.echo(path)
     store.publish_modes(rd.root)
 
 
-def _check_statuses(results: Path, check_dirs: tuple[Path, ...]) -> dict[str, str]:
+def _gating(results: Path, check_dirs: tuple[Path, ...]) -> dict:
+    """gating.json's content: each check's verdict computed again from its raw logs."""
     from kit.correctness import gate  # lazy: the check records and the protocol (start-up speed)
 
-    return gate.checks_for_series(results, list(check_dirs))
+    return gate.gating(results, list(check_dirs)).to_json()
 
 
 def _tables(rd: ResultsDir, results: Path, checks=None, preview: bool | None = None):
@@ -350,13 +348,20 @@ def _series_dir(results: Path) -> ResultsDir:
 def verify(results: Path, as_json: bool) -> None:
     """Recompute RESULTS from its raw logs and compare: exit 4, naming each record, raw file,
     table or report line that differs; exit 0 when every published number matches. Writes
-    nothing.
+    nothing. RESULTS is a series (its gating.json derived again from the checks it names) or
+    a correctness check (its verdict, record, tables, plot and correctness.md).
 
     \b
-    Example:
+    Examples:
       micakit verify results/L4 && echo clean
+      micakit verify results/check-m1-A
     """
     options.reads_only()
+    if _holds_check(results):
+        from kit.correctness import verify as check_verify  # lazy: pandas (start-up speed)
+
+        _differences(results, check_verify.verify_check(results), as_json)
+        return
     rd = _series_dir(results)
     from kit.engine import audit  # lazy: the store (start-up speed)
 
@@ -367,6 +372,20 @@ def verify(results: Path, as_json: bool) -> None:
     from kit.report import publish
 
     problems = publish.verify(rd, examined=examined)
+    from kit.correctness import gate  # lazy: the check records (start-up speed)
+
+    problems += gate.gating_differences(rd.root)  # gating.json, derived again from its checks
+    _differences(results, problems, as_json)
+
+
+def _holds_check(results: Path) -> bool:
+    from kit.engine.store import ResultsDir  # lazy: the store imports numpy (start-up speed)
+
+    return ResultsDir.open(results).manifest().is_check
+
+
+def _differences(results: Path, problems: list[str], as_json: bool) -> None:
+    """verify's answer: every difference named, exit 4; or that every number matches."""
     if as_json:
         click.echo(json.dumps({"results": str(results), "clean": not problems,
                                "differences": problems}, indent=2))  # fmt: skip

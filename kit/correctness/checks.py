@@ -1,7 +1,9 @@
 """The records of correctness checks and the verdict's gate (§7, amendment 7.3).
 
 One line of `checks.jsonl` per method, card, model and precision; a configuration's check has
-passed when method A passed with five seeds a side and method B passed on its own card.
+passed when method A passed with five seeds a side and method B passed on its own card, each run
+with the very program the series measured: a record names its contender by SHA-256, and a check
+of another program never gates a series, whatever its build is called.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ from kit.correctness.methods import MethodAResult, MethodBResult
 from kit.engine import store
 from kit.errors import UserError
 
-CHECKS_SCHEMA = 1
+# 2: each record names the program it checked (contender_sha256, contender_image_id); a record
+# of schema 1 is read, and gates nothing (it names no program)
+CHECKS_SCHEMA = 2
 CHECKS_FILE = "checks.jsonl"
+
+# why a configuration's check does not count for the program its series measured (rule 6)
+ANOTHER_PROGRAM = "the check ran another program"
+NO_PROGRAM = "the check names no program"
+NO_SERIES_PROGRAM = "the series records no contender SHA-256 (versions.json) to bind a check to"
+UNBOUND = (ANOTHER_PROGRAM, NO_PROGRAM, NO_SERIES_PROGRAM)  # rule 6 withholds, saying which
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,10 @@ class CheckRecord:
     seeds: tuple[int, ...] = ()  # method A: the seeds each side ran (amendments 7.1, 7.3)
     logs: str = ""  # where the raw logs lie, relative to the checks directory (D6)
     date_utc: str = ""
+    # the contender the check ran, as its versions.json records it (rule 4): its program's
+    # SHA-256, and under Docker its measured image's id; "" in a record of schema 1
+    contender_sha256: str = ""
+    contender_image_id: str = ""
 
     def __post_init__(self) -> None:
         if self.method not in ("A", "B"):
@@ -114,7 +128,7 @@ def load_checks(checks_dir: Path) -> list[CheckRecord]:
         except json.JSONDecodeError as e:
             raise UserError(f"{where} is not a JSON record: {e}") from None
         schema = obj.pop("schema", None)
-        if not isinstance(schema, int) or schema > CHECKS_SCHEMA or schema < 1:
+        if not isinstance(schema, int) or schema > CHECKS_SCHEMA or schema < 1:  # 1 is read
             raise UserError(
                 f"{where} has check schema {schema!r}; this kit reads schema {CHECKS_SCHEMA}",
                 "read it with the kit version that wrote it, or a newer one",
@@ -139,25 +153,64 @@ def check_status(
     build: str | None = None,
     seeds: Sequence[int] | None = None,
     five_seed_card: str | None = None,
+    program_sha256: str | None = None,
 ) -> str:
-    """The status "passed", or why this card's configuration has no verdict (rule 6, 7.3).
+    """The status "passed", or why this card's configuration has no verdict (rule 6, 7.3);
+    `check_verdict` without the records it was read from."""
+    return check_verdict(
+        model,
+        precision,
+        card,
+        results,
+        build=build,
+        seeds=seeds,
+        five_seed_card=five_seed_card,
+        program_sha256=program_sha256,
+    )[0]
+
+
+def check_verdict(
+    model: str,
+    precision: str,
+    card: str,
+    results: Sequence[CheckRecord],
+    *,
+    build: str | None = None,
+    seeds: Sequence[int] | None = None,
+    five_seed_card: str | None = None,
+    program_sha256: str | None = None,
+) -> tuple[str, list[CheckRecord]]:
+    """The status "passed", or why this card's configuration has no verdict (rule 6, 7.3),
+    with the records that status was read from (the ones that gate it, gating.json).
 
     Passed when method A passed on five seeds a side for this model, precision and contender
     `build` (amendment 4.2: a secondary build does not inherit the primary build's check), on
     the protocol's `five_seed_card` with the protocol's `seeds` (7.3: only those families stand
     for every card); on any other card that card's one seed a side, the first of `seeds`, was
-    run (7.1); and method B passed on this card for this model. The latest record of each kind
-    counts: a check run again after a fix replaces the earlier one. `build`, `seeds` and
-    `five_seed_card` left None are not asked (a smoke check runs on the CPU).
+    run (7.1); and method B passed on this card for this model. Every one of them ran the
+    program `program_sha256` names (the series' contender): a check of another program, or a
+    record that names none (schema 1), is not this program's check, whatever its build is
+    called; method B's verdict holds for every precision of the same program. The latest
+    record of each kind counts: a check run again after a fix replaces the earlier one.
+    `build`, `seeds`, `five_seed_card` and `program_sha256` left None are not asked.
     """
     mine = [r for r in results if r.model == model]
     a_all = [r for r in mine if r.method == "A" and r.precision == precision]
     if build is not None:
         a_all = [r for r in a_all if r.contender_build == build]
     b_here = [r for r in mine if r.method == "B" and r.card == card]
+    a_other: list[CheckRecord] = []
+    b_other: list[CheckRecord] = []
+    if program_sha256 is not None:
+        a_other = [r for r in a_all if not _ran(r, program_sha256)]
+        b_other = [r for r in b_here if not _ran(r, program_sha256)]
+        a_all = [r for r in a_all if _ran(r, program_sha256)]
+        b_here = [r for r in b_here if _ran(r, program_sha256)]
     if not a_all and not b_here:
-        return "correctness not checked"
+        others = a_other + b_other
+        return (_other_program(others[-1]) if others else "correctness not checked"), []
     reasons = []
+    used: list[CheckRecord] = []
     wanted = len(seeds) if seeds is not None else 5  # §7 A: five seeds a side
     families = [r for r in a_all if r.seeds_per_side >= wanted and r.passed is not None]
     if five_seed_card is not None:
@@ -177,10 +230,13 @@ def check_status(
                 f"{_seeds(seeds)} (§7 A)"
             )
     if not families:
-        if not reasons:
+        if not reasons and a_other:
+            reasons.append(f"method A: {_other_program(a_other[-1])}")
+        elif not reasons:
             reasons.append("method A not run")
     else:
         a = families[-1]
+        used.append(a)
         if not a.passed:
             reasons.append(_failed("A", a))
         # amendment 7.3: on the other cards, that card's one seed a side is published
@@ -190,11 +246,27 @@ def check_status(
         if a.card != card and not one:
             first = f" (seed {seeds[0]})" if seeds is not None else ""
             reasons.append(f"method A's one seed a side{first} not run on {card}")
+        elif a.card != card:
+            used.append(one[-1])
     if not b_here:
-        reasons.append(f"method B not run on {card}")
-    elif not b_here[-1].passed:
-        reasons.append(_failed("B", b_here[-1]))
-    return "; ".join(reasons) or "passed"
+        other_b = f"method B on {card}: {_other_program(b_other[-1])}" if b_other else ""
+        reasons.append(other_b or f"method B not run on {card}")
+    else:
+        used.append(b_here[-1])
+        if not b_here[-1].passed:
+            reasons.append(_failed("B", b_here[-1]))
+    return "; ".join(reasons) or "passed", used
+
+
+def _ran(r: CheckRecord, program_sha256: str) -> bool:
+    """Whether a check ran this program; a record that names none ran no program known."""
+    return bool(r.contender_sha256) and r.contender_sha256 == program_sha256
+
+
+def _other_program(r: CheckRecord) -> str:
+    if not r.contender_sha256:
+        return f"{NO_PROGRAM} (a record of an older kit): run the check again"
+    return f"{ANOTHER_PROGRAM} (sha256 {r.contender_sha256[:12]}…)"
 
 
 def _seeds(seeds: Sequence[int]) -> str:
@@ -216,6 +288,7 @@ def check_statuses(
     builds: Mapping[str, Sequence[str]] | None = None,
     seeds: Sequence[int] | None = None,
     five_seed_card: str | None = None,
+    program_sha256: str | None = None,
 ) -> dict[str, str]:
     """The mapping that `report.comparison_table(checks=)` takes.
 
@@ -225,14 +298,27 @@ def check_statuses(
     if builds is None:
         return {
             f"{m}/{p}": check_status(
-                m, p, card, results, seeds=seeds, five_seed_card=five_seed_card
+                m,
+                p,
+                card,
+                results,
+                seeds=seeds,
+                five_seed_card=five_seed_card,
+                program_sha256=program_sha256,
             )
             for m in models
             for p in precisions
         }
     return {
         f"{m}/{p}/{b}": check_status(
-            m, p, card, results, build=b, seeds=seeds, five_seed_card=five_seed_card
+            m,
+            p,
+            card,
+            results,
+            build=b,
+            seeds=seeds,
+            five_seed_card=five_seed_card,
+            program_sha256=program_sha256,
         )
         for m in models
         for p in precisions

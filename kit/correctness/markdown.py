@@ -1,15 +1,41 @@
 """correctness.md: a check's verdict, its conditions and its tables, in words (§7, §9).
-Formatting returns lines; the command writes them."""
+Formatting returns lines; the command writes them, and `verify` renders them again from the
+results directory alone."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kit.correctness import checks
 from kit.correctness import methods as corr
-from kit.correctness import run as checkrun
+from kit.correctness.plan import CheckSpec
+from kit.engine.options import CheckOptions
+from kit.protocol.load import Protocol
+
+CORRECTNESS_MD = "correctness.md"
+
+
+@dataclass(frozen=True)
+class Described:
+    """What correctness.md says of a check beside its verdict, all of it in its directory."""
+
+    spec: CheckSpec
+    options: CheckOptions  # the manifest's
+    protocol: Protocol
+    record: checks.CheckRecord  # the verdict's record: the program it ran, by SHA-256
+    shared: Mapping[str, str]  # §7 B: the shared start's files and SHA-256 (run 0's record)
+
+
+def markdown(d: Described, result: corr.MethodAResult | corr.MethodBResult) -> list[str]:
+    """correctness.md's lines for either method."""
+    if isinstance(result, corr.MethodAResult):
+        return markdown_a(d, result)
+    return markdown_b(d, result)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
@@ -21,8 +47,8 @@ def _f(x: float, digits: int = 4) -> str:
     return "NaN" if not np.isfinite(x) else f"{x:.{digits}f}"
 
 
-def _about(runner: checkrun.CheckRunner, verdict: str) -> list[str]:
-    s, o, p = runner.spec, runner.o, runner.p
+def _about(d: Described, verdict: str) -> list[str]:
+    s, o, p = d.spec, d.options, d.protocol
     label = p.model(s.model).label
     lines = [f"# §7 method {s.method}: {label} ({s.model}), {s.precision}, on {s.card}", ""]
     if s.smoke:
@@ -36,20 +62,29 @@ def _about(runner: checkrun.CheckRunner, verdict: str) -> list[str]:
         ["verdict", verdict],
         ["PyTorch", f"nanoGPT's train.py with §4's patch, mode `{s.pytorch_mode}`"],
         ["contender", f"build `{s.contender_build}` (amendment 4.2); products record {products}"],
+        ["contender program", _program(d.record)],
         ["seeds", ", ".join(map(str, s.seeds))],
         ["raw logs", "`runs/` (stamped), `runs.jsonl` (records), `tables/*.csv` (every digit)"],
     ]
     return lines + _table(["", ""], rows) + [""]
 
 
-def markdown_a(runner: checkrun.CheckRunner, a: corr.MethodAResult) -> list[str]:
-    s, c = runner.spec, runner.p.correctness
+def _program(r: checks.CheckRecord) -> str:
+    """The program the check ran (rule 6 gates only a series of this very program)."""
+    if not r.contender_sha256:
+        return "not recorded: this check gates no series"
+    image = f", image `{r.contender_image_id}`" if r.contender_image_id else ""
+    return f"SHA-256 `{r.contender_sha256}`{image}"
+
+
+def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
+    s, c = d.spec, d.protocol.correctness
     verdict = {
         True: "**passed**",
         False: f"**failed**: {a.reason}",
         None: "read, not judged: one seed a side (amendment 7.1)",
     }[a.verdict]
-    lines = _about(runner, verdict)
+    lines = _about(d, verdict)
     if len(a.seeds) >= len(c.seeds) and s.card != c.five_seed_card:
         lines += [
             f"§7 A's five seeds a side run on the {c.five_seed_card}; these ran on {s.card}.",
@@ -120,10 +155,10 @@ def markdown_a(runner: checkrun.CheckRunner, a: corr.MethodAResult) -> list[str]
     return lines + ["", "![All curves on one plot (§7 A)](method_a.png)", ""]
 
 
-def markdown_b(runner: checkrun.CheckRunner, b: corr.MethodBResult) -> list[str]:
+def markdown_b(d: Described, b: corr.MethodBResult) -> list[str]:
     lo, hi = b.judged.window
     verdict = "**passed**" if b.passed else f"**failed**: {b.reason}"
-    lines = _about(runner, f"{verdict} (step 0 and steps {lo} to {hi})")
+    lines = _about(d, f"{verdict} (step 0 and steps {lo} to {hi})")
     if b.beside is not None:
         blo, bhi = b.beside.window
         said = "passed" if b.beside.passed else f"failed: {b.beside.reason}"
@@ -134,7 +169,7 @@ def markdown_b(runner: checkrun.CheckRunner, b: corr.MethodBResult) -> list[str]
         f"{b.judged.max_relative_difference:.3%} at step {b.judged.max_at_step}.",
         "",
         "Shared start (`shared_start/`, made once by run 0): "
-        + ", ".join(f"`{Path(k).name}` {v[:12]}…" for k, v in runner.shared_outputs().items()),
+        + ", ".join(f"`{Path(k).name}` {v[:12]}…" for k, v in d.shared.items()),
         "",
         "## Every step's training loss",
         "",

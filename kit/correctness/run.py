@@ -278,8 +278,7 @@ class CheckRunner(Kind[CheckRun]):
 
     def shared_outputs(self) -> dict[str, str]:
         """The shared start's files and SHA-256, as run 0 recorded them."""
-        made = [r for r in self.rd.runs() if r.kind == SHARED_START and r.status == RunStatus.OK]
-        return dict(made[-1].outputs or {}) if made else {}
+        return verdict.shared_outputs(self.rd)
 
     def _check_shared_start(self) -> None:
         """What the sides read is what run 0 made: this model's shapes, the same bytes."""

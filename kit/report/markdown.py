@@ -19,6 +19,7 @@ from kit.engine.store import ResultsDir
 from kit.report import overview, states
 from kit.report import separate as sidetables
 from kit.report.footprint import footprint_lines
+from kit.report.tables import GATING
 from kit.report.words import (
     attention_by_config,
     caption,
@@ -153,8 +154,9 @@ def configurations_lines(
     return lines
 
 
-def markdown_report(rd: ResultsDir, t) -> str:
-    """The whole report: the summary first, the metadata folded, then every table."""
+def markdown_report(rd: ResultsDir, t, gating: dict | None = None) -> str:
+    """The whole report: the summary first, the metadata folded, then every table. `gating`:
+    the checks that gate it (gating.json's content), else those `publish --checks` saved."""
     protocol = store.load_protocol(rd)
     manifest = rd.manifest()
     found = rd.versions()
@@ -170,6 +172,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
         "## Comparison (D1)",
         "",
         *publication_lines(t),
+        *gating_lines(rd, gating),
         *comparison_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
         "## Configurations",
         "",
@@ -239,6 +242,29 @@ def _side_lines(rd: ResultsDir, t, protocol) -> list[str]:
         )
         lines += [breaks.to_markdown(index=False), ""]
     lines += [f"- {m}" for m in t.missing] or ["- every separate record is present"]
+    return [*lines, ""]
+
+
+def gating_lines(rd: ResultsDir, gating: dict | None) -> list[str]:
+    """Which correctness check gave each configuration its status (rule 6): its directory and
+    the program it ran, by SHA-256; a check binds only the program the series measured."""
+    if gating is None and (rd.root / GATING).exists():
+        gating = rd.read_json(GATING)
+    if not gating:
+        return []
+    program = gating.get("contender_sha256") or "not recorded"
+    lines = [
+        f"Correctness checks, each bound to the program it ran: this series' contender has "
+        f"SHA-256 `{program}`.",
+        "",
+    ]
+    for key, status in (gating.get("statuses") or {}).items():
+        named = [
+            f"method {g['method']} on {g['card']}: `{g['check_dir']}` (sha256 "
+            f"{str(g['contender_sha256'])[:12]}…)"
+            for g in (gating.get("gated_by") or {}).get(key, [])
+        ]
+        lines.append(f"- {key}: {status}" + (f"; gated by {'; '.join(named)}" if named else ""))
     return [*lines, ""]
 
 

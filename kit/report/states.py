@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from kit.correctness.checks import UNBOUND
 from kit.engine.documents import Plan
 from kit.measure import timing
 
@@ -115,6 +116,8 @@ def publication(check: str, preview: bool) -> str:
         return PUBLISHED
     if "failed" in check:
         return WITHHELD_FAILED
+    if any(why in check for why in UNBOUND):  # a check of another program, or of none named
+        return f"withheld: {check}"
     return WITHHELD_NOT_CHECKED  # not checked, or some of its check not run yet
 
 

@@ -300,6 +300,9 @@ def series_dir(tmp: Path, card: str, protocol: Path, products: bool = True, **se
     manifest = {"schema": store.SCHEMA, "kit_version": "0.1.0", "protocol_sha256": sha,
                 "series": {"card": card, **series}}  # fmt: skip
     store.write_json(root / store.MANIFEST, manifest)
+    # the program it measured (rule 4): a check gates only a series of its own program
+    contender = {"program_sha256": store.sha256_file(CONTENDER)}
+    store.write_json(root / store.VERSIONS, {"schema": store.SCHEMA, "contender": contender})
     return root
 
 

@@ -17,7 +17,7 @@ from kit.cli.main import main
 from kit.engine.documents import Plan
 from kit.engine.scheduler import PlannedRun
 from kit.engine.store import ResultsDir
-from kit.errors import UserError
+from kit.errors import ExitCode, UserError
 from kit.protocol.load import FILES
 from kit.report import html_sections, merge, overview, states
 from kit.report import tables as report
@@ -281,7 +281,15 @@ def test_the_summary_comes_first_and_shows_a_time_only_beside_a_verdict(made, tm
     page = (checked / "report.html").read_text()
     assert '<h2 id="summary">' in page and '<div class="table summary">' in page
     assert page.index('id="summary"') < page.index("<details") < page.index("Comparison (D1)")
-    assert invoke("verify", checked).exit_code == 0
+    # every number matches; the gating, written here without a check, derives from none
+    verified = invoke("verify", checked)
+    assert verified.exit_code == ExitCode.VERIFY_MISMATCH
+    assert verified.stdout.splitlines()[:2] == [
+        "gating.json contender_sha256: saved None, derived "
+        f"{ResultsDir.open(checked).versions().side('contender')['program_sha256']!r}",
+        "gating.json statuses shakespeare-char/float32/mica: saved 'passed', derived "
+        "'correctness not checked'",
+    ]
 
 
 # -- rule 6 by default, and the preview ---------------------------------------------------------

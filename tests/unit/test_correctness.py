@@ -583,8 +583,9 @@ def test_load_checks_refuses_a_newer_schema(tmp_path: Path):
     line = json.loads(b_rec().to_json())
     line["schema"] = checks.CHECKS_SCHEMA + 1
     (tmp_path / checks.CHECKS_FILE).write_text(json.dumps(line) + "\n")
+    newer, mine = checks.CHECKS_SCHEMA + 1, checks.CHECKS_SCHEMA
     with pytest.raises(
-        UserError, match=r"checks.jsonl:1 has check schema 2; this kit reads schema 1"
+        UserError, match=rf"checks.jsonl:1 has check schema {newer}; this kit reads schema {mine}"
     ):
         checks.load_checks(tmp_path)
 
@@ -738,3 +739,81 @@ def test_statuses_are_per_build_when_builds_are_given():
 def test_seeds_round_trip(tmp_path: Path):
     checks.append_check(tmp_path, five())
     assert checks.load_checks(tmp_path)[0].seeds == tuple(SEEDS)
+
+
+# -- a check names the program it ran (rule 6 gates only that program's series) -------------
+
+MINE, OTHER = "a" * 64, "b" * 64
+
+
+def ran(record, sha=MINE):
+    return dataclasses.replace(record, contender_sha256=sha)
+
+
+def bound(records, card=R4090, precision="bfloat16"):
+    return checks.check_verdict("gpt2-small", precision, card, records, program_sha256=MINE)
+
+
+def test_a_check_of_another_program_gates_nothing():
+    assert bound([ran(a_rec()), ran(b_rec())]) == ("passed", [ran(a_rec()), ran(b_rec())])
+    # the same build name and card, another program: not this series' check
+    status, used = bound([ran(a_rec(), OTHER), ran(b_rec(), OTHER)])
+    assert status == f"the check ran another program (sha256 {OTHER[:12]}…)" and used == []
+    assert bound([ran(a_rec()), ran(b_rec(), OTHER)])[0] == (
+        f"method B on {R4090}: the check ran another program (sha256 {OTHER[:12]}…)"
+    )
+    assert bound([ran(a_rec(), OTHER), ran(b_rec())])[0] == (
+        f"method A: the check ran another program (sha256 {OTHER[:12]}…)"
+    )
+    # a passing check of another program does not hide a later one of this program's
+    assert bound([ran(a_rec()), ran(b_rec()), ran(b_rec(passed=False, step=3), OTHER)])[0] == (
+        "passed"
+    )
+
+
+def test_method_b_holds_for_every_precision_of_the_same_program():
+    records = [ran(a_rec(precision="float32")), ran(a_rec()), ran(b_rec())]
+    assert bound(records, precision="float32")[0] == "passed"
+    assert bound(records, precision="bfloat16")[0] == "passed"
+
+
+def test_the_withheld_speed_says_the_check_ran_another_program():
+    from kit.report import states
+
+    status = bound([ran(a_rec(), OTHER), ran(b_rec(), OTHER)])[0]
+    assert states.publication(status, preview=False) == (
+        f"withheld: the check ran another program (sha256 {OTHER[:12]}…)"
+    )
+    assert states.publication(checks.NO_SERIES_PROGRAM, preview=False).startswith("withheld: ")
+
+
+def test_a_record_of_schema_1_is_read_and_never_gates(tmp_path: Path):
+    old = {k: v for k, v in json.loads(b_rec().to_json()).items() if "contender_" not in k}
+    lines = [
+        json.dumps({**old, "schema": 1}),
+        json.dumps(
+            {**old, "schema": 1, "method": "A", "precision": "bfloat16", "seeds_per_side": 5}
+        ),
+    ]
+    (tmp_path / checks.CHECKS_FILE).write_text("\n".join(lines) + "\n")
+    read = checks.load_checks(tmp_path)
+    assert [r.method for r in read] == ["B", "A"] and {r.contender_sha256 for r in read} == {""}
+    assert bound(read) == (
+        "the check names no program (a record of an older kit): run the check again",
+        [],
+    )
+    # without a program to ask for (a smoke check on the CPU, as before), it is read as it was
+    assert checks.check_status("gpt2-small", "bfloat16", R4090, read) == "passed"
+
+
+def test_a_check_records_its_program_and_under_docker_its_image(tmp_path: Path):
+    from kit.correctness import verdict
+
+    rd = store.ResultsDir(tmp_path)
+    rd.write_json(
+        store.VERSIONS, {"contender": {"program_sha256": MINE, "identity": f"sha256:{MINE}"}}
+    )
+    assert verdict.identity(rd) == {"contender_sha256": MINE, "contender_image_id": ""}
+    image = "sha256:" + "c" * 64  # the measured image's id (kit.sides.side)
+    rd.write_json(store.VERSIONS, {"contender": {"program_sha256": MINE, "identity": image}})
+    assert verdict.identity(rd) == {"contender_sha256": MINE, "contender_image_id": image}
