@@ -113,10 +113,12 @@ def machine_error(
     """
     if e.errno not in _MACHINE_FIXES:
         return None
-    path = _written(e, where)
     what = e.strerror or os.strerror(e.errno)
     if e.errno not in _FULL:
+        # a refusal names its own file, which may lie outside `where` (a file read)
+        path = _written(e, None) or _written(e, where)
         return MachineError(f"{what} ({path})" if path else what, _MACHINE_FIXES[e.errno])
+    path = _written(e, where)
     if path is None:
         fix = "free space on the disk that holds the results directory and its data"
         return MachineError(what, fix + (f", or move them with {elsewhere}" if elsewhere else ""))
@@ -127,6 +129,8 @@ def machine_error(
     fix = _MACHINE_FIXES[e.errno].format(mount=mount)
     if elsewhere:
         fix += f", or name a folder on another disk with {elsewhere}"
+    if e.errno == errno.EDQUOT:  # the disk may have room; the user's share of it has none
+        return MachineError(f"{what}: your quota on {mount} is used up{needs}, writing {path}", fix)
     return MachineError(f"{what}: the disk at {mount} is full{has}{needs}, writing {path}", fix)
 
 
