@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -137,6 +139,47 @@ def sigint_default():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, before)
+
+
+class SmallDisk:
+    """A tmpfs of a few MiB (`small_disk`), which a test fills to its last byte and frees."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.filler = root / ".filler"
+
+    def fill(self) -> None:
+        fd = os.open(self.filler, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            while True:
+                os.write(fd, b"\0" * (1 << 16))
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A real full disk to write on: an 8 MiB tmpfs mounted (mount(2), through ctypes) under
+    tmp_path, unmounted after; skipped, saying why, where this process may not mount one."""
+    root = tmp_path / "disk"
+    root.mkdir()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        mounted = libc.mount(b"tmpfs", os.fsencode(root), b"tmpfs", 0, b"size=8m") == 0
+        why = os.strerror(ctypes.get_errno())
+    except AttributeError:  # no mount(2): not Linux
+        mounted, why = False, "no mount(2) on this system"
+    if not mounted:
+        pytest.skip(f"cannot mount a tmpfs ({why}): a full disk needs root or CAP_SYS_ADMIN")
+    try:
+        yield SmallDisk(root)
+    finally:
+        libc.umount2(os.fsencode(root), 2)  # MNT_DETACH: a process still in it lets go later
 
 
 def fake_nanogpt_protocol(path: Path, runs: int = 5, tolerance: float = 0.10) -> Path:

@@ -287,7 +287,11 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
     """A new series (with --out) or a resumed one (with --resume), ready to run."""
     resume = options.get("resume")
     if resume and options.get("out"):
-        raise UserError("give either --out (a new series) or --resume (an existing one)")
+        raise UserError(
+            "give either --out (a new series) or --resume (an existing one), not both",
+            f"`micakit series --resume {resume}` alone resumes it (its options are in its "
+            "manifest.json); --out alone starts a new series",
+        )
     if resume:
         # one writer per results directory, from before anything in it is read or written;
         # absolute, as --out is, so that every path a run is handed is (amendments 2 and 4.3)

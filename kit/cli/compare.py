@@ -11,8 +11,8 @@ from kit.cli import options
 
 
 @click.command("compare")
-@click.argument("a", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.argument("b", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("a", type=options.ResultsFolder())
+@click.argument("b", type=options.ResultsFolder())
 @click.option(
     "--allow-protocol-change",
     is_flag=True,

@@ -185,7 +185,11 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
     """A new check (with --out) or a resumed one (with --resume), ready to run."""
     resume = options.get("resume")
     if resume and options.get("out"):
-        raise UserError("give either --out (a new check) or --resume (an existing one)")
+        raise UserError(
+            "give either --out (a new check) or --resume (an existing one), not both",
+            f"`micakit correctness --resume {resume}` alone resumes it (its options are in its "
+            "manifest.json); --out alone starts a new check",
+        )
     if resume:
         rd = ResultsDir.open(Path(resume).resolve()).lock("a check")  # absolute, as --out is
         if rd.manifest().kind != checkplan.KIND:
@@ -279,6 +283,8 @@ def correctness(ctx: click.Context, **options: Any) -> None:
           --contender P --out results/check-m2b-B-L4
       micakit correctness --resume results/check-m1-bf16-A
     """
+    # first, so that a stop or a full disk at any moment of start-up says how to go on
+    ctx.meta["resume_hint"] = options.get("resume") or options.get("out")
     runner = assemble(options, sys.argv)
     try:
         judged = runner.run()

@@ -6,18 +6,24 @@ failed and ended the series; 4 `verify` found a difference; 130 interrupted, res
 
 from __future__ import annotations
 
-import errno
 import importlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from kit import __version__
 from kit.cli import options
-from kit.errors import ExitCode, Interrupted, UserError
+from kit.errors import (
+    ExitCode,
+    Interrupted,
+    MachineError,
+    UserError,
+    machine_error,
+    sigterm_as_interrupt,
+)
 
 if TYPE_CHECKING:
     from kit.engine.store import ResultsDir
@@ -25,14 +31,6 @@ if TYPE_CHECKING:
 # `micakit --help` and `--version` import nothing but click: pandas, matplotlib, rich, docker and
 # the kit's engine and report are imported inside the commands that use them (start-up speed,
 # measured by benchmarks/kit/startup.py).
-
-_MACHINE_ERRORS = {
-    errno.ENOSPC: "free space on that file system",
-    errno.EDQUOT: "free space within your quota",
-    errno.EROFS: "name a folder on a writable file system",
-    errno.EACCES: "name a folder you can write to, or change its permissions",
-    errno.EPERM: "name a folder you can write to, or change its permissions",
-}
 
 
 def _reference() -> dict:
@@ -87,38 +85,103 @@ class KitGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:  # the group's own: `micakit --bogus`
+            _usage(ctx, e)
+
     def invoke(self, ctx: click.Context):
+        # SIGTERM is Ctrl-C from the command's first act: a stop during start-up (the data, the
+        # manifest, the versions' probes) ends like a stop at any other moment
+        with sigterm_as_interrupt():
+            return self._mapped(ctx)
+
+    def _mapped(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:  # a command's options and arguments, an unknown command
+            _usage(ctx, e)
         except UserError as e:
-            click.echo(f"micakit: error: {e.message}", err=True)
-            if e.fix:
-                click.echo(f"  fix: {e.fix}", err=True)
+            fix = e.fix
+            if isinstance(e, MachineError):
+                # every finished run is kept (fsynced records): once fixed, the series goes on
+                fix = f"{fix}, then {_again(ctx)}" if _again(ctx) else fix
+            _say_error(e.message, fix)
             ctx.exit(int(e.exit_code))
         except OSError as e:
-            if e.errno not in _MACHINE_ERRORS:
+            hint = ctx.meta.get("resume_hint")
+            # a write that failed names no file; the writes of the data and the kit's cache
+            # name their folders themselves (kit.errors.writing), so this one was the results
+            # directory's
+            unnamed = hint and not e.filename
+            said = machine_error(e, hint, elsewhere="--out") if unnamed else machine_error(e)
+            if said is None:
                 raise  # a bug keeps its traceback
-            # the machine's, not the kit's: a full disk, a quota, a read-only or unwritable
-            # folder; every finished run is kept (fsynced records), so freeing it and resuming
-            # goes on
-            where = f" ({e.filename})" if e.filename else ""
-            click.echo(f"micakit: error: {e.strerror}{where}", err=True)
-            resume = ctx.meta.get("resume_hint")
-            then = f", then `micakit {ctx.invoked_subcommand} --resume {resume}`" if resume else ""
-            click.echo(f"  fix: {_MACHINE_ERRORS[e.errno]}{then}", err=True)
+            again = _again(ctx)
+            _say_error(said.message, f"{said.fix}, then {again}" if again else said.fix)
             ctx.exit(int(ExitCode.USER_ERROR))
         except (KeyboardInterrupt, Interrupted) as e:
             where = f" during {e}" if str(e) else ""
-            click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)
-            resume = ctx.meta.get("resume_hint")
-            if resume:
-                click.echo(f"  resume with: micakit series --resume {resume}", err=True)
+            hint = ctx.meta.get("resume_hint")
+            if hint and not _started(ctx):
+                # README: a series stopped before its manifest was written measured nothing
+                click.echo(f"micakit: interrupted{where}, before its first run.", err=True)
+                click.echo("  nothing was measured yet: the same command starts it again", err=True)
+            else:
+                click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)
+                if hint:
+                    resume = f"micakit {ctx.invoked_subcommand} --resume {hint}"
+                    click.echo(f"  resume with: {resume}", err=True)
             ctx.exit(int(ExitCode.INTERRUPTED))
         finally:
             # the one writer's locks, where a command took one (its module is then imported)
             lock = sys.modules.get("kit.engine.lock")
             if lock is not None:
                 lock.release_all()
+
+
+def _usage(ctx: click.Context, e: click.UsageError) -> NoReturn:
+    """Click's usage errors in the kit's form, error and fix, exit 2 (ExitCode.USER_ERROR).
+
+    A type of the kit's may carry its own fix (options.Unusable); any other usage error points
+    at the command's help, which lists every option with an example.
+    """
+    if isinstance(e, _SHOWS_HELP):
+        raise e  # `micakit` alone: click's help, as asked
+    # as the README names it, whether it ran as `micakit` or `python run.py`
+    command = " ".join(["micakit", *(e.ctx or ctx).command_path.split()[1:]])
+    fix = getattr(e, "fix", None) or f"`{command} --help` lists what it takes, with an example"
+    message = e.format_message()
+    # the kit's messages begin in lower case ("error: no such option"), click's in upper case
+    _say_error(message[:1].lower() + message[1:], fix)
+    ctx.exit(int(ExitCode.USER_ERROR))
+
+
+_SHOWS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2 and later
+
+
+def _say_error(message: str, fix: str | None) -> None:
+    click.echo(f"micakit: error: {message}", err=True)
+    if fix:
+        click.echo(f"  fix: {fix}", err=True)
+
+
+def _started(ctx: click.Context) -> bool:
+    """Whether the command's results directory has its manifest: a directory without one
+    never started, and the same command starts it again (kit.engine.engine)."""
+    from kit.engine.store import MANIFEST  # lazy: the store imports numpy (start-up speed)
+
+    return (Path(ctx.meta["resume_hint"]) / MANIFEST).is_file()
+
+
+def _again(ctx: click.Context) -> str | None:
+    """What goes on after a stop the user fixed: `--resume`, or the same command again."""
+    if not ctx.meta.get("resume_hint"):
+        return None
+    if _started(ctx):
+        return f"`micakit {ctx.invoked_subcommand} --resume {ctx.meta['resume_hint']}`"
+    return "run the same command again (nothing was measured yet)"
 
 
 @click.group(
@@ -222,6 +285,8 @@ def series(ctx: click.Context, **opts) -> None:
       micakit series --smoke --device cpu --executor local --out results/smoke
       micakit series --resume results/L4
     """
+    # first, so that a stop or a full disk at any moment of start-up says how to go on
+    ctx.meta["resume_hint"] = opts["resume"] or opts["out"]
     # lazy: the engine, rich and the report import pandas and matplotlib (start-up speed)
     from rich.console import Console
 
@@ -231,16 +296,20 @@ def series(ctx: click.Context, **opts) -> None:
     from kit.report import tables as report
 
     console = Console(stderr=True, quiet=options.level(ctx) == options.QUIET)
-    target = opts["resume"] or opts["out"]
-    ctx.meta["resume_hint"] = target
     s, hooks = assemble.series(opts, sys.argv, console)
+    disk_failed = False
     try:
         s.run()
         if s.complete():
             s.executor.finish()
+    except (MachineError, OSError):
+        # a full or unwritable disk: publishing would fail the same way and hide the error
+        # that says so; `--resume` publishes once it is fixed
+        disk_failed = True
+        raise
     finally:
         hooks.close()
-        if s.rd.records():
+        if s.rd.records() and not disk_failed:
             publish.write(s.rd, report.tables(s.rd))
         store.publish_modes(s.rd.root)  # whatever the umask, the results are readable (D6)
     click.echo(f"{s.rd.root / 'report.md'}")
@@ -249,7 +318,7 @@ def series(ctx: click.Context, **opts) -> None:
 
 
 @main.command("report")
-@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", type=options.ResultsFolder())
 @options.checks_option
 @options.preview_option
 @options.json_option
@@ -281,7 +350,7 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
 
 
 @main.command("publish")
-@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", type=options.ResultsFolder())
 @options.checks_option
 @options.preview_option
 @options.verbosity
@@ -342,7 +411,7 @@ def _series_dir(results: Path) -> ResultsDir:
 
 
 @main.command()
-@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("results", type=options.ResultsFolder())
 @options.json_option
 @options.verbosity
 def verify(results: Path, as_json: bool) -> None:
@@ -400,9 +469,7 @@ def _differences(results: Path, problems: list[str], as_json: bool) -> None:
 
 
 @main.command("merge")
-@click.argument(
-    "dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
-)
+@click.argument("dirs", nargs=-1, required=True, type=options.ResultsFolder())
 @click.option(
     "--out",
     required=True,

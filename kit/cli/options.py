@@ -64,6 +64,51 @@ def say(text: str) -> None:
         click.echo(text, err=True)
 
 
+class Unusable(click.BadParameter):
+    """A parameter's value the kit cannot use, with the fix it prints (`kit.cli.main`)."""
+
+    def __init__(
+        self,
+        message: str,
+        fix: str,
+        ctx: click.Context | None = None,
+        param: click.Parameter | None = None,
+    ) -> None:
+        super().__init__(message, ctx, param)
+        self.fix = fix
+
+
+class ResultsFolder(click.Path):
+    """A results directory that exists (report, publish, verify, compare, merge, --checks).
+
+    Click's own check would say "Directory ... does not exist" and stop there; this one says
+    what to name instead: a folder a series or a check wrote, not a file in it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(exists=True, file_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        path = Path(value)
+        if not path.exists():
+            raise Unusable(
+                f"no results directory at {value}: it does not exist",
+                "name the folder a `micakit series --out DIR` (or `correctness --out DIR`) "
+                "wrote, e.g. results/L4",
+                ctx,
+                param,
+            )
+        if not path.is_dir():
+            inside = path.resolve().parent
+            where = (
+                f"name the folder it lies in: {inside}"
+                if (inside / "manifest.json").is_file()
+                else "name the folder a `micakit series --out DIR` wrote, not a file"
+            )
+            raise Unusable(f"{value} is a file, not a results directory", where, ctx, param)
+        return super().convert(value, param, ctx)
+
+
 def protocol_option(f: F) -> F:
     return click.option(
         "--protocol",
@@ -85,7 +130,7 @@ def checks_option(f: F) -> F:
         "--checks",
         "check_dirs",
         multiple=True,
-        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        type=ResultsFolder(),
         help="Results directories of `micakit correctness` that gate the verdicts (rule 6).",
     )(f)
 

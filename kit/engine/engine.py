@@ -18,10 +18,8 @@ import dataclasses
 import datetime
 import platform
 import shutil
-import signal
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -31,7 +29,7 @@ from kit.engine import store, versions
 from kit.engine.documents import Manifest, Plan
 from kit.engine.records import RunRecord
 from kit.engine.store import ResultsDir
-from kit.errors import Interrupted, SeriesFailed, UserError
+from kit.errors import Interrupted, SeriesFailed, UserError, sigterm_as_interrupt, writing
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.protocol.load import Protocol as ProtocolFile
@@ -144,11 +142,12 @@ class Engine(Generic[R]):
         the first run (§3 rule 1). The manifest comes last: a directory without one never
         started, and the same command starts it again. `plan` and `manifest` are the kind's own
         fields of each (a series' configurations; its spec and options)."""
-        self.rd.write_text(store.PROTOCOL, self.protocol.path.read_text("utf-8"))
-        for name, text in (beside or {}).items():
-            self.rd.write_text(name, text)
-        self.rd.write_json(store.PLAN, Plan.of(self.order(), **plan).to_json())
-        self.rd.write_json(store.MANIFEST, self._manifest(argv, manifest).to_json())
+        with writing(self.rd.root, elsewhere="--out"):
+            self.rd.write_text(store.PROTOCOL, self.protocol.path.read_text("utf-8"))
+            for name, text in (beside or {}).items():
+                self.rd.write_text(name, text)
+            self.rd.write_json(store.PLAN, Plan.of(self.order(), **plan).to_json())
+            self.rd.write_json(store.MANIFEST, self._manifest(argv, manifest).to_json())
 
     def _manifest(self, argv: list[str], fields: Mapping[str, Any]) -> Manifest:
         p = self.protocol
@@ -233,10 +232,11 @@ class Engine(Generic[R]):
     def run(self) -> None:
         """Every planned run without a finished record, in the planned order."""
         self.rd.lock(f"a {self.kind.noun}")  # one writer (kit.engine.lock); the CLI may hold it
-        self.kind.planned(self.done())
-        self.executor.sweep()
-        self.kind.prepare()
-        with sigterm_as_interrupt():
+        # a full disk names itself; the run it stopped has no record and runs again on resume
+        with sigterm_as_interrupt(), writing(self.rd.root, elsewhere="--out"):
+            self.kind.planned(self.done())
+            self.executor.sweep()
+            self.kind.prepare()
             while self._pass():
                 pass
 
@@ -298,7 +298,8 @@ class Engine(Generic[R]):
             files=self.hashes(log_dir),
             outputs=judged.outputs,
         )
-        self.rd.append_record(record)
+        with writing(self.rd.root / store.RECORDS, elsewhere="--out"):  # names runs.jsonl
+            self.rd.append_record(record)
         return record
 
     def hashes(self, folder: Path, leave_out: str | None = None) -> dict[str, str]:
@@ -324,21 +325,3 @@ class Engine(Generic[R]):
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops a plan the way Ctrl-C does: the unfinished run is rerun on resume."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (tests driving a series from a thread)
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -152,6 +152,7 @@ class LocalExecutor(Executor):
             # whatever the program left in its group (a wrapper's child, a helper) ends with it
             _kill_group(proc.pid, signal.SIGKILL)
             reader.wait()
+            clock.check_written(reader, log_dir)  # a full disk stops the run, unrecorded
         except BaseException:
             # Ctrl-C or SIGTERM: end the whole tree, keep what the reader already wrote; a
             # second signal waits until that is done, so it cannot orphan the program

@@ -42,6 +42,8 @@ _MUX_STREAMS = {1: STDOUT, 2: STDERR}
 _READ_SIZE = 1 << 20  # a long line arrives in few reads; a short one is read as it comes
 
 
+# the reader's exit status when it could not write its logs: this plus the write's errno
+WRITE_FAILED = 64
 LINE_CAP = 1 << 20  # a line's bytes kept in the log; the rest is counted, and cut
 
 
@@ -133,14 +135,27 @@ class _Demux:
 
 
 class _Writer(threading.Thread):
-    """Writes stamped lines as they come; the reader only ever puts into its queue."""
+    """Writes stamped lines as they come; the reader only ever puts into its queue.
+
+    A write that fails (a full disk) is kept in `error` and ends the writing, not the reading:
+    the program is never left blocked on a pipe no one reads, and the reader exits saying so.
+    """
 
     def __init__(self, f: BinaryIO) -> None:
         super().__init__(daemon=True)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.error: OSError | None = None
         self._f = f
 
     def run(self) -> None:
+        try:
+            self._write()
+        except OSError as e:
+            self.error = e
+            while self.queue.get() is not None:  # what arrives after is read, and dropped
+                pass
+
+    def _write(self) -> None:
         while True:
             item = self.queue.get()
             if item is None:
@@ -223,6 +238,17 @@ def stamp(
             w.queue.put(None)
         for w in writers.values():
             w.join()
+        for w in writers.values():
+            if w.error is not None:
+                raise w.error
+
+
+def check_written(reader: subprocess.Popen, log_dir: Path) -> None:
+    """Raise the OSError that kept an ended reader from writing its logs in `log_dir`."""
+    code = reader.returncode
+    if code is not None and WRITE_FAILED < code < 256:
+        number = code - WRITE_FAILED
+        raise OSError(number, os.strerror(number), str(log_dir))
 
 
 def _end_group(watched: bytes) -> None:
@@ -265,6 +291,7 @@ def start_reader(
     with os.fdopen(ready_r, "rb") as ready:
         if ready.read(1) != b"1":
             reader.wait()
+            check_written(reader, stdout_path.parent)  # a log it could not open
             raise RuntimeError(f"the outside clock's reader failed to start ({reader.returncode})")
     return reader
 
@@ -318,6 +345,7 @@ class PendingReader:
         self._sock.close()
         if ready != b"1":
             self.proc.wait()
+            check_written(self.proc, stdout_path.parent)  # a log it could not open
             code = self.proc.returncode
             raise RuntimeError(f"the outside clock's reader failed to start ({code})")
         return self.proc
@@ -368,7 +396,14 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unknown source kind {kind!r}")
             sources.append((int(fd), kind))
     _never_starved()
-    stamp(sources, args.stdout_log, args.stderr_log, ready_fd, args.watch_fd)
+    try:
+        stamp(sources, args.stdout_log, args.stderr_log, ready_fd, args.watch_fd)
+    except OSError as e:
+        # a log it could not write (a full disk): said by its exit status alone, and said to
+        # the user once, by the kit (check_written), never as this process's traceback
+        if e.errno is None:
+            raise
+        return WRITE_FAILED + e.errno
     return 0
 
 

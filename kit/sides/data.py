@@ -29,7 +29,7 @@ import numpy as np
 import requests
 
 from kit.engine.store import sha256_file
-from kit.errors import UserError
+from kit.errors import UserError, writing
 from kit.sides import by_hand
 
 if TYPE_CHECKING:
@@ -118,7 +118,8 @@ def download_file(url: str, dest: Path, *, session: requests.Session | None = No
     try:
         with http.get(url, stream=True, timeout=TIMEOUT_S) as r:
             r.raise_for_status()
-            with open(tmp, "wb") as f:
+            # the kit's cache: a full disk names itself, and MICAKIT_CACHE moves the cache
+            with writing(dest.parent, elsewhere="MICAKIT_CACHE"), open(tmp, "wb") as f:
                 for chunk in r.iter_content(_CHUNK):
                     f.write(chunk)
         os.replace(tmp, dest)
@@ -273,23 +274,28 @@ def _write(
     extra: dict[str, bytes],
 ) -> Prepared:
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with _staging(out_dir) as tmp:
-        for name, arr in arrays.items():
-            arr.tofile(tmp / name)  # raw little-endian uint16, as nanoGPT's tofile writes
-        for name, blob in extra.items():
-            (tmp / name).write_bytes(blob)
-        rec = Prepared(
-            path=out_dir,
-            dataset=dataset,
-            encoding=encoding,
-            vocab_size=vocab_size,
-            train_tokens=int(arrays["train.bin"].size),
-            val_tokens=int(arrays["val.bin"].size),
-            input_sha256=input_sha256,
-            file_sha256={n: sha256_file(tmp / n) for n in sorted([*arrays, *extra])},
-        )
-        (tmp / RECORD_NAME).write_text(json.dumps(rec.to_json(), indent=2) + "\n")
+    needed = sum(a.nbytes for a in arrays.values()) + sum(len(b) for b in extra.values())
+    # a full disk names itself and what the data needs; the half-written folder is removed
+    with writing(out_dir.parent, needed, elsewhere="--data-dir"):
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        with _staging(out_dir) as tmp:
+            for name, arr in arrays.items():
+                # raw native-order uint16, as nanoGPT's tofile writes; a plain write, since
+                # numpy's tofile says a full disk without its errno ("N requested and 0 written")
+                (tmp / name).write_bytes(arr.tobytes())
+            for name, blob in extra.items():
+                (tmp / name).write_bytes(blob)
+            rec = Prepared(
+                path=out_dir,
+                dataset=dataset,
+                encoding=encoding,
+                vocab_size=vocab_size,
+                train_tokens=int(arrays["train.bin"].size),
+                val_tokens=int(arrays["val.bin"].size),
+                input_sha256=input_sha256,
+                file_sha256={n: sha256_file(tmp / n) for n in sorted([*arrays, *extra])},
+            )
+            (tmp / RECORD_NAME).write_text(json.dumps(rec.to_json(), indent=2) + "\n")
     log.info("prepared %s: %d train, %d val tokens", out_dir, rec.train_tokens, rec.val_tokens)
     return rec
 

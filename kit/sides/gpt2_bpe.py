@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import requests
 
 from kit.engine.store import sha256_file
-from kit.errors import UserError
+from kit.errors import UserError, writing
 from kit.sides.data import download_file
 
 if TYPE_CHECKING:
@@ -76,8 +76,13 @@ def stage_gpt2_files(
                         f"download {url} again into {files_dir}",
                     )
                 tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.part")
-                shutil.copyfile(found[0], tmp)
-                os.replace(tmp, dest)
+                # a copy on a full disk names its source: the cache's disk is the one named
+                try:
+                    with writing(tk_dir, elsewhere="MICAKIT_CACHE"):
+                        shutil.copyfile(found[0], tmp)
+                        os.replace(tmp, dest)
+                finally:
+                    tmp.unlink(missing_ok=True)  # a half copy is not left in the cache
                 continue
         try:
             download_file(url, dest, session=session)

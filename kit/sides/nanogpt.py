@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 import requests
 
 from kit.engine.store import sha256_file
-from kit.errors import UserError
+from kit.errors import UserError, machine_error
 from kit.protocol.load import FILES
 from kit.sides import by_hand
 from kit.sides.data import download_file  # one streamed download, whole or nothing
@@ -188,6 +188,9 @@ def _unpack(archive: Path, dest: Path, commit: str, fix: str) -> None:
                 else:
                     log.debug("skipping %s in %s: not a plain file", m.name, archive)
     except (tarfile.TarError, EOFError, OSError) as e:
+        full = machine_error(e, dest, elsewhere="MICAKIT_CACHE") if isinstance(e, OSError) else None
+        if full is not None:
+            raise full from None  # the archive is sound, and kept: the disk was full
         archive.unlink(missing_ok=True)
         raise UserError(f"{archive} could not be unpacked: {e}", fix) from e
 

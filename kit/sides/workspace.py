@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kit.engine import store
 from kit.engine.options import SideInputs
-from kit.errors import UserError
+from kit.errors import UserError, writing
 from kit.protocol.load import Protocol
 from kit.sides import data as data_mod
 from kit.sides import gpt2_bpe, nanogpt, patch
@@ -76,25 +76,38 @@ def prepare(p: Protocol, o: SideInputs, dest: Path) -> Path:
     data_root = datasets(p, o)
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    nanogpt.copy_run_files(src, tmp / SHIPPED)
-    patch.apply_patch(src, p.beside(p.nanogpt.patch), tmp / PATCHED)
-    for dataset in sorted({p.model(m).dataset for m in o.models}):
-        shutil.copytree(data_root / dataset, tmp / "data" / dataset)
-    for tree in (SHIPPED, PATCHED):
-        for m in o.models:
-            config = p.model(m).config
-            if not (tmp / tree / config).exists():
-                # a config file of the kit's own (M2's), beside the protocol file (amendment 4.4)
-                shutil.copyfile(p.beside(config), tmp / tree / config)
-        os.symlink(os.path.join("..", "data"), tmp / tree / "data")
-    files = {
-        str(f.relative_to(tmp)): store.sha256_file(f)
-        for f in sorted(tmp.rglob("*"))
-        if f.is_file() and not f.is_symlink()
-    }
-    store.write_json(tmp / "workspace.json", {"nanogpt_commit": p.nanogpt.commit, "files": files})
+    # a full disk names itself (the trees are the results directory's); the partial trees are
+    # written again by the same command
+    with writing(tmp, elsewhere="--out"):
+        nanogpt.copy_run_files(src, tmp / SHIPPED)
+        patch.apply_patch(src, p.beside(p.nanogpt.patch), tmp / PATCHED)
+        for dataset in sorted({p.model(m).dataset for m in o.models}):
+            _copy_dataset(data_root / dataset, tmp / "data" / dataset)
+        for tree in (SHIPPED, PATCHED):
+            for m in o.models:
+                config = p.model(m).config
+                if not (tmp / tree / config).exists():
+                    # a config file of the kit's own (M2's), beside the protocol file (amendment
+                    # 4.4)
+                    shutil.copyfile(p.beside(config), tmp / tree / config)
+            os.symlink(os.path.join("..", "data"), tmp / tree / "data")
+        files = {
+            str(f.relative_to(tmp)): store.sha256_file(f)
+            for f in sorted(tmp.rglob("*"))
+            if f.is_file() and not f.is_symlink()
+        }
+        listing = {"nanogpt_commit": p.nanogpt.commit, "files": files}
+        store.write_json(tmp / "workspace.json", listing)
     tmp.rename(dest)
     return dest
+
+
+def _copy_dataset(src: Path, dest: Path) -> None:
+    """A prepared dataset's files (kit.sides.data writes them flat), one by one: a copy that
+    fails says why with its errno, where copytree would gather the reasons as text."""
+    dest.mkdir(parents=True)
+    for f in sorted(src.iterdir()):
+        shutil.copyfile(f, dest / f.name)
 
 
 def _check_unchanged(dest: Path, record: dict) -> None:

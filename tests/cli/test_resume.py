@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,56 @@ def test_a_resume_by_a_relative_path_hands_every_run_absolute_paths(
     logs = (tmp_path / "r" / discarded["log_dir"] / "ld_debug").glob("ld.*")
     text = "".join(p.read_text(errors="replace") for p in logs)
     assert len(re.findall(r"calling init: \S*/libc\.so", text)) >= 2, text[-2000:]
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether process `pid` has its own handler for `sig` yet (SigCgt in /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+SIGTERMS_AT_START_UP = 12
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_sigterm_at_random_moments_of_start_up(tmp_path, fast_protocol):
+    """From the kit's first act to its first run (the data, the manifest, the versions' probes,
+    the contender slow to answer `+mica info -mica`), SIGTERM ends with exit 130 and the line
+    that says how to go on: `--resume`, or, before the manifest, the same command again."""
+    env = fake_env(tmp_path)
+    env["MICAKIT_FAKE"] = json.dumps(
+        {"step_ms": {"*": 2.0}, "state": str(tmp_path / "s"), "info_s": 1.5}
+    )
+    out = tmp_path / "r"
+    first = contender_args(out, fast_protocol, "--precision", "float32")
+    command: list = first
+    log = tmp_path / "stderr.txt"
+    rng = random.Random(20261201)
+    for k in range(SIGTERMS_AT_START_UP):
+        proc = start(command, env, log)
+        deadline = time.monotonic() + 60
+        while not _catches(proc.pid, signal.SIGTERM):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.002)
+        # half early (the data and the manifest), half late (the probes: 1.5 s each, two at the
+        # start, one at a resume)
+        time.sleep(rng.uniform(0, 0.7) if k % 2 else rng.uniform(0.7, 2.2))
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        err = log.read_text()
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err, err
+        if (out / "manifest.json").exists():
+            assert f"resume with: micakit series --resume {out}" in err, err
+            command = ["series", "--resume", out]
+        else:
+            assert "nothing was measured yet: the same command starts it again" in err, err
+            command = first
+    proc = start(command, env, log)
+    proc.wait(timeout=300)
+    assert proc.returncode == 0, log.read_text()
+    plan = json.loads((out / "plan.json").read_text())
+    check_invariants(out, len(plan["order"]))
+    assert sorted(r["run_id"] for r in records(out)) == list(range(len(plan["order"])))

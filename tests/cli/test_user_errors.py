@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import errno
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from kit.engine import store
 from kit.errors import ExitCode
-from tests.conftest import contender_args, records, write_protocol
+from tests.conftest import ROOT, contender_args, records, write_protocol
 
 
 def _series(tmp_path, fast_protocol, cli, **env):
@@ -110,3 +112,78 @@ def test_every_user_error_is_exit_2_with_error_and_fix(
     assert "micakit: error: " in res.output and "  fix: " in res.output, res.output
     assert said in res.output
     assert "Traceback" not in res.output
+
+
+def _results_with_a_file(tmp_path: Path) -> Path:
+    """A folder that reads as a results directory (a manifest) with a file in it."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "manifest.json").write_text("{}")
+    (folder / "report.md").write_text("# a report\n")
+    return folder / "report.md"
+
+
+# click's own usage errors, said in the kit's form: name -> (arguments, said, what the fix says)
+USAGE = {
+    "unknown option": (lambda t: ["series", "--bogus"], "no such option", "micakit series --help"),
+    "unknown option of micakit": (lambda t: ["--bogus"], "no such option", "micakit --help"),
+    "unknown command": (lambda t: ["frob"], "no such command 'frob'", "micakit --help"),
+    "bad choice": (
+        lambda t: ["series", "--device", "gpu"],
+        "'gpu' is not one of",
+        "micakit series --help",
+    ),
+    "missing argument": (lambda t: ["verify"], "missing argument", "micakit verify --help"),
+    "report of a missing folder": (
+        lambda t: ["report", t / "nope"],
+        "does not exist",
+        "a `micakit series --out DIR`",
+    ),
+    "verify of a missing folder": (
+        lambda t: ["verify", t / "nope"],
+        "does not exist",
+        "a `micakit series --out DIR`",
+    ),
+    "compare with a missing folder": (
+        lambda t: ["compare", t, t / "nope"],
+        "does not exist",
+        "a `micakit series --out DIR`",
+    ),
+    "verify of a file": (
+        lambda t: ["verify", _results_with_a_file(t)],
+        "is a file, not a results directory",
+        "name the folder it lies in",
+    ),
+    "--out with --resume": (
+        lambda t: ["series", "--out", t / "a", "--resume", t / "b"],
+        "not both",
+        "--resume",
+    ),
+    "--out with --resume, a check": (
+        lambda t: ["correctness", "--out", t / "a", "--resume", t / "b"],
+        "not both",
+        "--resume",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", ["in-process", "python run.py"])
+@pytest.mark.parametrize("name", list(USAGE))
+def test_usage_errors_say_error_and_fix(name, how, tmp_path, cli):
+    make, said, fix = USAGE[name]
+    args = [str(a) for a in make(tmp_path)]
+    if how == "in-process":
+        res = cli(*args)
+        code, err = res.exit_code, res.output
+    else:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True, cwd=ROOT
+        )
+        code, err = done.returncode, done.stderr
+    assert code == ExitCode.USER_ERROR, err
+    assert "Traceback" not in err and "Usage:" not in err, err
+    lines = err.splitlines()
+    error = [x for x in lines if x.startswith("micakit: error: ")]
+    fixes = [x for x in lines if x.startswith("  fix: ")]
+    assert len(error) == 1 and len(fixes) == 1, err
+    assert said in error[0] and fix in fixes[0], err

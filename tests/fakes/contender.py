@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -21,6 +22,7 @@ import fakelib  # noqa: E402
 def main(argv: list[str]) -> int:
     if argv[:3] == ["+mica", "info", "-mica"]:
         # the protocol's version_args: what the program says of itself (rule 4)
+        time.sleep(float(fakelib.settings().get("info_s", 0)))
         print(f"fake contender 1.0.0, commit 0000000, {os.environ.get('FAKE_BUILD', 'release')}")
         return 0
     opts = {a: b for a, b in zip(argv, argv[1:]) if a.startswith("--")}

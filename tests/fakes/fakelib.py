@@ -5,8 +5,11 @@ Behaviour comes from the environment variable MICAKIT_FAKE, a JSON object:
   events    {"variant#k": event}: what the k-th start (1-based) of that variant does;
             "variant#*" for every start. Events: oom, crash, malformed, drift, empty,
             nan-loss, bad-loss, out-of-order, missing-window-end, sleep-forever,
-            hang-midway (prints its first half, then sleeps), slow (20 times its pace)
+            hang-midway (prints its first half, then sleeps), slow (20 times its pace),
+            fill-disk (first writes the file `fill` names until its disk is full)
   state     a folder where the fakes count their starts (needed for "#k" events)
+  fill      a file the fill-disk event grows until its disk is full
+  info_s    seconds the contender takes to answer `+mica info -mica` (default 0)
   offset    {variant: [from_step, amount]}: every loss of that variant from that step on is
             moved by amount (a contender that trains another model, for §7's checks)
 
@@ -20,6 +23,7 @@ Losses (§7's checks need curves that agree where the sides read the same inputs
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -46,6 +50,20 @@ def start_number(cfg: dict, variant: str) -> int:
 def event_for(cfg: dict, variant: str, n: int) -> str | None:
     events = cfg.get("events", {})
     return events.get(f"{variant}#{n}") or events.get(f"{variant}#*")
+
+
+def fill(path: Path) -> None:
+    """Grow `path` until its disk has not one byte left."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    block = b"\0" * (1 << 16)
+    try:
+        while True:
+            os.write(fd, block)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+    finally:
+        os.close(fd)
 
 
 def base_loss(step: int) -> float:
@@ -105,6 +123,8 @@ def train(
         step_ms *= 20
     if event == "empty":
         return 0
+    if event == "fill-disk":
+        fill(Path(cfg["fill"]))
     if batch > int(cfg.get("max_batch", batch)):
         # amendment 5.1's case: this batch does not fit whatever the mode
         print(oom_message, file=sys.stderr, flush=True)

@@ -1,9 +1,11 @@
 """The outside clock: lines stamped as they arrive, streams apart, chunks and frames split."""
 
+import errno
 import os
 import queue
 import struct
 import sys
+import threading
 import time
 
 import pytest
@@ -169,3 +171,29 @@ def test_a_corrupt_line_is_named_by_its_number(tmp_path):
     path.write_bytes(b"1 a\n2 b\nnot a stamp\n")
     with pytest.raises(ValueError, match=r"stdout.log:3: not a stamped line"):
         list(read_stamped(path))
+
+
+def test_a_full_disk_ends_the_reader_quietly_and_the_run_says_which(small_disk, capfd):
+    """The reader keeps reading when its log cannot be written (the program is never blocked
+    on a pipe no one reads), prints nothing, and exits with the write's errno; the run raises
+    that error, naming the run's folder, for the CLI to say once as error and fix."""
+    logs = small_disk.root / "logs"
+    logs.mkdir()
+    small_disk.fill()
+    r, w = os.pipe()
+    reader = clock.start_reader([(r, clock.STDOUT)], logs / "o.log", logs / "e.log")
+    os.close(r)
+    writer = threading.Thread(target=lambda: [os.write(w, b"x" * 999 + b"\n") for _ in range(999)])
+    writer.start()
+    writer.join(30)
+    assert not writer.is_alive(), "the reader stopped reading: the program is blocked"
+    os.close(w)
+    assert reader.wait(30) == clock.WRITE_FAILED + errno.ENOSPC
+    with pytest.raises(OSError) as raised:
+        clock.check_written(reader, logs)
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(logs)
+    with pytest.raises(OSError) as raised:
+        run(small_disk.root, "print('a line the disk has no room for')")
+    assert raised.value.errno == errno.ENOSPC
+    assert raised.value.filename == str(small_disk.root / "logs")
+    assert "Traceback" not in capfd.readouterr().err

@@ -79,6 +79,7 @@ class AttachedRun:
                 raise run_error(spec, e) from None
             status, stopped = self._wait_within(spec, stdout_log, stderr_log)
             self._drain(reader)
+            clock.check_written(reader, stdout_log.parent)  # a full disk stops the run, unrecorded
         except UserError:
             raise
         except BaseException:

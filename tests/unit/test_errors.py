@@ -1,0 +1,46 @@
+"""The machine's errors said as error and fix: which disk, its free space, what to do."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from kit.errors import MachineError, machine_error, writing
+
+
+def test_a_full_disk_names_the_disk_its_free_space_and_the_need(tmp_path):
+    said = machine_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), tmp_path / "a", 3 << 20)
+    assert said is not None
+    assert "is full" in said.message and "3.0 MiB needed" in said.message
+    assert f"writing {tmp_path / 'a'}" in said.message and " free" in said.message
+    assert said.fix is not None and said.fix.startswith("free space on /")
+
+
+def test_a_copy_that_fills_the_disk_names_where_it_wrote_not_its_source(tmp_path):
+    e = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    e.filename = "/elsewhere/source.bin"  # shutil's copy names its source on a full disk
+    said = machine_error(e, tmp_path, elsewhere="--data-dir")
+    assert said is not None and f"writing {tmp_path}" in said.message
+    assert "another disk with --data-dir" in (said.fix or "")
+
+
+def test_a_used_up_quota_says_so():
+    said = machine_error(OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)), "/tmp/x")
+    assert said is not None and "quota" in said.message and "quota" in (said.fix or "")
+
+
+def test_a_refusal_names_its_own_file():
+    e = PermissionError(errno.EACCES, os.strerror(errno.EACCES), "/etc/somewhere")
+    said = machine_error(e, "/tmp/results")
+    assert said is not None and "/etc/somewhere" in said.message
+
+
+def test_any_other_oserror_is_a_bug_and_keeps_its_traceback(tmp_path):
+    assert machine_error(OSError(errno.EIO, "I/O error"), tmp_path) is None
+    with pytest.raises(OSError) as raised, writing(tmp_path):
+        raise OSError(errno.EIO, "I/O error")
+    assert not isinstance(raised.value, MachineError)
+    with pytest.raises(MachineError), writing(tmp_path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
