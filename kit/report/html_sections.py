@@ -29,7 +29,8 @@ from kit.telemetry.kernels import KERNEL_TIME_LABEL
 Piece = str | tuple[str, str]  # caption text, or (text, relative link)
 CPU_NOTE = (
     "This is a CPU series: no card was sampled, so there are no clocks, temperature or power "
-    "to show (§5 Conditions apply to a card)."
+    "to show. The machine's load, the other processes' share of its CPUs and its clock, run "
+    "by run, stand in “The machine through each run” above and in tables/runs.csv."
 )
 
 

@@ -153,6 +153,62 @@ def configurations_lines(
     return lines
 
 
+MACHINE = "The machine through each run"
+
+
+def machine_lines(t) -> list[str]:
+    """A CPU series' conditions (§5 on a CPU) beside each timed run's step time: the load and
+    other processes' share of the CPUs before it, their share over its timed steps, the CPUs'
+    clock, and the busy mark. Nothing for a series without them (a card's)."""
+    runs = t.runs
+    if "busy_share" not in runs:
+        return []
+    timed = runs[(runs["kind"] == "timed") & runs["busy_share"].notna()]
+    if timed.empty:
+        return []
+    shown = dict(zip(t.configurations["config"], t.configurations["publication"]))
+    limit = float(timed["busy_share"].iloc[0])
+
+    def share(x) -> str:
+        return "—" if pd.isna(x) else f"{float(x):.0%}"
+
+    rows = [
+        {
+            "configuration": r["config"],
+            "run": int(r["run_id"]),
+            # rule 6: a withheld configuration's time stays withheld here too
+            "step (ms)": "—"
+            if pd.isna(r["step_s"]) or str(shown.get(r["config"], "")).startswith("withheld")
+            else f"{float(r['step_s']) * 1e3:.3f}",
+            "load (1 min) before": "—" if pd.isna(r["load_1m_before"]) else r["load_1m_before"],
+            "others' CPU share before": share(r["others_cpu_share_before"]),
+            "others' CPU share, timed steps": share(r["others_cpu_share"]),
+            "CPU clock (MHz)": "not readable"
+            if pd.isna(r["cpu_mhz_median"])
+            else f"{float(r['cpu_mhz_median']):.0f}",
+            "mark": sidetables.BUSY if r["flag_reasons"].startswith(sidetables.BUSY) else "",
+        }
+        for _, r in timed.iterrows()
+    ]
+    return [
+        f"## {MACHINE}",
+        "",
+        "Before every run of this CPU series the kit read the CPUs' counters in /proc: while "
+        f"processes other than the kit's and the run's used more than {limit:.0%} of all CPUs' "
+        "time (the protocol's conditions.cpu_busy_share), it waited (up to --idle-timeout), "
+        "then let the run go on, marked as measured on a busy machine. Per timed run, beside "
+        "its step time: the load and the others' share of the CPUs before it, their share over "
+        "its timed steps, and the CPUs' clock; a marked run is flagged in the configurations' "
+        "notes, with why. From each run's idle.json and machine.jsonl; every digit is in "
+        "`tables/runs.csv`.",
+        "",
+        caption(t, "The machine through each timed run"),
+        "",
+        pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True),
+        "",
+    ]
+
+
 def markdown_report(rd: ResultsDir, t) -> str:
     """The whole report: the summary first, the metadata folded, then every table."""
     protocol = store.load_protocol(rd)
@@ -174,6 +230,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
         "## Configurations",
         "",
         *configurations_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
+        *machine_lines(t),
         *overview.compile_cost_lines(rd, t, protocol),
         *overview.plan_notes(rd),
         *footprint_lines(rd.root),  # §8, where the series measured images
