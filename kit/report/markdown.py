@@ -156,7 +156,7 @@ def configurations_lines(
 MACHINE = "The machine through each run"
 
 
-def machine_lines(t) -> list[str]:
+def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
     """A CPU series' conditions (§5 on a CPU) beside each timed run's step time: the load and
     other processes' share of the CPUs before it, their share over its timed steps, the CPUs'
     clock, and the busy mark. Nothing for a series without them (a card's)."""
@@ -172,9 +172,11 @@ def machine_lines(t) -> list[str]:
     def share(x) -> str:
         return "—" if pd.isna(x) else f"{float(x):.0%}"
 
+    named = names(rd, t, timed["config"])  # §9: PyTorch by version, mode and attention
     rows = [
         {
             "configuration": r["config"],
+            "named (§9)": name,
             "run": int(r["run_id"]),
             # rule 6: a withheld configuration's time stays withheld here too
             "step (ms)": "—"
@@ -188,8 +190,9 @@ def machine_lines(t) -> list[str]:
             else f"{float(r['cpu_mhz_median']):.0f}",
             "mark": sidetables.BUSY if r["flag_reasons"].startswith(sidetables.BUSY) else "",
         }
-        for _, r in timed.iterrows()
+        for name, (_, r) in zip(named, timed.iterrows())
     ]
+    sizes = models_of(t, timed, protocol, rd)  # §9: every M1 number with its size
     return [
         f"## {MACHINE}",
         "",
@@ -202,7 +205,7 @@ def machine_lines(t) -> list[str]:
         "notes, with why. From each run's idle.json and machine.jsonl; every digit is in "
         "`tables/runs.csv`.",
         "",
-        caption(t, "The machine through each timed run"),
+        caption(t, f"The machine through each timed run; {sizes}"),
         "",
         pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True),
         "",
@@ -230,7 +233,7 @@ def markdown_report(rd: ResultsDir, t) -> str:
         "## Configurations",
         "",
         *configurations_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
-        *machine_lines(t),
+        *machine_lines(rd, t, protocol),
         *overview.compile_cost_lines(rd, t, protocol),
         *overview.plan_notes(rd),
         *footprint_lines(rd.root),  # §8, where the series measured images

@@ -231,7 +231,7 @@ def _cpu_runs(*rows) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def test_a_run_on_a_busy_machine_is_marked_beside_its_step_time() -> None:
+def test_a_run_on_a_busy_machine_is_marked_beside_its_step_time(monkeypatch) -> None:
     runs = _cpu_runs(
         (1, "m/f32/pytorch/eager", "timed", 0.008, 0, False, 0.4, 0.3, 0.02, 0.25, 0.03, 2600.0),
         (2, "m/f32/pytorch/eager", "timed", 0.110, 0, True, 60.2, 3.9, 0.97, 0.25, 0.91, None),
@@ -258,7 +258,9 @@ def test_a_run_on_a_busy_machine_is_marked_beside_its_step_time() -> None:
         preview, card_named = True, False
 
     T.runs = T.runs_  # type: ignore[attr-defined]
-    text = "\n".join(markdown.machine_lines(T))
-    assert "| m/f32/pytorch/eager | 2     | 110.000" in text
+    monkeypatch.setattr(markdown, "names", lambda rd, t, ids: [f"named {c}" for c in ids])
+    monkeypatch.setattr(markdown, "models_of", lambda t, table, protocol, rd: "model m")
+    text = "\n".join(markdown.machine_lines(None, T, None))
+    assert "| m/f32/pytorch/eager | named m/f32/pytorch/eager | 2     | 110.000" in text
     assert "| 3.9 " in text and "97% " in text and "91% " in text and "not readable" in text
     assert text.count(sidetables.BUSY) == 3  # two marked rows, and the words above the table
