@@ -269,8 +269,8 @@ class MachineSampler:
 
 @dataclass(frozen=True)
 class MachineSummary:
-    """A run's machine over its timed window, recomputed from its samples file. The window is
-    widened to the samples around it, since a window may be shorter than a second."""
+    """A run's machine over its timed window, recomputed from its samples file: between the
+    first and the last sample inside the window, or the samples around a shorter one."""
 
     others_cpu_share: float | None  # None: fewer than two samples
     load_1m_max: float | None
@@ -290,12 +290,14 @@ def summarize_machine(path: Path, start_ns: int | None, end_ns: int | None) -> M
         )
     samples = [r for r in records if r.get("kind") == "sample"]
     stamps = np.array([r["t_ns"] for r in samples], dtype=np.int64)
-    lo, hi = 0, len(samples) - 1
-    if start_ns is not None and len(samples):
-        lo = max(int(np.searchsorted(stamps, start_ns, side="right")) - 1, 0)
-    if end_ns is not None and len(samples):
-        hi = min(int(np.searchsorted(stamps, end_ns, side="left")), len(samples) - 1)
-    window = samples[lo : hi + 1]
+    first = int(np.searchsorted(stamps, start_ns, side="left")) if start_ns is not None else 0
+    last = int(np.searchsorted(stamps, end_ns, side="right")) if end_ns is not None else len(stamps)
+    if last - first < 2:
+        # a window shorter than two samples apart: the samples around it. The last may come
+        # after the run's end, where a container's last moments are no longer told from
+        # others' (its processes are gone unread): a window of two seconds or more never is
+        first, last = max(first - 1, 0), min(last + 1, len(samples))
+    window = samples[first:last]
     share = None
     if len(window) >= 2:
         first, last = window[0], window[-1]

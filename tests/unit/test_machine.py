@@ -210,7 +210,7 @@ def _samples(path: Path, rows: list[tuple[int, int, int, int]]) -> Path:
     return path
 
 
-def test_a_runs_share_is_its_timed_windows_widened_to_the_samples_around_it(tmp_path):
+def test_a_runs_share_is_its_timed_windows_or_the_samples_around_a_short_one(tmp_path):
     # 0-1 s: the run compiles alone; 1-3 s: its timed steps, others take half; 3-4 s: alone again
     path = _samples(
         tmp_path / "machine.jsonl",
@@ -220,8 +220,12 @@ def test_a_runs_share_is_its_timed_windows_widened_to_the_samples_around_it(tmp_
     s = machine.summarize_machine(path, 10, 30)
     assert s.others_cpu_share == pytest.approx(200 / 400)
     assert (s.sample_count, s.load_1m_max, s.cpu_mhz_median) == (3, 0.3, 2020.0)
+    inside = machine.summarize_machine(path, 5, 35)  # the samples inside, 10 to 30
+    assert inside.others_cpu_share == pytest.approx(200 / 400) and inside.sample_count == 3
     short = machine.summarize_machine(path, 12, 18)  # a window shorter than a sample apart
     assert short.sample_count == 2 and short.others_cpu_share == pytest.approx(100 / 200)
+    one = machine.summarize_machine(path, 15, 25)  # one sample inside: the two around it too
+    assert one.sample_count == 3 and one.others_cpu_share == pytest.approx(200 / 400)
 
 
 def _cpu_runs(*rows) -> pd.DataFrame:
