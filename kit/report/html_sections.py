@@ -30,7 +30,7 @@ Piece = str | tuple[str, str]  # caption text, or (text, relative link)
 CPU_NOTE = (
     "This is a CPU series: no card was sampled, so there are no clocks, temperature or power "
     "to show. The machine's load, the other processes' share of its CPUs and its clock, run "
-    "by run, stand in “The machine through each run” above and in tables/runs.csv."
+    "by run, stand in the section “The machine through each run” and in tables/runs.csv."
 )
 
 

@@ -193,8 +193,13 @@ def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
         for name, (_, r) in zip(named, timed.iterrows())
     ]
     sizes = models_of(t, timed, protocol, rd)  # §9: every M1 number with its size
+    marked = sum(r["mark"] != "" for r in rows)
     return [
         f"## {MACHINE}",
+        "",
+        f"**{marked} of {len(rows)} timed runs were {sidetables.BUSY}.**"
+        if marked
+        else f"No timed run was {sidetables.BUSY}.",
         "",
         "Before every run of this CPU series the kit read the CPUs' counters in /proc: while "
         f"processes other than the kit's and the run's used more than {limit:.0%} of all CPUs' "

@@ -267,4 +267,5 @@ def test_a_run_on_a_busy_machine_is_marked_beside_its_step_time(monkeypatch) -> 
     text = "\n".join(markdown.machine_lines(None, T, None))
     assert "| m/f32/pytorch/eager | named m/f32/pytorch/eager | 2     | 110.000" in text
     assert "| 3.9 " in text and "97% " in text and "91% " in text and "not readable" in text
-    assert text.count(sidetables.BUSY) == 3  # two marked rows, and the words above the table
+    assert "**2 of 3 timed runs were measured on a busy machine.**" in text
+    assert text.count(sidetables.BUSY) == 4  # two marked rows, and the words above the table
