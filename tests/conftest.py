@@ -53,6 +53,11 @@ verdict_margin = 0.05
 """
 
 
+# A machine that other work cannot hold up: tests share their CPUs (pytest, Docker, other
+# suites). tests/cli/test_machine_conditions.py puts the reference threshold back.
+QUIET_CONDITIONS = "cpu_busy_share = 1.0\ncpu_look_s = 0.05"
+
+
 def write_protocol(path: Path, runs: int = 5, tolerance: float = 0.10, **replace: str) -> Path:
     """The reference protocol with fast timing (and any other text replaced), written to path.
 
@@ -69,6 +74,8 @@ def write_protocol(path: Path, runs: int = 5, tolerance: float = 0.10, **replace
         text,
         flags=re.S,
     )
+    text, n = re.subn(r"(?m)^cpu_busy_share = .*\ncpu_look_s = .*$", QUIET_CONDITIONS, text)
+    assert n == 1, "the protocol sets no [conditions]"
     for old, new in replace.items():
         assert old in text, old
         text = text.replace(old, new)

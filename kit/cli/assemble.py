@@ -16,7 +16,7 @@ from rich.console import Console
 
 from kit.cli import progress
 from kit.engine import store
-from kit.engine.conditions import CardConditions
+from kit.engine.conditions import CardConditions, MachineConditions
 from kit.engine.options import SeriesOptions, SideInputs
 from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import Series, SeriesSpec
@@ -50,10 +50,16 @@ def executor(name: str | None, host: str | None = None) -> Executor:
         return LocalExecutor()
 
 
-def _card(o: SeriesOptions) -> tuple[dict, CardConditions | None, str | None]:
-    """The card's record, its conditions around every run (§5), and the Docker device request."""
+def _card(
+    o: SeriesOptions, p: protocol_mod.Protocol, ex: Executor
+) -> tuple[dict, CardConditions | MachineConditions | None, str | None]:
+    """The card's record, its conditions around every run (§5), and the Docker device request;
+    on a CPU, the machine's conditions instead."""
     if o.device == "cpu":
-        return {"name": "cpu"}, None, None
+        if o.docker_host and not o.docker_host.startswith("unix://"):
+            return {"name": "cpu"}, None, None  # the runs run on another machine, unread here
+        machine = MachineConditions(p.conditions, o.idle_timeout_s, o.refuse_busy, ex.running)
+        return {"name": "cpu"}, machine, None
     from kit.telemetry import nvml  # lazy: NVML loads only where there is a card
 
     card = nvml.open_card(o.gpu or 0)
@@ -304,7 +310,7 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
         p = protocol_mod.load(Path(o.protocol))
     ex = executor(o.executor, o.docker_host)
     ex.use_series(series_id(Path(o.out)))
-    card_info, conditions, gpu = _card(o)
+    card_info, conditions, gpu = _card(o, p, ex)
     if not resume:
         rd = ResultsDir.create(Path(o.out))
     cc = card_info.get("compute_capability")

@@ -252,9 +252,14 @@ def main() -> None:
 @click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
 @click.option("--mica-image", help="The contender's measured image (default: this kit's tag).")
 @click.option("--gpu", help="The card by index or UUID (default 0), for NVML and Docker.")
-@click.option("--refuse-busy", is_flag=True, help="Refuse at once when the card is busy (§5).")
 @click.option(
-    "--idle-timeout", type=float, default=60.0, help="Seconds to wait for a busy card (§5)."
+    "--refuse-busy", is_flag=True, help="Refuse at once when the card (or the CPUs) is busy (§5)."
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=60.0,
+    help="Seconds to wait for a busy card (§5); on a CPU, then go on marked busy.",
 )
 @click.option(
     "--data-dir",

@@ -1,23 +1,30 @@
-"""The card's conditions around every run (§5 "Conditions"), and the versions (rule 4, §6).
+"""The conditions around every run (§5 "Conditions"): the card's, or a CPU series' machine's.
 
 Before every run the card must hold no other program; during every run its clocks,
-temperature, power and memory are sampled on the same monotonic clock as the line stamps. The
-samples are raw files of the run, so every summary and flag is recomputed from them.
+temperature, power and memory are sampled on the same monotonic clock as the line stamps. A CPU
+series checks the machine the same way: before every run, that other processes leave its CPUs
+alone enough; during it, their share of the CPUs, the load and the CPUs' clock. The samples are
+raw files of the run, so every summary and flag is recomputed from them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import json
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from kit.engine import store
-from kit.telemetry import sampler, samples
+from kit.protocol.load import Conditions
+from kit.telemetry import machine, sampler, samples
 from kit.telemetry.nvml import Card
+from kit.telemetry.procfs import ProcFiles
 
 SAMPLES = "samples.jsonl"
 IDLE = "idle.json"
+MACHINE = "machine.jsonl"  # a CPU series' samples of the machine
 
 
 @dataclasses.dataclass
@@ -36,9 +43,64 @@ class CardConditions:
             yield
 
 
+@dataclasses.dataclass
+class MachineConditions:
+    """A CPU series' machine around every run: the check before (idle.json) and the samples
+    during (machine.jsonl). `running` names the container of the run in progress, whose
+    processes are the run's though not the kit's children (the Docker executor)."""
+
+    protocol: Conditions
+    idle_timeout_s: float = 60.0
+    refuse_busy: bool = False
+    running: Callable[[], str | None] = lambda: None
+    files: ProcFiles = dataclasses.field(default_factory=ProcFiles)
+
+    still_busy: bool = False  # the last check waited in vain: the machine stays busy
+
+    @contextmanager
+    def around(self, log_dir: Path) -> Iterator[None]:
+        watcher = machine.Watcher(self.files, (os.getpid(),), self.running)
+        # a machine found busy after a whole wait is not waited for again before every run
+        # while it stays busy (a card found busy stops the series after one wait); once it is
+        # found quiet, the next busy spell is waited for again
+        check = machine.wait_until_quiet(
+            watcher,
+            self.protocol.cpu_busy_share,
+            self.protocol.cpu_look_s,
+            timeout_s=0.0 if self.still_busy else self.idle_timeout_s,
+            refuse_at_once=self.refuse_busy,
+        )
+        self.still_busy = check.busy
+        store.write_json(log_dir / IDLE, check.to_dict())
+        with machine.MachineSampler(watcher, log_dir / MACHINE):
+            yield
+
+
 def run_summary(log_dir: Path, start_ns: int | None, end_ns: int | None) -> dict:
     """Peak memory and the window's clocks of one run, from its samples; {} without samples."""
     path = log_dir / SAMPLES
     if not path.exists():
         return {}
     return samples.summarize_samples(path, start_ns, end_ns).to_dict()
+
+
+def machine_summary(log_dir: Path, start_ns: int | None, end_ns: int | None) -> dict:
+    """A CPU run's machine: the check before it (idle.json) and its samples over the window
+    (machine.jsonl); {} for a run without them (a card's run, a run from an older kit)."""
+    path = log_dir / MACHINE
+    if not path.exists():
+        return {}
+    during = machine.summarize_machine(path, start_ns, end_ns)
+    before = json.loads((log_dir / IDLE).read_text("utf-8")) if (log_dir / IDLE).exists() else {}
+    return {
+        "busy_before": bool(before.get("busy", False)),
+        "waited_s": before.get("waited_s"),
+        "load_1m_before": before.get("load_1m"),
+        "others_cpu_share_before": before.get("others_cpu_share"),
+        "busiest_before": "; ".join(before.get("busiest") or ()),
+        "busy_share": before.get("busy_share"),
+        "others_cpu_share": during.others_cpu_share,
+        "load_1m_max": during.load_1m_max,
+        "cpu_mhz_median": during.cpu_mhz_median,
+        "machine_sample_count": during.sample_count,
+    }

@@ -18,7 +18,7 @@ from typing import Any
 
 from kit.engine import separate as extras
 from kit.engine import store
-from kit.engine.conditions import CardConditions
+from kit.engine.conditions import CardConditions, MachineConditions
 from kit.engine.engine import Engine, Judged, Kind
 from kit.engine.records import RunRecord
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun, plan
@@ -123,7 +123,7 @@ class Series(Kind[PlannedRun]):
         executor: Executor,
         ctx: RunContext,
         hooks: Hooks | None = None,
-        conditions: CardConditions | None = None,
+        conditions: CardConditions | MachineConditions | None = None,
         card_info: dict | None = None,
     ) -> None:
         self.rd = rd

@@ -172,6 +172,11 @@ class Executor(abc.ABC):
             return Profiler("nsys", origin="PATH")
         return "nsys not found"
 
+    def running(self) -> str | None:
+        """The container of the run in progress, whose processes are the run's though not the
+        kit's children (a CPU series' conditions tell them from others' by it); None here."""
+        return None
+
     def versions(self) -> dict[str, str]:
         """Versions this executor contributes to the series record (e.g. the Docker engine)."""
         return {}

@@ -120,6 +120,16 @@ class Smoke:
 
 
 @dataclass(frozen=True)
+class Conditions:
+    """§5 Conditions of a CPU series (kit.telemetry.machine): a card is busy when it holds
+    another program; a machine, when other processes use more than `cpu_busy_share` of all its
+    CPUs' time over a look of `cpu_look_s` before a run, or over the run's timed window."""
+
+    cpu_busy_share: float = 0.25
+    cpu_look_s: float = 0.5
+
+
+@dataclass(frozen=True)
 class Correctness:
     """§7's checks (D5, amendments 6 and 7): what `micakit correctness` runs and judges by."""
 
@@ -177,6 +187,7 @@ class Protocol:
     smoke: Smoke
     correctness: Correctness
     amendments: list[Amendment]
+    conditions: Conditions = field(default_factory=Conditions)  # a file without it: defaults
     # not in the file: where it was read and its hash
     path: Path = field(default=Path(), compare=False)
     sha256: str = field(default="", compare=False)
@@ -242,6 +253,18 @@ def _validate(p: Protocol) -> None:
         ("timing.stall_s", t.stall_s, t.stall_s > 0, "more than 0 seconds"),
         ("timing.run_limit_factor", t.run_limit_factor, t.run_limit_factor >= 1, "at least 1"),
         ("smoke.runs", p.smoke.runs, p.smoke.runs >= 1, "at least 1"),
+        (
+            "conditions.cpu_busy_share",
+            p.conditions.cpu_busy_share,
+            0 < p.conditions.cpu_busy_share <= 1,
+            "above 0 and at most 1 (0.25 is a quarter of all CPUs' time)",
+        ),
+        (
+            "conditions.cpu_look_s",
+            p.conditions.cpu_look_s,
+            p.conditions.cpu_look_s > 0,
+            "more than 0 seconds",
+        ),  # fmt: skip
         ("smoke.discarded_runs", p.smoke.discarded_runs, p.smoke.discarded_runs >= 0, "0 or more"),
         (
             "correctness.step0_tolerance",

@@ -293,7 +293,8 @@ class CompileCost:
     median_s: float
     min_s: float
     max_s: float
-    break_even_steps: float | None  # None: eager itself, or no complete eager; inf: never
+    break_even_steps: float | None  # None: none given (`why` says why); inf: never
+    why: str = ""  # why no break-even is given: eager itself, no eager, overlapping ranges
 
 
 def compile_costs_png(rows: list[CompileCost], title: str) -> bytes:
@@ -318,8 +319,8 @@ def compile_costs_png(rows: list[CompileCost], title: str) -> bytes:
         )
         v = r.break_even_steps
         if v is None:
-            words = "eager: the reference" if r.variant == "eager" else "no complete eager mode"
-            right.text(far * 0.03, y, words, va="center", fontsize=8, color="0.35")
+            words = r.why or ("eager: the reference" if r.variant == "eager" else "none given")
+            right.text(far * 0.03, y, _wrap(words, 48), va="center", fontsize=8, color="0.35")
         elif v == math.inf:
             right.text(far * 0.03, y, "never", va="center", fontsize=9, fontweight="bold")
         else:

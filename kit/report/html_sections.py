@@ -29,7 +29,8 @@ from kit.telemetry.kernels import KERNEL_TIME_LABEL
 Piece = str | tuple[str, str]  # caption text, or (text, relative link)
 CPU_NOTE = (
     "This is a CPU series: no card was sampled, so there are no clocks, temperature or power "
-    "to show (§5 Conditions apply to a card)."
+    "to show. The machine's load, the other processes' share of its CPUs and its clock, run "
+    "by run, stand in the section “The machine through each run” and in tables/runs.csv."
 )
 
 
@@ -342,7 +343,6 @@ def compile_cost_section(ctx: Context) -> Section:
     # rule 6: a withheld mode's warm-up is not drawn either (the report says why, once)
     withheld = costs["config"].map(lambda c: str(publication.get(c, "")).startswith("withheld"))
     costs = costs[~withheld.astype(bool)]
-    start = ctx.protocol.timing.window[0]
     out = []
     for group in _groups(ctx):
         order = {c: i for i, c in enumerate(group.configs["config"])}  # eager first, as planned
@@ -358,16 +358,18 @@ def compile_cost_section(ctx: Context) -> Section:
                 float(r["min_warmup_s"]),
                 float(r["max_warmup_s"]),
                 _steps(r["break_even_steps_vs_eager"]),
+                str(r.get("break_even_why") or ""),
             )
             for _, r in mine.iterrows()
         ]
         timed = pd.concat([runs_of(ctx, cid, ["timed"], ok_only=True) for cid in mine["config"]])
         caption: list[Piece] = [
-            f"{group.title}. Left: each complete PyTorch mode's warm-up, (stamp of step "
-            f"{start}'s line − the program's start) − {start} steps at the run's own step time; "
-            "the median is the mark and the range the bar. Right: the break-even run length "
-            "against eager, the steps after which the mode has saved its extra warm-up; "
-            "“never” where its steps are no quicker than eager's. From the stamps of each "
+            f"{group.title}. Left: each complete PyTorch mode's warm-up, the stamp of its "
+            "first step line − the program's start; the median is the mark and the range the "
+            "bar. Right: the break-even run length against eager, the steps after which the "
+            "mode has saved its extra warm-up, given only where the ranges of the two modes' "
+            "warm-ups and step times do not overlap (else which overlap is written); “never” "
+            "where eager's steps are quicker. From the stamps of each "
             "timed run's stdout.log and its start in runs.jsonl: ",
             *links(timed.sort_values("run_id"), "stdout.log"),
             ". Every value is in ",

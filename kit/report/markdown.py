@@ -154,6 +154,70 @@ def configurations_lines(
     return lines
 
 
+MACHINE = "The machine through each run"
+
+
+def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
+    """A CPU series' conditions (§5 on a CPU) beside each timed run's step time: the load and
+    other processes' share of the CPUs before it, their share over its timed steps, the CPUs'
+    clock, and the busy mark. Nothing for a series without them (a card's)."""
+    runs = t.runs
+    if "busy_share" not in runs:
+        return []
+    timed = runs[(runs["kind"] == "timed") & runs["busy_share"].notna()]
+    if timed.empty:
+        return []
+    shown = dict(zip(t.configurations["config"], t.configurations["publication"]))
+    limit = float(timed["busy_share"].iloc[0])
+
+    def share(x) -> str:
+        return "—" if pd.isna(x) else f"{float(x):.0%}"
+
+    named = names(rd, t, timed["config"])  # §9: PyTorch by version, mode and attention
+    rows = [
+        {
+            "configuration": r["config"],
+            "named (§9)": name,
+            "run": int(r["run_id"]),
+            # rule 6: a withheld configuration's time stays withheld here too
+            "step (ms)": "—"
+            if pd.isna(r["step_s"]) or str(shown.get(r["config"], "")).startswith("withheld")
+            else f"{float(r['step_s']) * 1e3:.3f}",
+            "load (1 min) before": "—" if pd.isna(r["load_1m_before"]) else r["load_1m_before"],
+            "others' CPU share before": share(r["others_cpu_share_before"]),
+            "others' CPU share, timed steps": share(r["others_cpu_share"]),
+            "CPU clock (MHz)": "not readable"
+            if pd.isna(r["cpu_mhz_median"])
+            else f"{float(r['cpu_mhz_median']):.0f}",
+            "mark": sidetables.BUSY if r["flag_reasons"].startswith(sidetables.BUSY) else "",
+        }
+        for name, (_, r) in zip(named, timed.iterrows())
+    ]
+    sizes = models_of(t, timed, protocol, rd)  # §9: every M1 number with its size
+    marked = sum(r["mark"] != "" for r in rows)
+    return [
+        f"## {MACHINE}",
+        "",
+        f"**{marked} of {len(rows)} timed runs were {sidetables.BUSY}.**"
+        if marked
+        else f"No timed run was {sidetables.BUSY}.",
+        "",
+        "Before every run of this CPU series the kit read the CPUs' counters in /proc: while "
+        f"processes other than the kit's and the run's used more than {limit:.0%} of all CPUs' "
+        "time (the protocol's conditions.cpu_busy_share), it waited (up to --idle-timeout), "
+        "then let the run go on, marked as measured on a busy machine. Per timed run, beside "
+        "its step time: the load and the others' share of the CPUs before it, their share over "
+        "its timed steps, and the CPUs' clock; a marked run is flagged in the configurations' "
+        "notes, with why. From each run's idle.json and machine.jsonl; every digit is in "
+        "`tables/runs.csv`.",
+        "",
+        caption(t, f"The machine through each timed run; {sizes}"),
+        "",
+        pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True),
+        "",
+    ]
+
+
 def markdown_report(rd: ResultsDir, t, gating: dict | None = None) -> str:
     """The whole report: the summary first, the metadata folded, then every table. `gating`:
     the checks that gate it (gating.json's content), else those `publish --checks` saved."""
@@ -177,6 +241,7 @@ def markdown_report(rd: ResultsDir, t, gating: dict | None = None) -> str:
         "## Configurations",
         "",
         *configurations_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
+        *machine_lines(rd, t, protocol),
         *overview.compile_cost_lines(rd, t, protocol),
         *overview.plan_notes(rd),
         *footprint_lines(rd.root),  # §8, where the series measured images

@@ -14,7 +14,7 @@ import math
 import pandas as pd
 
 from kit.engine.store import ResultsDir
-from kit.report import states, words
+from kit.report import compile_cost, states, words
 from kit.report.verdict import FASTER, LEVEL, SLOWER
 
 # report.md's collapsible block; report.html turns these two paragraphs into <details>
@@ -156,9 +156,10 @@ def metadata_lines(rd: ResultsDir, t, protocol) -> list[str]:
 def _break_even(row: pd.Series) -> str:
     v = row["break_even_steps_vs_eager"]
     if row["variant"] == "eager":
-        return "eager is the reference"
+        return compile_cost.REFERENCE
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "— (no complete eager mode)"
+        why = row.get("break_even_why") or compile_cost.NO_EAGER
+        return f"— ({why})"
     if v == math.inf:
         return "never"
     if v == 0:
@@ -166,16 +167,26 @@ def _break_even(row: pd.Series) -> str:
     return f"{int(v):,}"
 
 
+def _extra(row: pd.Series) -> str:
+    v = row.get("extra_warmup_vs_eager_s")
+    if row["variant"] == "eager" or v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:+.3f}"
+
+
 def compile_cost_lines(rd: ResultsDir, t, protocol) -> list[str]:
     """What compiling costs, per complete PyTorch mode whose times the report may show."""
-    start = protocol.timing.window[0]
     lines = [
         f"## {COMPILE_COSTS}",
         "",
-        f"Per complete PyTorch mode: its warm-up, (stamp of step {start}'s line − the program's "
-        f"start) − {start} steps at the run's own step time, median and range over its timed "
-        "runs; and its break-even run length against eager, the number of steps after which it "
-        "has saved its extra warm-up (never, where its steps are no quicker than eager's). "
+        "Per complete PyTorch mode: its warm-up, the stamp of its first step line − the "
+        "program's start (start-up, compilation and the first step, as the clock read them), "
+        "median and range over its timed runs; against eager on the same card, model and "
+        "precision, its extra warm-up (the difference of the medians) and its break-even run "
+        "length, the number of steps after which it has saved that extra warm-up (never, where "
+        "eager's steps are quicker). Each is given only where the runs tell the two "
+        "modes apart, where the ranges of their warm-ups (and for the break-even, of their step "
+        "times) do not overlap; elsewhere the table says which ranges overlap. "
         "From the stamps alone; every digit is in `tables/compile_costs.csv`.",
         "",
     ]
@@ -199,6 +210,7 @@ def compile_cost_lines(rd: ResultsDir, t, protocol) -> list[str]:
                 "timed runs": int(r["runs"]),
                 WARMUP: f"{r['median_warmup_s']:.3f}",
                 "warm-up range (s)": f"{r['min_warmup_s']:.3f}–{r['max_warmup_s']:.3f}",
+                "extra warm-up against eager (s)": _extra(r),
                 "break-even against eager (steps)": _break_even(r),
             }
             for name, (_, r) in zip(named, shown.iterrows())

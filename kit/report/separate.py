@@ -1,6 +1,7 @@
 """The tables beside the step times (§5 "Conditions", §6, amendment 2), from raw files alone.
 
-- conditions: per run, peak memory and the window's clocks from its samples, and the flags;
+- conditions: per run, peak memory and the window's clocks from its samples, and the flags; on
+  a CPU, the machine's load, others' share of its CPUs and its clock, and the busy mark;
 - libraries: per configuration, what its discarded run's processes opened (LD_DEBUG output);
 - kernels: per profiled run, its kernel table (nsys stats output) and the families;
 - graph breaks: per compiled mode, the counts from its TORCH_LOGS run.
@@ -54,16 +55,65 @@ def conditions_columns(
         "power_median_w", "thermal_event_samples", "power_event_samples",
         "hw_slowdown_event_samples", "sample_count",
     ])  # fmt: skip
-    return table
+    machine = [
+        {"run_id": run_id, **conditions.machine_summary(rd.root / log_dir, _int(lo), _int(hi))}
+        if f"{log_dir}/{conditions.MACHINE}" in listing.get(log_dir, ())
+        else {"run_id": run_id}  # a card's run, or one from a kit that did not sample the CPUs
+        for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends)
+    ]
+    return table.merge(pd.DataFrame(machine, columns=MACHINE_COLUMNS), on="run_id", how="left")
+
+
+# a CPU run's machine (§5 Conditions on a CPU): the check before it, and its timed window
+MACHINE_COLUMNS = [
+    "run_id", "busy_before", "waited_s", "load_1m_before", "others_cpu_share_before",
+    "busiest_before", "busy_share", "others_cpu_share", "load_1m_max", "cpu_mhz_median",
+    "machine_sample_count",
+]  # fmt: skip
+BUSY = "measured on a busy machine"
 
 
 def flags(runs: pd.DataFrame) -> pd.DataFrame:
-    """§5's flags on the timed runs that have samples: run_id, flagged, flag_reasons."""
+    """§5's flags on the timed runs that have samples: run_id, flagged, flag_reasons. A card's
+    come from its samples (kit.telemetry.samples.flag_runs), a CPU run's from `busy_reason`."""
     timed = runs[(runs["kind"] == "timed") & (runs["sample_count"] > 0)]
-    if timed.empty:
+    parts = []
+    if not timed.empty:
+        flagged = telemetry.flag_runs(timed.rename(columns={"config": "configuration"}))
+        parts.append(flagged[["run_id", "flagged", "flag_reasons"]])
+    cpu = runs[(runs["kind"] == "timed") & runs["busy_share"].notna()]
+    if not cpu.empty:
+        reasons = [busy_reason(r) for _, r in cpu.iterrows()]
+        parts.append(
+            pd.DataFrame(
+                {"run_id": cpu["run_id"], "flagged": [bool(x) for x in reasons],
+                 "flag_reasons": reasons}
+            )
+        )  # fmt: skip
+    if not parts:
         return pd.DataFrame(columns=["run_id", "flagged", "flag_reasons"])
-    flagged = telemetry.flag_runs(timed.rename(columns={"config": "configuration"}))
-    return flagged[["run_id", "flagged", "flag_reasons"]]
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def busy_reason(r: pd.Series) -> str:
+    """Why a CPU run is marked measured on a busy machine, "" where it is not: other processes
+    used more than the protocol's share of the CPUs before it (after the check's wait) or over
+    its timed window."""
+    limit = float(r["busy_share"])
+    said = []
+    if bool(r["busy_before"]) is True:
+        waited = f" (after a wait of {float(r['waited_s']):.0f} s)" if r["waited_s"] else ""
+        said.append(
+            f"others used {float(r['others_cpu_share_before']):.0%} of the CPUs before it{waited}"
+        )
+    during = r["others_cpu_share"]
+    if not pd.isna(during) and float(during) > limit:
+        who = "" if said else "others used "
+        what = "" if said else " of the CPUs"
+        said.append(f"{who}{float(during):.0%}{what} during its timed steps")
+    if not said:
+        return ""
+    return f"{BUSY}: {' and '.join(said)} (above {limit:.0%})"
 
 
 def _int(x) -> int | None:

@@ -360,7 +360,7 @@ def tables(
         kernels=kernel,
         kernel_families=families,
         graph_breaks=sidetables.graph_breaks_table(rd, runs),
-        compile_costs=compile_cost.compile_costs(rd, runs, protocol.timing.window[0]),
+        compile_costs=compile_cost.compile_costs(rd, runs, judging.grammar(protocol, PYTORCH)),
         sampled=frozenset(d for d, held in listing.items() if f"{d}/{SAMPLES}" in held),
         missing=(*sidetables.missing_records(runs), *unreadable),
         preview=preview,

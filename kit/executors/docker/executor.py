@@ -110,6 +110,7 @@ class DockerExecutor(Executor):
         self._host_paths: HostPaths | None = None
         self._volume_ready = False
         self._profiler: Profiler | str | None = None  # looked up once a series
+        self._running: str | None = None  # the container of the run in progress
 
     def use_series(self, series_id: str) -> None:
         """Name the series (labels, cache volume); a resumed series passes the same id."""
@@ -128,6 +129,9 @@ class DockerExecutor(Executor):
 
     def where(self, mount: Mount) -> str:
         return f"{MOUNT_ROOT}/{mount.name}"
+
+    def running(self) -> str | None:
+        return self._running
 
     @guarded("asking the Docker engine its versions")
     def versions(self) -> dict[str, str]:
@@ -291,6 +295,7 @@ class DockerExecutor(Executor):
                 **as_user,
             )["Id"]
             watchdog.watch(container)  # should the kit die from here on, it is removed
+            self._running = container
         except BaseException as e:
             if pending is not None:
                 pending.cancel()
@@ -307,6 +312,7 @@ class DockerExecutor(Executor):
             end_ns = time.monotonic_ns()
             write_container_record(log_dir / "container.json", api.inspect_container(container))
         finally:
+            self._running = None
             self._remove(container)
         return RunOutcome(
             exit_code=exit_code,

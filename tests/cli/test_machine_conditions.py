@@ -1,0 +1,90 @@
+"""§5 Conditions on a CPU through a whole series: a machine kept busy on purpose by processes
+that are not the kit's, and the mark it leaves on every run and in the report."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pandas as pd
+import pytest
+
+from kit.errors import ExitCode
+from kit.report import separate as sidetables
+from tests.conftest import QUIET_CONDITIONS, contender_args, write_protocol
+
+# Spinners that no process of the kit's started: their launcher exits at once, so they are
+# nobody's children (the kit's own processes are left out of "others"). Each ends itself after
+# a minute should the test die before it ends them.
+LAUNCH = """
+import subprocess, sys
+spin = "import time\\nend = time.monotonic() + 60\\nwhile time.monotonic() < end: pass"
+for _ in range(int(sys.argv[1])):
+    quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(subprocess.Popen([sys.executable, "-c", spin], start_new_session=True, **quiet).pid)
+"""
+
+
+@pytest.fixture
+def protocol(tmp_path):
+    """The tests' protocol with the reference protocol's conditions."""
+    reference = "cpu_busy_share = 0.25\ncpu_look_s = 0.5"
+    return write_protocol(tmp_path / "protocol.toml", **{QUIET_CONDITIONS: reference})
+
+
+@pytest.fixture
+def busy_machine() -> Iterator[None]:
+    # more than a quarter of the CPUs' time (the protocol's conditions.cpu_busy_share)
+    count = (os.cpu_count() or 1) // 4 + 1
+    out = subprocess.run(
+        [sys.executable, "-c", LAUNCH, str(count)], capture_output=True, text=True, check=True
+    )
+    pids = [int(x) for x in out.stdout.split()]
+    time.sleep(0.5)  # under way
+    try:
+        yield
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.slow
+def test_a_series_on_a_busy_machine_is_marked_run_by_run(
+    tmp_path, protocol, cli, fake_env, busy_machine
+):
+    fake_env()
+    out = tmp_path / "r"
+    args = contender_args(out, protocol, "--precision", "float32", "--idle-timeout", "1")
+    started = time.monotonic()
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    # one wait of a second, in vain; the other runs look once while the machine stays busy
+    assert time.monotonic() - started < 60
+    runs = pd.read_csv(out / "tables" / "runs.csv")
+    timed = runs[runs["kind"] == "timed"]
+    assert len(timed) == 5 and timed["flagged"].all()
+    assert timed["flag_reasons"].str.startswith(sidetables.BUSY).all()
+    assert (timed["others_cpu_share_before"] > 0.25).all() and timed["busy_before"].all()
+    report = (out / "report.md").read_text()
+    assert "## The machine through each run" in report
+    assert f"run {timed['run_id'].iloc[0]} flagged: {sidetables.BUSY}" in report
+    assert cli("verify", out).exit_code == 0  # the marks are recomputed from the raw files
+
+
+@pytest.mark.slow
+def test_refuse_busy_refuses_a_busy_machine_with_a_fix(
+    tmp_path, protocol, cli, fake_env, busy_machine
+):
+    fake_env()
+    args = contender_args(tmp_path / "r", protocol, "--precision", "float32", "--refuse-busy")
+    result = cli(*args)
+    assert result.exit_code == ExitCode.USER_ERROR, result.output
+    assert "error: other processes use" in result.output and "fix:" in result.output
+    assert "Traceback" not in result.output
