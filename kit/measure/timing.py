@@ -204,8 +204,8 @@ def judge(
     if not math.isfinite(b.loss):
         return Outcome(FAILED, None, None, f"the loss at step {hi} is {b.loss}", **common)
     held = buffered(steps, lo, hi, grammar)
-    if held:
-        return Outcome(VOID, step_s, own, held, **common)
+    if held:  # the stamps measured the bursts: they are no step time
+        return Outcome(VOID, None, own, held, **common)
     if grammar.own_clock_compared:
         # §5 cross-check: the program's own reading within the tolerance, or the run is void
         if own is None:
@@ -283,6 +283,20 @@ def buffered(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> str:
     """Why the window's step lines cannot be stamped as written (§5's clock), or ""."""
     window = [s for s in steps if lo <= s.step <= hi]
     held, told = bursts(window, grammar)
+    if not told or held < BURST_SHARE * told:
+        return ""
+    return buffered_reason(held, told)
+
+
+def buffered_output(lines: list[StampedLine], grammar: Grammar) -> str:
+    """Why a program's stdout, whole, cannot be stamped as written (§5's clock), or "": its
+    step lines, wherever they are (a program asked its version that trains instead). Output
+    that breaks the grammar says nothing here: judging it says why."""
+    try:
+        steps = step_lines(lines, grammar, "stdout")
+    except OutputError:
+        return ""
+    held, told = bursts(steps, grammar)
     if not told or held < BURST_SHARE * told:
         return ""
     return buffered_reason(held, told)

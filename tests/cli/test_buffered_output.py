@@ -73,3 +73,24 @@ def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
         (i, "ok") for i in range(6)
     ]
     assert cli("verify", out).exit_code == 0
+
+
+def test_a_buffered_contender_that_trains_when_asked_its_version_stops_the_series_first(
+    tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
+):
+    monkeypatch.delenv("FAKE_STDOUT", raising=False)
+    monkeypatch.setenv("FAKE_INFO", "none")  # it knows no `+mica info -mica`: it trains
+    monkeypatch.setenv("FAKE_STEP_MS", "2")
+    out = tmp_path / "r"
+    res = cli(*series_args(out, fast_protocol, buffered_contender))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    assert "asked its version (+mica info -mica), the contender trained instead" in res.output
+    assert "its output is buffered: 40 of 40 step lines arrived in bursts" in res.output
+    assert "series stops before its first run" in res.output
+    assert "fix: make its stdout line-buffered" in res.output
+    assert records(out) == []  # no run was spent on it
+    # line-buffered, it is asked again at the resume (it gives no version) and the series runs
+    monkeypatch.setenv("FAKE_STDOUT", "line")
+    res = cli("series", "--resume", out)
+    assert res.exit_code == 0, res.output
+    assert {r["status"] for r in records(out) if r["kind"] != "profile"} == {"ok"}

@@ -4,6 +4,7 @@
  *
  * Command line as the protocol's template; it reads --steps and answers `+mica info -mica`.
  * FAKE_STDOUT=line makes it line-buffered (what `+mica stdout=line -mica` does for Mica);
+ * FAKE_INFO=none makes it a program that does not know `+mica info` and trains instead;
  * FAKE_STEP_MS sets its pace (default 2 ms a step). Tests compile it with the machine's cc.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -29,7 +30,9 @@ static void sleep_until_ms(double deadline) {
 int main(int argc, char **argv) {
     const char *mode = getenv("FAKE_STDOUT");
     setvbuf(stdout, NULL, mode && strcmp(mode, "line") == 0 ? _IOLBF : _IOFBF, 4096);
-    if (argc >= 4 && !strcmp(argv[1], "+mica") && !strcmp(argv[2], "info")) {
+    const char *info = getenv("FAKE_INFO");
+    int knows_info = !(info && strcmp(info, "none") == 0);
+    if (knows_info && argc >= 4 && !strcmp(argv[1], "+mica") && !strcmp(argv[2], "info")) {
         printf("buffered fake contender 1.0.0, commit 0000000, release\n");
         return 0;
     }
