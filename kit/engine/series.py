@@ -340,6 +340,10 @@ class Series(Kind[PlannedRun]):
         # amendment 2: which libraries the loader opened, during the discarded run; a timed run
         # past the protocol's whole-run limit fails like any other failure
         spec = dataclasses.replace(spec, trace_libraries=run.discarded, limit_s=self._limit_s(run))
+        if run.kind not in SEPARATE:
+            # §5's clock: a run whose first lines arrive in bursts is stopped there
+            grammar = self.sides[config.side].grammar(self.protocol)
+            spec = dataclasses.replace(spec, watch=timing.watch_first_lines(grammar))
         separate = extras.prepare(run.kind, spec, self.executor, log_dir)
         if separate.skip_reason:
             return self._judged(

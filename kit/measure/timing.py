@@ -34,6 +34,7 @@ OK, OOM, VOID, FAILED = RunStatus.OK, RunStatus.OUT_OF_MEMORY, RunStatus.VOID, R
 BURST_GAP_S = 1e-4
 MIN_OWN_GAP_S = 1e-3
 BURST_SHARE = 0.5
+WATCHED_LINES = 10  # a run is stopped for bursts in its first lines once this many are seen
 BUFFERED = "its output is buffered"  # how the reason of a run void for bursts begins
 BUFFERED_FIX = (
     "make its stdout line-buffered: `stdbuf -oL`, `python -u`, or the program's own switch, "
@@ -168,6 +169,9 @@ def judge(
     had, by default from its file (kit.measure.stamped).
     """
     out = list(read_stamped(stdout_log, read))
+    if stopped and is_buffered(stopped):
+        # stopped at its first lines (`watch_first_lines`): judged again from the whole log
+        return Outcome(VOID, None, None, buffered_output(out, grammar, stopped=True) or stopped)
     # stderr matters only to an exit with a status (its out-of-memory line, D4)
     needs_err = not stopped and exit_code is not None and exit_code > 0
     err = list(read_stamped(stderr_log, read)) if needs_err else []
@@ -288,23 +292,42 @@ def buffered(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> str:
     return buffered_reason(held, told)
 
 
-def buffered_output(lines: list[StampedLine], grammar: Grammar) -> str:
+def buffered_output(
+    lines: list[StampedLine], grammar: Grammar, *, least: int = 1, stopped: bool = False
+) -> str:
     """Why a program's stdout, whole, cannot be stamped as written (§5's clock), or "": its
-    step lines, wherever they are (a program asked its version that trains instead). Output
-    that breaks the grammar says nothing here: judging it says why."""
+    step lines, wherever they are (a program asked its version that trains instead, a run
+    stopped at its first lines), at least `least` of them after the first. Output that breaks
+    the grammar says nothing here: judging it says why."""
     try:
         steps = step_lines(lines, grammar, "stdout")
     except OutputError:
         return ""
     held, told = bursts(steps, grammar)
-    if not told or held < BURST_SHARE * told:
+    if told < least or held < BURST_SHARE * told:
         return ""
-    return buffered_reason(held, told)
+    return buffered_reason(held, told, stopped)
 
 
-def buffered_reason(held: int, told: int) -> str:
+def watch_first_lines(grammar: Grammar) -> Callable[[bytes], str | None]:
+    """A run's watch (kit.executors.base.Limits): its first lines, stamped so far, that
+    already arrived in bursts stop it, so a series ends at its first discarded run's start
+    rather than after it. Never before WATCHED_LINES step lines: one late read is no burst."""
+
+    def watch(data: bytes) -> str | None:
+        try:
+            lines = list(read_stamped("stdout.log", lambda _: data))
+        except ValueError:
+            return None  # a line that is not stamped: judging the run says why
+        return buffered_output(lines, grammar, least=WATCHED_LINES) or None
+
+    return watch
+
+
+def buffered_reason(held: int, told: int, stopped: bool = False) -> str:
+    before = " before the kit stopped it" if stopped else ""
     return (
-        f"{BUFFERED}: {held} of {told} step lines arrived in bursts (within "
+        f"{BUFFERED}: {held} of {told} step lines arrived in bursts{before} (within "
         f"{BURST_GAP_S * 1e3:g} ms of the line before, though its own clock says "
         f"{MIN_OWN_GAP_S * 1e3:g} ms or more passed); §5 needs every line to leave when "
         f"written; fix: {BUFFERED_FIX}"

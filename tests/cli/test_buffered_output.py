@@ -12,6 +12,7 @@ import pytest
 from kit.engine import judging
 from kit.engine.records import RunRecord
 from kit.errors import ExitCode
+from kit.measure.stamped import read_stamped
 from kit.protocol import load as protocol_mod
 from tests.conftest import FAKES, TEXT_INPUT, records
 
@@ -94,3 +95,25 @@ def test_a_buffered_contender_that_trains_when_asked_its_version_stops_the_serie
     res = cli("series", "--resume", out)
     assert res.exit_code == 0, res.output
     assert {r["status"] for r in records(out) if r["kind"] != "profile"} == {"ok"}
+
+
+def test_a_buffered_run_is_stopped_at_its_first_lines(
+    tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
+):
+    monkeypatch.delenv("FAKE_STDOUT", raising=False)
+    # 10 s of training whose 4 KB blocks leave every ninth step line: stopped long before
+    monkeypatch.setenv("FAKE_STEPS", "5000")
+    monkeypatch.setenv("FAKE_PAD", "400")
+    monkeypatch.setenv("FAKE_STEP_MS", "2")
+    out = tmp_path / "r"
+    res = cli(*series_args(out, fast_protocol, buffered_contender))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    assert "step lines arrived in bursts before the kit stopped it" in res.output
+    (rec,) = records(out)
+    assert rec["status"] == "void" and rec["stopped"].startswith("its output is buffered")
+    protocol = protocol_mod.load(out / "protocol.toml")
+    lines = [x.text for x in read_stamped(out / rec["log_dir"] / "stdout.log")]
+    assert "step 5000 " not in "\n".join(lines)  # it never trained to its end
+    again = judging.rejudge(out, RunRecord.from_json(rec), protocol.contender, protocol.timing)
+    assert (again.status, again.reason) == (rec["status"], rec["reason"])
+    assert cli("verify", out).exit_code == 0

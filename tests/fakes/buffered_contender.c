@@ -5,7 +5,9 @@
  * Command line as the protocol's template; it reads --steps and answers `+mica info -mica`.
  * FAKE_STDOUT=line makes it line-buffered (what `+mica stdout=line -mica` does for Mica);
  * FAKE_INFO=none makes it a program that does not know `+mica info` and trains instead;
- * FAKE_STEP_MS sets its pace (default 2 ms a step). Tests compile it with the machine's cc.
+ * FAKE_STEP_MS sets its pace (default 2 ms a step), FAKE_STEPS how many steps it trains
+ * whatever it is told, FAKE_PAD the bytes of a line it prints after each step line (so a
+ * buffer fills early). Tests compile it with the machine's cc.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -39,6 +41,10 @@ int main(int argc, char **argv) {
     int steps = 400;
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+    const char *more = getenv("FAKE_STEPS"); /* trains longer than it is told */
+    if (more) steps = atoi(more);
+    const char *pad = getenv("FAKE_PAD"); /* a line of this many bytes after each step line */
+    int pad_bytes = pad ? atoi(pad) : 0;
     const char *pace = getenv("FAKE_STEP_MS");
     double step_ms = pace ? atof(pace) : 2.0;
     double start = now_ms();
@@ -47,6 +53,7 @@ int main(int argc, char **argv) {
         if (step % 10) continue;
         double loss = 4.2 * exp(-step / 300.0) + 0.5;
         printf("step %d loss %.4f time_ms %.3f\n", step, loss, now_ms() - start);
+        if (pad_bytes > 0) printf("# %0*d\n", pad_bytes, 0);
     }
     return 0;
 }
