@@ -311,8 +311,8 @@ def buffered_output(
 
 def watch_first_lines(grammar: Grammar) -> Callable[[bytes], str | None]:
     """A run's watch (kit.executors.base.Limits): its first lines, stamped so far, that
-    already arrived in bursts stop it, so a series ends at its first discarded run's start
-    rather than after it. Never before WATCHED_LINES step lines: one late read is no burst."""
+    already arrived in bursts stop it, so a series ends during its first discarded run rather
+    than after it. Never before WATCHED_LINES step lines: one late read is no burst."""
 
     def watch(data: bytes) -> str | None:
         try:
