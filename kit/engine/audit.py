@@ -75,7 +75,7 @@ def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -
             continue
         folders[log_dir] = number
         current = record.get("batch_size") == batches.get(models.get(run.config, ""))
-        if record.get("status") in FINAL and current and isinstance(run_id, int):
+        if _final(record) and current and isinstance(run_id, int):
             if run_id in finals:
                 problems.append(
                     f"{where}: run {run_id} has a second final record ({finals[run_id]} "
@@ -84,6 +84,15 @@ def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -
             finals[run_id] = log_dir
     problems += _unrecorded_attempts(listing, planned, folders, finals)
     return problems
+
+
+def _final(record: Mapping[str, Any]) -> bool:
+    """A record whose run the series never runs again; a run void for buffered output ran
+    again at the resume (kit.engine.series), so a later record of it is no second final."""
+    status = record.get("status")
+    if status == timing.VOID and timing.is_buffered(str(record.get("reason", ""))):
+        return False
+    return status in FINAL
 
 
 @dataclass(frozen=True)

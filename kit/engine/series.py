@@ -23,7 +23,7 @@ from kit.engine.engine import Engine, Judged, Kind
 from kit.engine.records import RunRecord
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun, plan
 from kit.engine.store import ResultsDir
-from kit.errors import UserError
+from kit.errors import SeriesFailed, UserError
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.executors.docker import footprint
 from kit.measure import timing
@@ -35,6 +35,11 @@ from kit.sides.side import RunContext, Side
 DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 SEPARATE = (PROFILE, GRAPH_BREAKS)
 ADJUSTMENTS = store.ADJUSTMENTS  # amendment 5.1: a model whose batch this series halved
+
+
+def _buffered(record: RunRecord) -> bool:
+    """A run void because its output left in bursts (§5's clock; kit.measure.timing)."""
+    return record.status == timing.VOID and timing.is_buffered(record.reason)
 
 
 @dataclass(frozen=True)
@@ -205,7 +210,8 @@ class Series(Kind[PlannedRun]):
         return record.batch_size == self.batches().get(model)
 
     def done(self, record: RunRecord) -> bool:
-        return record.status in DONE and self._current(record)
+        # a run void for buffered output is run again: its program buffers every run alike
+        return record.status in DONE and self._current(record) and not _buffered(record)
 
     def _stopped(self, latest: Mapping[int, RunRecord]) -> set[str]:
         """Amendment 8.1: the configurations that ran out of memory, which run no further."""
@@ -222,6 +228,8 @@ class Series(Kind[PlannedRun]):
         """Amendment 8: out of memory is recorded and the series goes on; True when the batch
         was halved and the plan must run again (amendment 5.1)."""
         self.hooks.run_finished(run, record)
+        if _buffered(record):
+            raise self._buffered_stop(run, record)
         if record.status == timing.OOM and run.kind not in SEPARATE:
             self.hooks.message(
                 f"{run.config}: out of memory in run {run.run_id}; "
@@ -229,6 +237,20 @@ class Series(Kind[PlannedRun]):
             )
             return run.discarded and self._halve_if_no_mode_fits(run)
         return False
+
+    def _buffered_stop(self, run: PlannedRun, record: RunRecord) -> SeriesFailed:
+        """§5's clock fails for every run of a program whose output is buffered, so the series
+        stops at the first such run (its configuration's discarded run, as a rule) rather
+        than void all its rounds. Exit 3, like any run that ends a series: the run is
+        recorded, and `--resume` runs it again once the output leaves line by line."""
+        return SeriesFailed(
+            f"{self.title(run)} is void: {record.reason.partition('; fix:')[0]}; every run of "
+            f"this program would be void alike, so the series stops here.\n"
+            f"  its stamped output: {self.rd.root / record.log_dir / 'stdout.log'}",
+            f"{timing.BUFFERED_FIX}; every finished run is kept, and "
+            f"`micakit series --resume {self.rd.root}` runs this one again (a changed "
+            "program is a new contender: start a new series with it)",
+        )
 
     def slug(self, run: PlannedRun) -> str:
         return self.by_id[run.config].slug
@@ -319,6 +341,10 @@ class Series(Kind[PlannedRun]):
         # amendment 2: which libraries the loader opened, during the discarded run; a timed run
         # past the protocol's whole-run limit fails like any other failure
         spec = dataclasses.replace(spec, trace_libraries=run.discarded, limit_s=self._limit_s(run))
+        if run.kind not in SEPARATE:
+            # §5's clock: a run whose first lines arrive in bursts is stopped there
+            grammar = self.sides[config.side].grammar(self.protocol)
+            spec = dataclasses.replace(spec, watch=timing.watch_first_lines(grammar))
         separate = extras.prepare(run.kind, spec, self.executor, log_dir)
         if separate.skip_reason:
             return self._judged(

@@ -20,9 +20,10 @@ from typing import Any
 from kit import __version__
 from kit.engine import versions_probe
 from kit.engine.documents import Versions
-from kit.errors import UserError
+from kit.errors import SeriesFailed, UserError
 from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunSpec
+from kit.measure import timing
 from kit.measure.stamped import read_stamped
 from kit.protocol.load import Protocol
 from kit.telemetry import kernels
@@ -134,6 +135,7 @@ def contender_versions(
     for k in (1,) if recorded is not None else (1, 2):
         _clear(scratch / f"ask-{k}")
         outcome, lines = _probe_outcome(executor, asked, scratch / f"ask-{k}")
+        _refuse_buffered(outcome.stdout_log, protocol, asked)
         answers.append(
             {
                 "exit_code": outcome.exit_code,
@@ -151,6 +153,21 @@ def contender_versions(
         "exit_code": code,
         "build_kind": "development" if development else "release",
     }
+
+
+def _refuse_buffered(stdout_log: Path, protocol: Protocol, asked: RunSpec) -> None:
+    """§5's clock, checked before the first run: a program that trains when asked its version
+    shows whether its lines leave at once. Buffered, every run of it would be void, so the
+    series stops before it starts (exit 3, as at a void run for the same cause)."""
+    held = timing.buffered_output(list(read_stamped(stdout_log)), protocol.contender)
+    if held:
+        said, _, fix = held.partition("; fix: ")
+        raise SeriesFailed(
+            f"asked its version ({' '.join(asked.argv[1:])}), the contender trained instead, "
+            f"and {said}; every run of it would be void, so the series stops before its "
+            "first run",
+            f"{fix}; then `micakit series --resume` its results directory",
+        )
 
 
 def collect(

@@ -40,6 +40,9 @@ class RunSpec:
     trace_libraries: bool = False  # amendment 2: log which shared libraries the program opens
     stall_s: float | None = None  # stop the run when no output line came for this long
     limit_s: float | None = None  # stop the run when it has run this long (a whole-run limit)
+    # the stamped stdout's first lines so far (whole lines, at most WATCHED_BYTES) -> a reason
+    # to stop the run, or None; polled with the limits (a series' check of §5's clock)
+    watch: Callable[[bytes], str | None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -65,21 +68,29 @@ class RunOutcome:
     stopped: str | None = None  # why the kit stopped the run (a stall, the whole-run limit)
 
 
+WATCHED_BYTES = 1 << 16  # a run's watch reads its first lines only: bounded work per poll
+
+
 class Limits:
     """A run's stall and whole-run limits, checked from its stamped logs' growth (either
-    executor polls `check` while it waits): the reason to stop it, or None."""
+    executor polls `check` while it waits): the reason to stop it, or None. The first of
+    `logs` is the stamped stdout, which the spec's `watch` reads while it grows."""
 
     def __init__(self, spec: RunSpec, logs: tuple[Path, ...]) -> None:
         self.spec = spec
         self.logs = logs
         self.start = self.last_change = time.monotonic()
         self.size = -1
+        self.watched = 0  # the bytes of stdout the watch has seen
 
     def check(self) -> str | None:
         now = time.monotonic()
         grown = sum(p.stat().st_size if p.exists() else 0 for p in self.logs)
         if grown != self.size:
             self.size, self.last_change = grown, now
+            why = self._watch()
+            if why:
+                return why
         if self.spec.stall_s and now - self.last_change > self.spec.stall_s:
             return (
                 f"stopped by the kit: no output line for {self.spec.stall_s:g} s "
@@ -92,6 +103,21 @@ class Limits:
                 "discarded run)"
             )
         return None
+
+    def _watch(self) -> str | None:
+        if self.spec.watch is None or self.watched >= WATCHED_BYTES:
+            return None
+        try:
+            with open(self.logs[0], "rb") as f:
+                data = f.read(WATCHED_BYTES)
+        except FileNotFoundError:
+            return None
+        last = len(data) == WATCHED_BYTES  # all the watch reads: this is its last look
+        data = data[: data.rfind(b"\n") + 1]  # whole lines: the writer may be mid-line
+        if len(data) == self.watched and not last:
+            return None
+        self.watched = WATCHED_BYTES if last else len(data)
+        return self.spec.watch(data)
 
 
 class Executor(abc.ABC):

@@ -25,6 +25,22 @@ from kit.status import RunStatus
 # the statuses a run is judged to (kit.status); the short names kept for the engine and report
 OK, OOM, VOID, FAILED = RunStatus.OK, RunStatus.OUT_OF_MEMORY, RunStatus.VOID, RunStatus.FAILED
 
+# §5: "every line leaves the moment it is written". A step line that arrives within BURST_GAP_S
+# of the step line before it, though the program's own clock says at least MIN_OWN_GAP_S passed
+# between the two, waited in a buffer: a block-buffered stdout (stdio on a pipe) lets lines out
+# a few kilobytes at a time, and the stamps then measure the bursts, not the steps. An honest
+# line is held back only when the reader itself was late, which is rare; a run whose window has
+# at least BURST_SHARE of its step lines in bursts is void.
+BURST_GAP_S = 1e-4
+MIN_OWN_GAP_S = 1e-3
+BURST_SHARE = 0.5
+WATCHED_LINES = 10  # a run is stopped for bursts in its first lines once this many are seen
+BUFFERED = "its output is buffered"  # how the reason of a run void for bursts begins
+BUFFERED_FIX = (
+    "make its stdout line-buffered: `stdbuf -oL`, `python -u`, or the program's own switch, "
+    "e.g. `+mica stdout=line -mica`"
+)
+
 
 class OutputError(ValueError):
     """The program's output breaks its side's grammar; the message says how."""
@@ -153,6 +169,9 @@ def judge(
     had, by default from its file (kit.measure.stamped).
     """
     out = list(read_stamped(stdout_log, read))
+    if stopped and is_buffered(stopped):
+        # stopped at its first lines (`watch_first_lines`): judged again from the whole log
+        return Outcome(VOID, None, None, buffered_output(out, grammar, stopped=True) or stopped)
     # stderr matters only to an exit with a status (its out-of-memory line, D4)
     needs_err = not stopped and exit_code is not None and exit_code > 0
     err = list(read_stamped(stderr_log, read)) if needs_err else []
@@ -188,10 +207,13 @@ def judge(
     )
     if not math.isfinite(b.loss):
         return Outcome(FAILED, None, None, f"the loss at step {hi} is {b.loss}", **common)
-    if grammar.own_clock == "cumulative":
+    held = buffered(steps, lo, hi, grammar)
+    if held:  # the stamps measured the bursts: they are no step time
+        return Outcome(VOID, None, own, held, **common)
+    if grammar.own_clock_compared:
         # §5 cross-check: the program's own reading within the tolerance, or the run is void
         if own is None:
-            return Outcome(VOID, step_s, None, "no own time on the window's lines", **common)
+            return Outcome(VOID, step_s, None, _no_own_time(steps, lo, hi, grammar), **common)
         rel = abs(own - step_s) / step_s if step_s > 0 else math.inf
         if rel > timing.cross_check_tolerance:
             return Outcome(
@@ -211,9 +233,110 @@ def _own_step_s(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> fl
     if grammar.own_clock == "cumulative":
         a, b = by_step[lo].time_ms, by_step[hi].time_ms
         return None if a is None or b is None else (b - a) / 1e3 / (hi - lo)
-    # per_step (nanoGPT): each line carries the last step's time; recorded, never compared (§5)
     times = [s.time_ms for s in steps if lo < s.step <= hi and s.time_ms is not None]
-    return float(np.median(times)) / 1e3 if times else None
+    if not grammar.own_clock_compared:
+        # nanoGPT: each line carries its last step's time; recorded, never compared (§5)
+        return float(np.median(times)) / 1e3 if times else None
+    # a contender's per-step clock reads the window as the sum of its steps' times (§5), so
+    # every step of the window needs its time
+    if len(times) != hi - lo:
+        return None
+    return math.fsum(times) / 1e3 / (hi - lo)
+
+
+def _no_own_time(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> str:
+    """Why a contender's run has no reading of its own to cross-check (§5)."""
+    if grammar.own_clock == "cumulative":
+        return "no own time on the window's lines"
+    timed = sum(1 for s in steps if lo < s.step <= hi and s.time_ms is not None)
+    return (
+        f"its own clock is per step, so §5's cross-check needs a time on every step from "
+        f"{lo + 1} to {hi}: {timed} of {hi - lo} have one (print a line with its time at "
+        'every step, or declare own_clock = "cumulative" and print the time since the start)'
+    )
+
+
+def bursts(steps: list[StepLine], grammar: Grammar) -> tuple[int, int]:
+    """How many of these step lines (after the first) arrived in a burst, and of how many.
+
+    A burst: the line came within BURST_GAP_S of the step line before it, while the program's
+    own clock says at least MIN_OWN_GAP_S passed between them: a cumulative clock by the
+    difference of the two readings, a per-step clock by the later line's step alone (its step
+    ran after the earlier line was written). A program without a reading of its own is never
+    said to burst: nothing says how long its steps took (a contender without one is void by
+    §5's cross-check all the same). A pure function of the stamped lines, so `verify` finds
+    the same bursts as the run did.
+    """
+    gap_ns, min_own_ms = BURST_GAP_S * 1e9, MIN_OWN_GAP_S * 1e3
+    held = 0
+    for a, b in zip(steps, steps[1:]):
+        if b.time_ms is None:
+            continue
+        if grammar.own_clock == "cumulative":
+            if a.time_ms is None:
+                continue
+            own_ms = b.time_ms - a.time_ms
+        else:
+            own_ms = b.time_ms
+        if own_ms >= min_own_ms and b.stamp_ns - a.stamp_ns < gap_ns:
+            held += 1
+    return held, max(len(steps) - 1, 0)
+
+
+def buffered(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> str:
+    """Why the window's step lines cannot be stamped as written (§5's clock), or ""."""
+    window = [s for s in steps if lo <= s.step <= hi]
+    held, told = bursts(window, grammar)
+    if not told or held < BURST_SHARE * told:
+        return ""
+    return buffered_reason(held, told)
+
+
+def buffered_output(
+    lines: list[StampedLine], grammar: Grammar, *, least: int = 1, stopped: bool = False
+) -> str:
+    """Why a program's stdout, whole, cannot be stamped as written (§5's clock), or "": its
+    step lines, wherever they are (a program asked its version that trains instead, a run
+    stopped at its first lines), at least `least` of them after the first. Output that breaks
+    the grammar says nothing here: judging it says why."""
+    try:
+        steps = step_lines(lines, grammar, "stdout")
+    except OutputError:
+        return ""
+    held, told = bursts(steps, grammar)
+    if told < least or held < BURST_SHARE * told:
+        return ""
+    return buffered_reason(held, told, stopped)
+
+
+def watch_first_lines(grammar: Grammar) -> Callable[[bytes], str | None]:
+    """A run's watch (kit.executors.base.Limits): its first lines, stamped so far, that
+    already arrived in bursts stop it, so a series ends during its first discarded run rather
+    than after it. Never before WATCHED_LINES step lines: one late read is no burst."""
+
+    def watch(data: bytes) -> str | None:
+        try:
+            lines = list(read_stamped("stdout.log", lambda _: data))
+        except ValueError:
+            return None  # a line that is not stamped: judging the run says why
+        return buffered_output(lines, grammar, least=WATCHED_LINES) or None
+
+    return watch
+
+
+def buffered_reason(held: int, told: int, stopped: bool = False) -> str:
+    before = " before the kit stopped it" if stopped else ""
+    return (
+        f"{BUFFERED}: {held} of {told} step lines arrived in bursts{before} (within "
+        f"{BURST_GAP_S * 1e3:g} ms of the line before, though its own clock says "
+        f"{MIN_OWN_GAP_S * 1e3:g} ms or more passed); §5 needs every line to leave when "
+        f"written; fix: {BUFFERED_FIX}"
+    )
+
+
+def is_buffered(reason: str) -> bool:
+    """A judgement's reason that says the run's output was buffered (`buffered`)."""
+    return reason.startswith(BUFFERED)
 
 
 def losses(stdout_log: Path, grammar: Grammar) -> list[StepLine]:

@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import ClassVar
 
 from kit.errors import UserError
 from kit.protocol import typed_toml
@@ -47,10 +48,14 @@ class Grammar:
     step_prefix: str  # a line that starts like a step line but breaks the grammar is an error
     own_clock: str  # "cumulative": time_ms since start; "per_step": the last step's time
     oom_patterns: list[str]  # regular expressions: a line matching one, then an exit status
+    # §5: a side's own reading is cross-checked with the outside clock; nanoGPT's alone is
+    # recorded and not compared (PyTorch below), whichever clock a side declares
+    own_clock_compared: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, kw_only=True)
 class PyTorch(Grammar):
+    own_clock_compared: ClassVar[bool] = False
     modes: list[str]
     patched_modes: list[str]
     torch: str

@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,81 @@ def test_a_run_the_kit_stopped_fails_with_the_reason(tmp_path):
     e = write_log(tmp_path / "stderr.log", [])
     r = timing.judge(o, e, -9, P.contender, T, stopped="stalled: no line")
     assert r.status == timing.FAILED and r.reason == "stalled: no line"
+
+
+def buffered_lines(lines: list[tuple[int, str]], block: int) -> list[tuple[int, str]]:
+    """The lines as a block-buffered stdout lets them out: `block` at a time, each block
+    stamped when its last line was written (one read of the pipe, one stamp)."""
+    out = []
+    for i in range(0, len(lines), block):
+        group = lines[i : i + block]
+        out += [(group[-1][0] + k, text) for k, (_, text) in enumerate(group)]
+    return out
+
+
+def test_buffered_output_is_void_with_its_fix(tmp_path):
+    r = judge(tmp_path, buffered_lines(contender_lines(), block=8))
+    assert r.status == timing.VOID and r.step_s is None  # the stamps timed the bursts
+    assert timing.is_buffered(r.reason)
+    # the window's 31 lines (steps 100 to 400): 30 after its first, 26 of them in a burst
+    assert "its output is buffered: 26 of 30 step lines arrived in bursts" in r.reason
+    assert "§5 needs every line to leave when written" in r.reason
+    assert "stdbuf -oL" in r.reason and "+mica stdout=line -mica" in r.reason
+
+
+def test_buffered_nanogpt_is_void_too(tmp_path):
+    lines = [
+        (10**9 + s * 3_000_000, f"iter {s}: loss 3.0000, time 3.00ms, mfu 1.00%")
+        for s in range(0, 401, 10)
+    ]
+    r = judge(tmp_path, buffered_lines(lines, block=40), grammar=P.pytorch)
+    assert r.status == timing.VOID and timing.is_buffered(r.reason)
+    assert judge(tmp_path, lines, grammar=P.pytorch).status == timing.OK
+
+
+def test_a_program_whose_steps_take_no_time_is_not_buffered(tmp_path):
+    # lines 5 µs apart, and its own clock says so: nothing was held back
+    r = judge(tmp_path, contender_lines(step_ns=500))
+    assert r.status == timing.OK, r.reason
+
+
+def test_a_late_reader_now_and_then_is_not_buffered(tmp_path):
+    # the reader read two lines at once a few times (a busy machine): not a buffered program
+    lines = contender_lines()
+    for i in (12, 20, 33):
+        lines[i] = (lines[i + 1][0] - 1, lines[i][1])
+    held, told = timing.bursts(
+        timing.step_lines([timing.StampedLine(t, s) for t, s in lines], P.contender, "x")[10:],
+        P.contender,
+    )
+    assert (held, told) == (3, 30)
+    assert judge(tmp_path, lines).status == timing.OK
+
+
+PER_STEP = dataclasses.replace(P.contender, own_clock="per_step")
+
+
+def per_step_lines(step_ms: float, window_pause_ms: float = 0.0, every: int = 1):
+    """A contender that prints each step's own time, at every `every` steps; a pause it does
+    not count (an evaluation) before step 250."""
+    out, t = [], 10**12
+    for step in range(0, 401):
+        t += int(step_ms * 1e6) + (int(window_pause_ms * 1e6) if step == 250 else 0)
+        if step % every == 0:
+            out.append((t, f"step {step} loss 3.0000 time_ms {step_ms:.4f}"))
+    return out
+
+
+def test_a_per_step_own_clock_is_cross_checked_by_its_sum(tmp_path):
+    r = judge(tmp_path, per_step_lines(2.0), grammar=PER_STEP)
+    assert r.status == timing.OK, r.reason
+    assert r.own_step_s == pytest.approx(0.002)
+    # an evaluation inside the window that its step times leave out: 10% more by the stamps
+    r = judge(tmp_path, per_step_lines(2.0, window_pause_ms=60.0), grammar=PER_STEP)
+    assert r.status == timing.VOID and "apart, more than 1%" in r.reason
+
+
+def test_a_per_step_own_clock_needs_a_time_on_every_step_of_the_window(tmp_path):
+    r = judge(tmp_path, per_step_lines(2.0, every=10), grammar=PER_STEP)
+    assert r.status == timing.VOID
+    assert "needs a time on every step from 101 to 400: 30 of 300 have one" in r.reason

@@ -1,0 +1,119 @@
+"""§5's clock holds only when every line leaves the moment it is written: a contender in C whose
+stdout is block-buffered (stdio's default on a pipe) is found out, and the series stops there."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kit.engine import judging
+from kit.engine.records import RunRecord
+from kit.errors import ExitCode
+from kit.measure.stamped import read_stamped
+from kit.protocol import load as protocol_mod
+from tests.conftest import FAKES, TEXT_INPUT, records
+
+SOURCE = FAKES / "buffered_contender.c"
+CC = shutil.which("cc") or shutil.which("gcc")
+
+
+@pytest.fixture
+def buffered_contender(tmp_path: Path) -> Path:
+    if CC is None:
+        pytest.skip("no C compiler (cc or gcc) on this machine to build the buffered contender")
+    program = tmp_path / "bin" / "buffered-contender"
+    program.parent.mkdir()
+    subprocess.run([CC, "-O1", "-o", str(program), str(SOURCE), "-lm"], check=True)
+    return program
+
+
+def series_args(out: Path, protocol: Path, program: Path) -> list:
+    return [
+        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--no-pytorch",
+        "--contender", program, "--executor", "local", "--model", "shakespeare-char",
+        "--input", TEXT_INPUT, "--precision", "float32",
+    ]  # fmt: skip
+
+
+def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
+    tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
+):
+    monkeypatch.delenv("FAKE_STDOUT", raising=False)
+    monkeypatch.setenv("FAKE_STEP_MS", "2")
+    out = tmp_path / "r"
+    res = cli(*series_args(out, fast_protocol, buffered_contender))
+    # a run ended the series (exit 3), as a crash does: it is recorded, and resume runs it again
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    assert "run 0 of shakespeare-char/float32/contender/mica is void" in res.output
+    assert "its output is buffered: 8 of 8 step lines arrived in bursts" in res.output
+    assert "§5 needs every line to leave when written" in res.output
+    assert "fix: make its stdout line-buffered: `stdbuf -oL`" in res.output
+    assert "+mica stdout=line -mica" in res.output
+    assert f"micakit series --resume {out}" in res.output
+    # the discarded run alone ran: no round was spent on a program every run of which is void
+    recs = records(out)
+    assert [(r["run_id"], r["status"]) for r in recs] == [(0, "void")]
+    assert recs[0]["reason"].startswith("its output is buffered: 8 of 8 step lines")
+
+    # `verify` judges it again from its raw stamped log alone, to the same reason
+    protocol = protocol_mod.load(out / "protocol.toml")
+    again = judging.rejudge(out, RunRecord.from_json(recs[0]), protocol.contender, protocol.timing)
+    assert (again.status, again.reason) == (recs[0]["status"], recs[0]["reason"])
+    assert cli("verify", out).exit_code == 0
+    assert recs[0]["reason"] in (out / "tables" / "runs.csv").read_text()
+
+    # the same program, line-buffered: the resume runs run 0 again, and the series completes
+    monkeypatch.setenv("FAKE_STDOUT", "line")
+    res = cli("series", "--resume", out)
+    assert res.exit_code == 0, res.output
+    timed = [r for r in records(out) if r["kind"] in ("discarded", "timed")]
+    assert [(r["run_id"], r["status"]) for r in timed] == [(0, "void")] + [
+        (i, "ok") for i in range(6)
+    ]
+    assert cli("verify", out).exit_code == 0
+
+
+def test_a_buffered_contender_that_trains_when_asked_its_version_stops_the_series_first(
+    tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
+):
+    monkeypatch.delenv("FAKE_STDOUT", raising=False)
+    monkeypatch.setenv("FAKE_INFO", "none")  # it knows no `+mica info -mica`: it trains
+    monkeypatch.setenv("FAKE_STEP_MS", "2")
+    out = tmp_path / "r"
+    res = cli(*series_args(out, fast_protocol, buffered_contender))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    assert "asked its version (+mica info -mica), the contender trained instead" in res.output
+    assert "its output is buffered: 40 of 40 step lines arrived in bursts" in res.output
+    assert "series stops before its first run" in res.output
+    assert "fix: make its stdout line-buffered" in res.output
+    assert records(out) == []  # no run was spent on it
+    # line-buffered, it is asked again at the resume (it gives no version) and the series runs
+    monkeypatch.setenv("FAKE_STDOUT", "line")
+    res = cli("series", "--resume", out)
+    assert res.exit_code == 0, res.output
+    assert {r["status"] for r in records(out) if r["kind"] != "profile"} == {"ok"}
+
+
+def test_a_buffered_run_is_stopped_at_its_first_lines(
+    tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
+):
+    monkeypatch.delenv("FAKE_STDOUT", raising=False)
+    # 10 s of training whose 4 KB blocks leave every ninth step line: stopped long before
+    monkeypatch.setenv("FAKE_STEPS", "5000")
+    monkeypatch.setenv("FAKE_PAD", "400")
+    monkeypatch.setenv("FAKE_STEP_MS", "2")
+    out = tmp_path / "r"
+    res = cli(*series_args(out, fast_protocol, buffered_contender))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    assert "step lines arrived in bursts before the kit stopped it" in res.output
+    (rec,) = records(out)
+    assert rec["status"] == "void" and rec["stopped"].startswith("its output is buffered")
+    protocol = protocol_mod.load(out / "protocol.toml")
+    lines = [x.text for x in read_stamped(out / rec["log_dir"] / "stdout.log")]
+    assert "step 5000 " not in "\n".join(lines)  # it never trained to its end
+    again = judging.rejudge(out, RunRecord.from_json(rec), protocol.contender, protocol.timing)
+    assert (again.status, again.reason) == (rec["status"], rec["reason"])
+    assert cli("verify", out).exit_code == 0
