@@ -233,6 +233,7 @@ class Engine(Generic[R]):
     def run(self) -> None:
         """Every planned run without a finished record, in the planned order."""
         self.rd.lock(f"a {self.kind.noun}")  # one writer (kit.engine.lock); the CLI may hold it
+        self.rd.cut_torn()  # the record it stopped while writing: its run is run again
         self.kind.planned(self.done())
         self.executor.sweep()
         self.kind.prepare()

@@ -4,6 +4,7 @@ while its report modules load (kit.engine.audit)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,3 +76,32 @@ def rejudge(
             raise
         raise missing from None
     return as_kind(record.kind, judged)
+
+
+# what a record says of its run's judgement, each field recomputed from the raw logs (verify)
+JUDGEMENT = ("status", "reason", "step_s", "own_step_s", "final_loss")
+
+
+def differences(record: RunRecord, again: timing.Outcome) -> list[tuple[str, object, object]]:
+    """Each field of the judgement `record` carries that differs from `again` (the run judged
+    again from its raw logs): (field, recorded, recomputed)."""
+    mine = {"status": record.status, "reason": record.reason, **record.judged}
+    fresh = {
+        "status": again.status,
+        "reason": again.reason,
+        "step_s": again.step_s,
+        "own_step_s": again.own_step_s,
+        "final_loss": again.final_loss,
+    }
+    return [
+        (name, mine.get(name), fresh[name])
+        for name in JUDGEMENT
+        if not _same(mine.get(name), fresh[name])
+    ]
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, a float within a rounding of the last digit (a record read back from JSON)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12)
+    return a == b

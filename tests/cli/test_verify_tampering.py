@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from kit.errors import ExitCode
-from tests.conftest import ROOT, contender_args, records, write_protocol
+from tests.conftest import ROOT, contender_args, raw_records, records, write_protocol
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,11 @@ def series(finished: Path, tmp_path: Path, cli) -> Path:
 
 def timed(out: Path) -> list[dict]:
     return [r for r in records(out) if r["kind"] == "timed"]
+
+
+def raw_timed(out: Path) -> list[dict]:
+    """The timed runs' records as runs.jsonl holds them, to be written back altered."""
+    return [r for r in raw_records(out) if r["run"]["kind"] == "timed"]
 
 
 def write_records(out: Path, recs: list[dict]) -> None:
@@ -89,7 +94,7 @@ def test_an_edited_number_in_report_html_is_caught(series, cli):
 
 
 def test_a_record_dropped_then_reported_is_caught(series, cli):
-    recs = records(series)
+    recs = raw_records(series)
     dropped = timed(series)[1]
     write_records(series, [r for r in recs if r["run_id"] != dropped["run_id"]])
     res = cli("report", series)
@@ -99,7 +104,7 @@ def test_a_record_dropped_then_reported_is_caught(series, cli):
 
 
 def test_a_record_pointed_at_another_runs_logs_is_caught(series, cli):
-    recs = records(series)
+    recs = raw_records(series)
     a, b = timed(series)[:2]
     for r in recs:
         if r["run_id"] == b["run_id"]:
@@ -118,20 +123,21 @@ def test_a_deleted_run_folder_is_caught_by_verify_and_report(series, cli):
 
 
 def test_a_duplicated_record_is_caught(series, cli):
-    recs = records(series)
-    twice = timed(series)[2]
+    recs = raw_records(series)
+    twice = raw_timed(series)[2]
     write_records(series, [*recs, twice])
     refused(cli, series, f"run {twice['run_id']}'s record duplicates line")
 
 
 def test_a_record_outside_the_plan_is_caught(series, cli):
-    recs = records(series)
+    recs = raw_records(series)
     plan = json.loads((series / "plan.json").read_text())
-    extra = {**timed(series)[0], "run_id": len(plan["order"]) + 7}
+    extra = {**raw_timed(series)[0], "run_id": len(plan["order"]) + 7}
     write_records(series, [*recs, extra])
     refused(cli, series, f"run {extra['run_id']} is not in plan.json")
     # and a record whose run is planned as another configuration or kind
-    other = {**timed(series)[0], "kind": "profile"}
+    first = raw_timed(series)[0]
+    other = {**first, "run": {**first["run"], "kind": "profile"}}
     write_records(series, [*recs, other])
     refused(cli, series, f"run {other['run_id']} is planned as timed")
 
@@ -213,8 +219,8 @@ def test_a_raw_log_that_no_longer_parses_is_named_not_a_traceback(series, cli, m
 
     if least is not None:
         monkeypatch.setattr(fanout, "LEAST", least)
-    recs = records(series)
-    run = next(r for r in recs if r["kind"] == "timed")
+    recs = raw_records(series)
+    run = next(r for r in recs if r["run"]["kind"] == "timed")
     rel = f"{run['log_dir']}/stdout.log"
     log = series / rel
     log.write_bytes(log.read_bytes() + b"not a stamped line\n")
