@@ -21,6 +21,7 @@ from kit.engine.scheduler import PlannedRun
 from kit.engine.store import (
     ADJUSTMENTS,
     FINAL,
+    NOT_RUN,
     PLAN,
     RECORDS,
     ResultsDir,
@@ -132,11 +133,12 @@ def _finished_without_record(
     planned: dict[int, tuple[int, PlannedRun]],
     listing: Mapping[str, frozenset[str]],
 ) -> list[str]:
-    """The attempts a stopped series leaves without a record (`stopped_in`) whose logs show a
-    run that finished: its stdout reaches the end of §5's window. A series records a run as
-    soon as it ends, so such a run's record was dropped; only the run of a torn last record
-    (the series stopped while writing it) is left to `series --resume`. Few folders are read:
-    only those of the runs after the last recorded one."""
+    """The attempts a stopped series leaves without a record (`stopped_in`) whose folders show
+    a run that finished: its stdout reaches the end of §5's window, or it holds the note of a
+    run the kit did not start. A series records a run as soon as it ends, so such a run's
+    record was dropped; only the run of a torn last record (the series stopped while writing
+    it) is left to `series --resume`. Few folders are read: only those of the runs after the
+    last recorded one."""
     if not stopped_in:
         return []
     torn_run = _torn_run(rd) if rd.torn() else None
@@ -145,23 +147,29 @@ def _finished_without_record(
     for rel, run_id in stopped_in:
         if rd.torn() and torn_run in (None, run_id):
             continue  # the run whose record the series stopped while writing
-        if f"{rel}/stdout.log" not in listing[rel]:
+        if f"{rel}/{NOT_RUN}" in listing[rel]:
+            how = f"its {NOT_RUN} says why it was not started"
+        elif f"{rel}/stdout.log" in listing[rel]:
+            judge = judge or _judge(rd)
+            if judge is None:
+                return out  # the protocol or plan cannot be read: `report` says why
+            run = planned[run_id][1]
+            head = {"config": run.config, "kind": run.kind}
+            unrecorded = RunRecord(run_id, rel, "", "", "", "", exit_code=0, head=head)
+            try:
+                again = judge(unrecorded, {})
+            except Exception:  # noqa: BLE001 - logs that cannot be judged show no finished run
+                continue
+            if again.window_end_ns is None:
+                continue  # stopped before the end of its window: a stop explains it
+            how = f"its stdout reaches step {again.last_step}"
+        else:
             continue
-        judge = judge or _judge(rd)
-        if judge is None:
-            return out  # the protocol or plan cannot be read: `report` says why
-        run = planned[run_id][1]
-        head = {"config": run.config, "kind": run.kind}
-        unrecorded = RunRecord(run_id, rel, "", "", "", "", exit_code=0, head=head)
-        try:
-            again = judge(unrecorded, {})
-        except Exception:  # noqa: BLE001 - logs that cannot be judged show no finished run
-            continue
-        if again.window_end_ns is not None:
-            out.append(
-                f"{rel}: run {run_id}'s logs show a finished run (its stdout reaches step "
-                f"{again.last_step}), with no record in {RECORDS}: the record was dropped"
-            )
+        out.append(
+            f"{rel}: run {run_id} finished ({how}), but {RECORDS} holds no record of it: "
+            "the record was dropped (were the series stopped in the instant between, "
+            f"`micakit series --resume {rd.root}` would run it again)"
+        )
     return out
 
 

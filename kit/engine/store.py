@@ -5,7 +5,9 @@ Layout:
     protocol.toml        the protocol file the series ran under (its hash is in the manifest)
     plan.json            the configurations and every planned run, in order, fixed before run 0
     runs.jsonl           one record per finished run, appended and fsynced
-    runs/<id>-<config>/attempt-<k>/   the raw stamped logs of each attempt at a run
+    runs/<id>-<config>/attempt-<k>/   the raw stamped logs of each attempt at a run; a run the
+                         kit decided not to start (a profiled run without nsys) holds
+                         not-run.json instead, saying why
     tables/              CSV and Markdown tables, always recomputed from the raw logs
 
 Every file but runs.jsonl is written whole to a temporary name and renamed; runs.jsonl only
@@ -38,6 +40,7 @@ from kit.status import RunStatus
 
 T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
+NOT_RUN = "not-run.json"  # in a run folder: why the kit did not start that run (its status)
 VERSIONS = "versions.json"  # rule 4: kit.engine.documents.Versions
 # JSON files whose "schema" the store writes and strips on reading (their readers see only
 # their data); manifest.json, plan.json, summary.json and each record carry theirs as a field
