@@ -3,12 +3,11 @@ Docker SDK."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 
-from tests.conftest import FAKE_NANOGPT, ROOT, TEXT_INPUT, fake_nanogpt_protocol
+from tests.conftest import FAKE_NANOGPT, ROOT, TEXT_INPUT, fake_nanogpt_protocol, records
 
 
 def test_device_check_runs_on_the_cpu_and_names_what_it_skipped(tmp_path, fake_env):
@@ -38,7 +37,7 @@ def test_device_check_runs_on_the_cpu_and_names_what_it_skipped(tmp_path, fake_e
         assert steps[name].startswith("skipped: --device cpu"), steps[name]
     assert steps["captures"].startswith("ok")
     # one timed round after the discarded run, every number labelled by the kit as usual
-    runs = [json.loads(x) for x in (out / "series" / "runs.jsonl").read_text().splitlines()]
+    runs = records(out / "series")
     timed = [r for r in runs if r.get("kind", "timed") == "timed" and r.get("round", 0) >= 1]
     assert timed and all(r["round"] == 1 for r in timed)
     summary = (out / "summary.md").read_text()
