@@ -270,6 +270,7 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     """
     options.reads_only()
     # lazy: the report imports pandas and matplotlib (start-up speed)
+    from kit.engine import audit
     from kit.report import summary
     from kit.report.markdown import markdown_report
 
@@ -277,6 +278,8 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     checks = _check_statuses(results, check_dirs) if check_dirs else None
     t = _tables(rd, results, checks, True if preview else None)
     click.echo(summary.text(rd, t) if as_json else markdown_report(rd, t), nl=False)
+    for line in audit.torn(rd):  # its run reads as not run: the report is of the runs before it
+        options.say(f"micakit: {line}")
 
 
 @main.command("publish")

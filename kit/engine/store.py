@@ -374,7 +374,9 @@ class ResultsDir:
         try:
             os.fchmod(fd, FILE_MODE)  # the umask narrowed the mode open() was given
             _cut_torn(fd)
-            os.write(fd, line.encode("utf-8"))
+            data = memoryview(line.encode("utf-8"))
+            while data:
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -360,6 +360,7 @@ def test_a_torn_last_line_is_read_as_absent_and_only_a_writer_cuts_it(
     with read_only(series):
         res = cli("report", series)
         assert res.exit_code == 0, res.output
+        assert "runs.jsonl ends in a torn record" in res.stderr  # said, beside the report
         # the torn record's run has no record: no report says every separate record is present
         assert f"run {last['run_id']} has no record in runs.jsonl" in res.output
         assert "every separate record is present" not in res.output
