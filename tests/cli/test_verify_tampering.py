@@ -447,3 +447,11 @@ def test_a_directory_written_before_schema_2_verifies_clean(series, cli):
     (series / "runs.jsonl").write_text("".join(lines))
     res = cli("verify", series)
     assert res.exit_code == 0, res.output
+
+
+def test_records_with_their_keys_sorted_verify_clean(series, cli):
+    # as `jq -S -c . runs.jsonl` writes them: a record is read by its keys' names
+    write_records(series, [json.loads(json.dumps(r, sort_keys=True)) for r in raw_records(series)])
+    assert next(iter(raw_records(series)[0])) == "end_ns"
+    res = cli("verify", series)
+    assert res.exit_code == 0, res.output
