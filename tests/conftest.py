@@ -119,9 +119,22 @@ def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def records(out: Path) -> list[dict]:
+def raw_records(out: Path) -> list[dict]:
+    """runs.jsonl's lines as the kit wrote them (kit.engine.records)."""
     path = out / "runs.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def records(out: Path) -> list[dict]:
+    """runs.jsonl's records, each one flat mapping: the planned run's fields ("run") and the
+    judgement's ("judged") beside the engine's, as the tests read them."""
+    return [flat(r) for r in raw_records(out)]
+
+
+def flat(record: dict) -> dict:
+    nested = ("run", "judged")
+    envelope = {k: v for k, v in record.items() if k not in nested}
+    return {**envelope, **record.get("run", {}), **record.get("judged", {})}
 
 
 def python() -> str:

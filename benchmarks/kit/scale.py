@@ -110,7 +110,11 @@ def grow(out: Path) -> int:
     plan = json.loads((out / "plan.json").read_text())
     records = [json.loads(line) for line in (out / "runs.jsonl").open()]
     done = {r["run_id"] for r in records}
-    model = {r["config"]: r for r in records if r["kind"] == "timed" and r["status"] == "ok"}
+    model = {
+        r["run"]["config"]: r
+        for r in records
+        if r["run"]["kind"] == "timed" and r["status"] == "ok"
+    }
     shift = max(r["end_ns"] for r in records if r["end_ns"]) + 1_000_000
     lines = []
     for run in plan["order"]:
@@ -132,7 +136,8 @@ def grow(out: Path) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             files[new] = store.sha256_file(path)
-        rec = dict(src, run_id=run["run_id"], round=run["round"], log_dir=log_dir, files=files)
+        rec = dict(src, run_id=run["run_id"], log_dir=log_dir, files=files)
+        rec["run"] = {**src["run"], "round": run["round"]}
         rec["start_ns"] = src["start_ns"] + offset
         rec["end_ns"] = src["end_ns"] + offset
         shift = rec["end_ns"] + 1_000_000

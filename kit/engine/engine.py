@@ -234,6 +234,7 @@ class Engine(Generic[R]):
         self.rd.lock(f"a {self.kind.noun}")  # one writer (kit.engine.lock); the CLI may hold it
         # a full disk names itself; the run it stopped has no record and runs again on resume
         with sigterm_as_interrupt(), writing(self.rd.root, elsewhere="--out"):
+            self.rd.cut_torn()  # the record it stopped while writing: its run is run again
             self.kind.planned(self.done())
             self.executor.sweep()
             self.kind.prepare()
@@ -266,6 +267,10 @@ class Engine(Generic[R]):
         outcome: RunOutcome | None = None
         if isinstance(made, Judged):
             judged = made
+            # a raw file, so the record's judgement is checked against the folder (verify) and a
+            # folder that lost its record still shows the run was done with
+            note = {"status": judged.status, "reason": judged.reason}
+            store.write_json(log_dir / store.NOT_RUN, note)
         else:
             # a hang is stopped at the protocol's stall limit and fails like any other failure
             spec = dataclasses.replace(made, stall_s=self.protocol.timing.stall_s)

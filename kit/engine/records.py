@@ -1,10 +1,18 @@
 """A finished run's record, typed: what `runs.jsonl` keeps, one line a run, fsynced (D6).
 
 The engine writes the envelope every run has (its id, folder, clock, exit, status, files); a
-series or a check adds what it knows of the planned run (`head`: its configuration, round,
+series or a check adds what it knows of the planned run (`run`: its configuration, round,
 kind, ...) and of its judgement (`judged`: the step time, the final loss, a separate record's
-fields). `to_json` keeps the line exactly as it has always been written, key for key and in
-order; `from_json` reads one back, upgrading an older schema and refusing a newer one.
+fields), each under its own name, so a line is read by its keys' names and never by their
+order (`jq -S` sorts them). `from_json` upgrades an older schema and refuses a newer one.
+
+Schema 2 (this kit):
+    {"schema": 2, "run_id": 3, "run": {"config": ..., "round": 1, "kind": "timed", ...},
+     "log_dir": ..., "started_utc": ..., "start_ns": ..., "end_ns": ..., "exit_code": 0,
+     "stopped": null, "status": "ok", "reason": "", "judged": {"step_s": ..., ...},
+     "executor": "local", "files": {...}}
+Schema 1 held the run's and the judgement's fields flat beside the envelope's; schema 0, as
+schema 1 without "schema", "kind" (a timed run) and "stopped" (the kit did not stop it).
 """
 
 from __future__ import annotations
@@ -16,13 +24,20 @@ from typing import Any
 from kit.errors import UserError
 from kit.status import RunStatus
 
-RECORD_SCHEMA = 1
-# the envelope's keys, in the order a line holds them around the kind's own
-_BEFORE_HEAD = ("schema", "run_id")
-_AFTER_HEAD = ("log_dir", "started_utc", "start_ns", "end_ns", "exit_code", "stopped")
-_JUDGEMENT = ("status", "reason")
-_AFTER_JUDGED = ("executor", "files", "outputs")
-_ENVELOPE = {*_BEFORE_HEAD, *_AFTER_HEAD, *_JUDGEMENT, *_AFTER_JUDGED}
+RECORD_SCHEMA = 2
+RUN, JUDGED = "run", "judged"  # schema 2: the planned run's fields, the judgement's fields
+# the envelope: what the engine writes of every run, whatever its kind
+_ENVELOPE = frozenset(
+    ("schema", "run_id", "log_dir", "started_utc", "start_ns", "end_ns", "exit_code", "stopped",
+     "status", "reason", "executor", "files", "outputs")
+)  # fmt: skip
+# Schema 1's judgement, by name: every field a schema-1 kit wrote after the reason (a timed
+# run's judgement; a profiled run's kernel table; a graph-break run's counts). Schema 1 is
+# history, so this list is closed; its every other field was the planned run's.
+_JUDGED_V1 = frozenset(
+    ("step_s", "own_step_s", "final_loss", "graph_breaks", "kernels", "kernel_table_error",
+     "nsys_stats_exit_code", "nsys", "nsys_from")
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -70,27 +85,32 @@ class RunRecord:
     # -- the file -------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": RECORD_SCHEMA, "run_id": self.run_id, **self.head}
-        out.update(
-            log_dir=self.log_dir,
-            started_utc=self.started_utc,
-            start_ns=self.start_ns,
-            end_ns=self.end_ns,
-            exit_code=self.exit_code,
-            stopped=self.stopped,
-            status=self.status,
-            reason=self.reason,
-        )
-        out.update(self.judged)
-        out.update(executor=self.executor, files=dict(self.files))
+        out: dict[str, Any] = {
+            "schema": RECORD_SCHEMA,
+            "run_id": self.run_id,
+            RUN: dict(self.head),
+            "log_dir": self.log_dir,
+            "started_utc": self.started_utc,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "exit_code": self.exit_code,
+            "stopped": self.stopped,
+            "status": self.status,
+            "reason": self.reason,
+            JUDGED: dict(self.judged),
+            "executor": self.executor,
+            "files": dict(self.files),
+        }
         if self.outputs is not None:
             out["outputs"] = dict(self.outputs)
         return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], where: str = "runs.jsonl") -> RunRecord:
-        """A line of runs.jsonl. Schema 0 (no "schema" yet) is upgraded: its lines lacked the
-        run's kind (a timed run) and why the kit stopped it (it did not)."""
+        """A line of runs.jsonl, read by its keys' names. Schema 1 (the run's and the
+        judgement's fields flat beside the envelope's) is upgraded, and schema 0 (no "schema"
+        yet) too: its lines lacked the run's kind (a timed run) and why the kit stopped it (it
+        did not)."""
         schema = d.get("schema", 0)
         if not isinstance(schema, int) or schema > RECORD_SCHEMA:
             raise UserError(
@@ -99,11 +119,18 @@ class RunRecord:
                 "read it with the kit version named in the directory's manifest.json",
             )
         try:
-            keys = list(d)
-            before_log = keys[: keys.index("log_dir")] if "log_dir" in d else keys
-            after_reason = keys[keys.index("reason") + 1 :] if "reason" in d else []
-            head = {k: d[k] for k in before_log if k not in _ENVELOPE}
-            judged = {k: d[k] for k in after_reason if k not in _ENVELOPE}
+            if schema >= 2:
+                unknown = sorted(set(d) - {*_ENVELOPE, RUN, JUDGED})
+                if unknown:
+                    raise ValueError(f"unknown field {unknown[0]!r}")
+                head, judged = d[RUN], d.get(JUDGED, {})
+                if not isinstance(head, Mapping) or not isinstance(judged, Mapping):
+                    raise TypeError(f'"{RUN}" and "{JUDGED}" are objects')
+                head, judged = dict(head), dict(judged)
+            else:
+                fields = {k: v for k, v in d.items() if k not in _ENVELOPE}
+                head = {k: v for k, v in fields.items() if k not in _JUDGED_V1}
+                judged = {k: v for k, v in fields.items() if k in _JUDGED_V1}
             if schema == 0:
                 head.setdefault("kind", "timed")
             return cls(

@@ -5,12 +5,15 @@ Layout:
     protocol.toml        the protocol file the series ran under (its hash is in the manifest)
     plan.json            the configurations and every planned run, in order, fixed before run 0
     runs.jsonl           one record per finished run, appended and fsynced
-    runs/<id>-<config>/attempt-<k>/   the raw stamped logs of each attempt at a run
+    runs/<id>-<config>/attempt-<k>/   the raw stamped logs of each attempt at a run; a run the
+                         kit decided not to start (a profiled run without nsys) holds
+                         not-run.json instead, saying why
     tables/              CSV and Markdown tables, always recomputed from the raw logs
 
 Every file but runs.jsonl is written whole to a temporary name and renamed; runs.jsonl only
-grows, one fsynced line per finished run, and a torn last line (power lost mid-write) is cut
-off on the next open.
+grows, one fsynced line per finished run. A torn last line (power lost mid-write) is no record:
+a reader (report, verify, compare, merge) reads it as absent and leaves the file as it is, so a
+read-only copy reads as well as the original; only the next writer (`series --resume`) cuts it.
 
 A results directory exists to be published: its files are 0644 (0755 where executable, as
 rerun.sh) and its folders 0755 whatever the umask, so that whoever the runner image wrote them
@@ -37,6 +40,7 @@ from kit.status import RunStatus
 
 T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
+NOT_RUN = "not-run.json"  # in a run folder: why the kit did not start that run (its status)
 VERSIONS = "versions.json"  # rule 4: kit.engine.documents.Versions
 # JSON files whose "schema" the store writes and strips on reading (their readers see only
 # their data); manifest.json, plan.json, summary.json and each record carry theirs as a field
@@ -153,7 +157,8 @@ class ResultsDir:
         self.writer = WriterLock(self.root)
         # runs.jsonl parsed (and typed) once while unchanged, and each document read once while
         # unchanged: a report reads them from several tables
-        self._records: tuple[tuple[int, int, int], list[dict]] | None = None
+        # (runs.jsonl's size, mtime and inode; its records; its torn last line, if any)
+        self._records: tuple[tuple[int, int, int], list[dict], bytes] | None = None
         self._runs: tuple[tuple[int, int, int], list[RunRecord]] | None = None
         self._documents: dict[str, tuple[tuple[int, int, int], Any]] = {}
 
@@ -289,44 +294,58 @@ class ResultsDir:
     # -- the run records ----------------------------------------------------------------------
 
     def records(self) -> list[dict]:
-        """Every finished run's record. A torn last line is cut off, never read as a run."""
+        """Every finished run's record. A torn last line is never read as a run, and never cut
+        here: reading never writes (`torn` gives it; the next writer cuts it)."""
         path = self.root / RECORDS
         try:
             st = os.stat(path)
         except FileNotFoundError:
+            self._records = None
             return []
         key = (st.st_size, st.st_mtime_ns, st.st_ino)
         if self._records is not None and self._records[0] == key:
             return list(self._records[1])
         data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            with open(path, "r+b") as f:
-                f.truncate(cut)
-                os.fsync(f.fileno())
-            data = data[:cut]
-            st = os.stat(path)
-            key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        whole = len(data) if not data or data.endswith(b"\n") else data.rfind(b"\n") + 1
         records = []
-        for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        for number, line in enumerate(data[:whole].decode("utf-8").splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as e:
                 raise UserError(f"{path}:{number} is not a JSON record: {e}") from None
-        self._records = (key, records)
+        self._records = (key, records, data[whole:])
         return list(records)
+
+    def torn(self) -> bytes:
+        """The torn last line of runs.jsonl (the series stopped while writing it); b"" if none."""
+        self.records()
+        return self._records[2] if self._records is not None else b""
+
+    def cut_torn(self) -> bool:
+        """The writer's repair: a torn last line of runs.jsonl cut off (it never was a record;
+        its run is run again). True when there was one. Only a writer calls this."""
+        try:
+            fd = os.open(self.root / RECORDS, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            cut = _cut_torn(fd)
+        finally:
+            os.close(fd)
+        self._records = None
+        return cut
 
     def check_raw_files(self) -> None:
         """Every finished run's raw logs are here: every number is recomputed from them (D6)."""
-        for r in self.records():
-            folder = self.root / r["log_dir"]
-            missing = [rel for rel in r.get("files", {}) if not (self.root / rel).is_file()]
+        for r in self.runs():
+            folder = self.root / r.log_dir
+            missing = [rel for rel in r.files if not (self.root / rel).is_file()]
             if missing or not folder.is_dir():
                 raise UserError(
-                    f"the raw files of run {r['run_id']} ({r['config']}) are missing: "
-                    f"{missing[0] if missing else r['log_dir']}; every number of the results "
+                    f"the raw files of run {r.run_id} ({r.config}) are missing: "
+                    f"{missing[0] if missing else r.log_dir}; every number of the results "
                     "is recomputed from them",
                     f"restore {folder} from a copy of this results directory, or start a "
                     "new series with --out",
@@ -345,16 +364,22 @@ class ResultsDir:
         return list(runs)
 
     def append_record(self, record: dict | RunRecord) -> None:
+        """A finished run's record, one fsynced line; a torn last line before it (the series
+        stopped while writing one) is cut first, since only a writer appends."""
         if isinstance(record, RunRecord):
             record = record.to_json()
         self._records = None
         line = json.dumps(record, sort_keys=False) + "\n"
-        fd = os.open(self.root / RECORDS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-        os.fchmod(fd, FILE_MODE)  # the umask narrowed the mode open() was given
-        with os.fdopen(fd, "ab") as f:
-            f.write(line.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
+        fd = os.open(self.root / RECORDS, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        try:
+            os.fchmod(fd, FILE_MODE)  # the umask narrowed the mode open() was given
+            _cut_torn(fd)
+            data = memoryview(line.encode("utf-8"))
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     # -- raw logs -------------------------------------------------------------------------
 
@@ -371,6 +396,24 @@ class ResultsDir:
 
     def rel(self, path: Path) -> str:
         return str(Path(path).resolve().relative_to(self.root.resolve()))
+
+
+def _cut_torn(fd: int) -> bool:
+    """runs.jsonl (open for writing as `fd`) cut after its last newline; True if it was torn."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return False
+    cut, end = 0, size
+    while end > 0:  # the last newline, found a block at a time from the end
+        lo = max(0, end - (1 << 16))
+        at = os.pread(fd, end - lo, lo).rfind(b"\n")
+        if at >= 0:
+            cut = lo + at + 1
+            break
+        end = lo
+    os.ftruncate(fd, cut)
+    os.fsync(fd)
+    return True
 
 
 def _refuse_foreign(root: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import io
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -35,8 +36,14 @@ def render(rd: ResultsDir, t: Tables) -> dict[str, bytes]:
     }
 
 
+# the folders whose every file `publish` makes: one it does not make is named by `verify`
+MADE = ("tables", html.PLOTS)
+
+
 def write(rd: ResultsDir, t: Tables) -> list[Path]:
-    """The tables in CSV (every digit), then what `render` builds, each file written whole."""
+    """The tables in CSV (every digit), then what `render` builds, each file written whole;
+    a file of tables/ or plots/ an earlier publication made and this one does not (a plot of
+    a time a preview showed) is removed, so the directory holds what `verify` recomputes."""
     written = []
     for name, df in t.items():
         rd.write_text(f"tables/{name}.csv", csv_text(df))
@@ -45,7 +52,22 @@ def write(rd: ResultsDir, t: Tables) -> list[Path]:
         store.write_atomic(rd.root / rel, data)
         written.append(rd.root / rel)
     (rd.root / rerun.RERUN).chmod(0o755)
+    made = {str(p.relative_to(rd.root)) for p in written}
+    for rel in _unmade(rd.root, made):
+        (rd.root / rel).unlink()
     return written
+
+
+def _unmade(root: Path, made: set[str]) -> list[str]:
+    """The files under tables/ and plots/ that are not among `made` (paths in the directory)."""
+    out = []
+    for folder in MADE:
+        for here, _, files in os.walk(root / folder):
+            for name in files:
+                rel = os.path.relpath(os.path.join(here, name), root)
+                if rel not in made:
+                    out.append(rel)
+    return sorted(out)
 
 
 def verify(
@@ -59,7 +81,7 @@ def verify(
     own, every raw file as its run wrote it (`examined`: that part already started, by
     `audit.Examination`, which also judges each run again from the bytes it hashes). Then the
     tables, report.md, report.html, rerun.sh and the plots, each recomputed from the raw files
-    and compared whole.
+    and compared whole; any other file under tables/ or plots/ is named.
     """
     found = (audit.Examination(rd) if examined is None else examined).result()
     if found.problems:
@@ -79,6 +101,8 @@ def verify(
     problems = compared.result()[0]
     for rel, data in published_files.items():
         problems += _diff_file(rd.root, rel, data)
+    made = {*published_files, *(f"tables/{name}.csv" for name, _ in fresh.items())}
+    problems += [f"{rel}: a file the report does not make" for rel in _unmade(rd.root, made)]
     return problems
 
 

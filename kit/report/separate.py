@@ -15,12 +15,15 @@ import pandas as pd
 
 from kit.engine import conditions
 from kit.engine import separate as extras
-from kit.engine.store import ResultsDir
+from kit.engine.documents import Plan
+from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
+from kit.engine.store import RECORDS, ResultsDir
 from kit.protocol.load import Protocol
 from kit.status import RunStatus
 from kit.telemetry import kernels, libraries
 from kit.telemetry import samples as telemetry
 
+SEPARATE = (PROFILE, GRAPH_BREAKS)
 FAMILIES = "families.tsv"  # beside the protocol file (§6: fixed before the first series)
 
 
@@ -246,6 +249,27 @@ def missing_records(runs: pd.DataFrame) -> list[str]:
     for (what, why), configs in by_why.items():
         who = configs[0] if len(configs) == 1 else ", ".join(configs[:-1]) + " and " + configs[-1]
         out.append(f"{who} {'has' if len(configs) == 1 else 'have'} no {what}: {why}")
+    return out
+
+
+def unrecorded(plan: Plan, runs: pd.DataFrame) -> list[str]:
+    """§6's separate records the plan holds and no record does: the configuration ran out of
+    memory and ran no further (amendment 8.1), or its run has no record (the series has not
+    run it, or stopped before it)."""
+    recorded = set(runs["run_id"])
+    oom = runs[(runs["status"] == RunStatus.OUT_OF_MEMORY) & ~runs["kind"].isin(SEPARATE)]
+    stopped = dict(zip(oom["config"][::-1], oom["run_id"][::-1]))  # each one's first
+    out = []
+    for r in plan.order:
+        if r.kind not in SEPARATE or r.run_id in recorded:
+            continue
+        what = "kernel table" if r.kind == PROFILE else "graph-break counts"
+        why = (
+            f"out of memory in run {stopped[r.config]}, so it ran no further (amendment 8.1)"
+            if r.config in stopped
+            else f"run {r.run_id} has no record in {RECORDS}"
+        )
+        out.append(f"{r.config} has no {what}: {why}")
     return out
 
 

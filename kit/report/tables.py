@@ -44,7 +44,8 @@ class Tables:
     graph_breaks: pd.DataFrame
     compile_costs: pd.DataFrame  # what compiling costs: warm-up and break-even, from stamps
     sampled: frozenset[str]  # the run folders that hold card samples (samples.jsonl)
-    missing: tuple[str, ...] = ()  # amendment 8.3: configurations lacking a separate record
+    # amendment 8.3: configurations lacking a separate record, recorded or not
+    missing: tuple[str, ...] = ()
     preview: bool = False  # every time shown, labelled "preparation: not a protocol result"
     card_named: bool = True  # D3: the protocol names this series' card
 
@@ -362,7 +363,11 @@ def tables(
         graph_breaks=sidetables.graph_breaks_table(rd, runs),
         compile_costs=compile_cost.compile_costs(rd, runs, judging.grammar(protocol, PYTORCH)),
         sampled=frozenset(d for d, held in listing.items() if f"{d}/{SAMPLES}" in held),
-        missing=(*sidetables.missing_records(runs), *unreadable),
+        missing=(
+            *sidetables.missing_records(runs),
+            *sidetables.unrecorded(plan, runs),
+            *unreadable,
+        ),
         preview=preview,
         card_named=card_named,
     )

@@ -33,6 +33,7 @@ from tests.conftest import (
     REAL_INPUT,
     ROOT,
     TEXT_INPUT,
+    flat,
     needs_real_input,
     write_protocol,
 )
@@ -85,7 +86,7 @@ def check_args(out: Path, protocol: Path, tree: Path, method: str, *extra: objec
 
 
 def records(out: Path) -> list[dict]:
-    return [json.loads(x) for x in (out / "runs.jsonl").read_text().splitlines()]
+    return [flat(json.loads(x)) for x in (out / "runs.jsonl").read_text().splitlines()]
 
 
 def argv_of(out: Path, record: dict) -> list[str]:

@@ -27,6 +27,7 @@ from tests.conftest import (
     TEXT_INPUT,
     TEXT_INPUT_SHA256,
     pin_fake_nanogpt,
+    records,
 )
 
 NANOGPT = os.environ.get("MICAKIT_NANOGPT")
@@ -131,7 +132,7 @@ def test_device_check_runs_as_documented_and_names_what_it_skipped(tmp_path, che
     for name, digest in hashed.items():
         assert digest == sha256(shipped / name) == sha256(out / "protocol-one-round" / name)
     # one timed round after the discarded run, every number labelled by the kit as usual
-    runs = [json.loads(x) for x in (out / "series" / "runs.jsonl").read_text().splitlines()]
+    runs = records(out / "series")
     timed = [r for r in runs if r.get("kind", "timed") == "timed" and r.get("round", 0) >= 1]
     assert timed and all(r["round"] == 1 for r in timed)
     summary = (out / "summary.md").read_text()

@@ -1,21 +1,25 @@
 """`verify` proves the whole directory (D6): each way of altering a finished series is caught,
-exit 4, named, never a traceback; `report` refuses what it cannot recompute honestly."""
+exit 4, named, never a traceback; `report` refuses what it cannot recompute honestly; and no
+reading command writes, whatever the directory holds."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from kit.errors import ExitCode
-from tests.conftest import ROOT, contender_args, records, write_protocol
+from tests.conftest import ROOT, contender_args, raw_records, records, write_protocol
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,11 @@ def series(finished: Path, tmp_path: Path, cli) -> Path:
 
 def timed(out: Path) -> list[dict]:
     return [r for r in records(out) if r["kind"] == "timed"]
+
+
+def raw_timed(out: Path) -> list[dict]:
+    """The timed runs' records as runs.jsonl holds them, to be written back altered."""
+    return [r for r in raw_records(out) if r["run"]["kind"] == "timed"]
 
 
 def write_records(out: Path, recs: list[dict]) -> None:
@@ -89,7 +98,7 @@ def test_an_edited_number_in_report_html_is_caught(series, cli):
 
 
 def test_a_record_dropped_then_reported_is_caught(series, cli):
-    recs = records(series)
+    recs = raw_records(series)
     dropped = timed(series)[1]
     write_records(series, [r for r in recs if r["run_id"] != dropped["run_id"]])
     res = cli("report", series)
@@ -99,7 +108,7 @@ def test_a_record_dropped_then_reported_is_caught(series, cli):
 
 
 def test_a_record_pointed_at_another_runs_logs_is_caught(series, cli):
-    recs = records(series)
+    recs = raw_records(series)
     a, b = timed(series)[:2]
     for r in recs:
         if r["run_id"] == b["run_id"]:
@@ -118,20 +127,21 @@ def test_a_deleted_run_folder_is_caught_by_verify_and_report(series, cli):
 
 
 def test_a_duplicated_record_is_caught(series, cli):
-    recs = records(series)
-    twice = timed(series)[2]
+    recs = raw_records(series)
+    twice = raw_timed(series)[2]
     write_records(series, [*recs, twice])
     refused(cli, series, f"run {twice['run_id']}'s record duplicates line")
 
 
 def test_a_record_outside_the_plan_is_caught(series, cli):
-    recs = records(series)
+    recs = raw_records(series)
     plan = json.loads((series / "plan.json").read_text())
-    extra = {**timed(series)[0], "run_id": len(plan["order"]) + 7}
+    extra = {**raw_timed(series)[0], "run_id": len(plan["order"]) + 7}
     write_records(series, [*recs, extra])
     refused(cli, series, f"run {extra['run_id']} is not in plan.json")
     # and a record whose run is planned as another configuration or kind
-    other = {**timed(series)[0], "kind": "profile"}
+    first = raw_timed(series)[0]
+    other = {**first, "run": {**first["run"], "kind": "profile"}}
     write_records(series, [*recs, other])
     refused(cli, series, f"run {other['run_id']} is planned as timed")
 
@@ -213,8 +223,8 @@ def test_a_raw_log_that_no_longer_parses_is_named_not_a_traceback(series, cli, m
 
     if least is not None:
         monkeypatch.setattr(fanout, "LEAST", least)
-    recs = records(series)
-    run = next(r for r in recs if r["kind"] == "timed")
+    recs = raw_records(series)
+    run = next(r for r in recs if r["run"]["kind"] == "timed")
     rel = f"{run['log_dir']}/stdout.log"
     log = series / rel
     log.write_bytes(log.read_bytes() + b"not a stamped line\n")
@@ -274,3 +284,174 @@ def test_only_a_reading_command_skips_the_work_left_for_exit(series):
     assert "work at exit" not in program("verify", series)
     assert "work at exit" in program("--version")
     assert "work at exit" in program("publish", series, "--preview")
+
+
+# -- runs.jsonl read, never written, and every field of a record checked ----------------------
+
+WRITES = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+CHANGES = {"os.rename", "os.remove", "os.rmdir", "os.mkdir", "os.truncate", "os.chmod",
+           "os.chown", "os.utime", "os.link", "os.symlink", "shutil.rmtree"}  # fmt: skip
+_read_only: list[str] = []  # the folder a read-only mount is played for, while one is
+
+
+def _as_a_read_only_mount(event: str, args: tuple) -> None:
+    """An audit hook: any write under the folder in `_read_only` fails as on a read-only mount
+    (EROFS), in this process and in those it forks. The tests run as root, whom no mode bars."""
+    if not _read_only:
+        return
+    if event == "open":
+        path, mode, flags = args
+        writes = bool(flags & WRITES) if isinstance(flags, int) else False
+        writes = writes or (isinstance(mode, str) and any(c in mode for c in "wax+"))
+    elif event in CHANGES:
+        path, writes = args[0], True
+    else:
+        return
+    if writes and isinstance(path, str | bytes | os.PathLike):
+        where = os.path.abspath(os.fsdecode(path))
+        if where == _read_only[0] or where.startswith(_read_only[0] + os.sep):
+            raise OSError(errno.EROFS, "Read-only file system", where)
+
+
+sys.addaudithook(_as_a_read_only_mount)
+
+
+@contextlib.contextmanager
+def read_only(root: Path) -> Iterator[None]:
+    """`root` as an archived copy mounted read-only: every mode read-only, and every write
+    under it refused (`_as_a_read_only_mount`)."""
+    modes = {p: p.stat().st_mode for p in [root, *root.rglob("*")] if not p.is_symlink()}
+    for p, mode in modes.items():
+        p.chmod(mode & 0o555)
+    _read_only.append(os.path.abspath(root))
+    try:
+        yield
+    finally:
+        _read_only.clear()
+        for p, mode in modes.items():
+            p.chmod(mode)
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file's bytes and every file's and folder's mtime."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"", p.stat().st_mtime_ns)
+        for p in [root, *root.rglob("*")]
+    }
+
+
+def test_the_read_only_mount_is_played_truly(series):
+    # the check below proves nothing unless a write under the folder really fails
+    with read_only(series), pytest.raises(OSError, match="Read-only file system"):
+        with open(series / "runs.jsonl", "ab"):
+            pass
+    with read_only(series), pytest.raises(OSError, match="Read-only file system"):
+        os.open(series / "runs.jsonl", os.O_RDWR)
+
+
+def test_a_torn_last_line_is_read_as_absent_and_only_a_writer_cuts_it(
+    series, cli, tmp_path, fake_env
+):
+    lines = (series / "runs.jsonl").read_bytes().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    torn = lines[-1][: len(lines[-1]) // 2]  # power lost while the series wrote the last record
+    (series / "runs.jsonl").write_bytes(b"".join(lines[:-1]) + torn)
+    before = snapshot(series)
+    with read_only(series):
+        res = cli("report", series)
+        assert res.exit_code == 0, res.output
+        assert "runs.jsonl ends in a torn record" in res.stderr  # said, beside the report
+        # the torn record's run has no record: no report says every separate record is present
+        assert f"run {last['run_id']} has no record in runs.jsonl" in res.output
+        assert "every separate record is present" not in res.output
+        out = refused(cli, series, "runs.jsonl ends in a torn record", "series --resume")
+        assert "Read-only" not in out
+        compared = cli("compare", series, series, "--json", "--preview")
+        assert compared.exit_code == 0, compared.output
+        merged = cli("merge", series, "--out", tmp_path / "release")
+        assert "Read-only" not in merged.output
+        assert merged.exit_code == ExitCode.USER_ERROR and "has not finished" in merged.output
+    assert snapshot(series) == before  # nothing written, cut or touched
+    # the writer cuts it, and runs its run again
+    fake_env(step_ms={"*": 2.0})
+    resumed = cli("series", "--resume", series)
+    assert resumed.exit_code == 0, resumed.output
+    assert (series / "runs.jsonl").read_bytes().endswith(b"\n")
+    assert records(series)[-1]["run_id"] == last["run_id"]
+    assert cli("verify", series).exit_code == 0
+
+
+@pytest.mark.parametrize("kind", ["profile", "timed"])
+def test_a_dropped_last_record_is_named_even_after_a_publish(series, cli, kind):
+    """The series finished; its last record (a profiled run's, here not started for want of
+    nsys, or the last timed run's, with every record after it) is dropped and the directory
+    published again: the run's folder shows it finished, so no stop explains the gap."""
+    recs = raw_records(series)
+    cut = max(i for i, r in enumerate(recs) if r["run"]["kind"] == kind)
+    dropped = recs[cut]
+    write_records(series, recs[:cut])
+    published = cli("publish", series, "--preview")
+    assert published.exit_code == ExitCode.VERIFY_MISMATCH, published.output
+    named = f"{dropped['log_dir']}: run {dropped['run_id']} finished"
+    refused(cli, series, named, "holds no record of it")
+    res = cli("report", series)
+    assert res.exit_code == ExitCode.VERIFY_MISMATCH and "Traceback" not in res.output
+    assert named in res.output
+
+
+@pytest.mark.parametrize(
+    ("field", "edit"),
+    [
+        ("step_s", lambda r: r["judged"].update(step_s=r["judged"]["step_s"] * 1.5)),
+        ("status", lambda r: r.update(status="void")),
+        ("own_step_s", lambda r: r["judged"].update(own_step_s=None)),
+        ("reason", lambda r: r.update(reason="a reason no log gives")),
+    ],
+)
+def test_an_edited_judgement_in_runs_jsonl_is_named_by_its_field(series, cli, field, edit):
+    recs = raw_records(series)
+    i, run = next((i, r) for i, r in enumerate(recs) if r["run"]["kind"] == "timed")
+    edit(run)
+    write_records(series, recs)
+    refused(cli, series, f"runs.jsonl line {i + 1}: run {run['run_id']}'s {field} is")
+
+
+@pytest.mark.parametrize("rel", ["plots/step-times.extra.png", "tables/extra.csv"])
+def test_a_file_the_report_does_not_make_is_named(series, cli, rel):
+    (series / rel).write_bytes(b"not made by the report\n")
+    refused(cli, series, f"{rel}: a file the report does not make")
+
+
+def test_a_plot_an_earlier_preview_made_is_removed_by_the_next_publish(series, cli):
+    shown = sorted(p.name for p in (series / "plots").glob("step-times.*.png"))
+    assert shown  # the preview drew the step times
+    assert cli("publish", series).exit_code == 0  # rule 6 withholds them now
+    assert not list((series / "plots").glob("step-times.*.png"))
+    assert cli("verify", series).exit_code == 0
+
+
+def test_a_directory_written_before_schema_2_verifies_clean(series, cli):
+    """As a kit before records schema 2 wrote it: each record flat, the judgement's fields after
+    its reason, and no note in the folder of a run not started."""
+    lines = []
+    for r in raw_records(series):
+        note = f"{r['log_dir']}/not-run.json"
+        if note in r["files"]:
+            (series / note).unlink()
+            del r["files"][note]
+        envelope = {k: v for k, v in r.items() if k not in ("run", "judged", "executor", "files")}
+        head = list(envelope).index("log_dir")
+        flat = dict(list(envelope.items())[:head]) | r["run"] | dict(list(envelope.items())[head:])
+        flat |= {**r["judged"], "executor": r["executor"], "files": r["files"], "schema": 1}
+        lines.append(json.dumps({"schema": 1, **flat}) + "\n")
+    (series / "runs.jsonl").write_text("".join(lines))
+    res = cli("verify", series)
+    assert res.exit_code == 0, res.output
+
+
+def test_records_with_their_keys_sorted_verify_clean(series, cli):
+    # as `jq -S -c . runs.jsonl` writes them: a record is read by its keys' names
+    write_records(series, [json.loads(json.dumps(r, sort_keys=True)) for r in raw_records(series)])
+    assert next(iter(raw_records(series)[0])) == "end_ns"
+    res = cli("verify", series)
+    assert res.exit_code == 0, res.output

@@ -27,6 +27,21 @@ def test_torn_last_record_is_cut_off(tmp_path):
     assert [json.loads(x)["run_id"] for x in lines] == [0, 1, 2]
 
 
+def test_reading_leaves_a_torn_last_record_as_it_is_and_a_writer_cuts_it(tmp_path):
+    rd = ResultsDir.create(tmp_path / "r")
+    rd.append_record({"run_id": 0, "status": "ok"})
+    with open(rd.root / "runs.jsonl", "ab") as f:
+        f.write(b'{"run_id": 1, "sta')  # power lost mid-write
+    on_disk = (rd.root / "runs.jsonl").read_bytes()
+    reader = ResultsDir(rd.root)
+    assert [r["run_id"] for r in reader.records()] == [0]
+    assert reader.torn() == b'{"run_id": 1, "sta'
+    assert (rd.root / "runs.jsonl").read_bytes() == on_disk  # reading never writes
+    assert rd.cut_torn() and not rd.cut_torn()
+    assert (rd.root / "runs.jsonl").read_bytes() == b'{"run_id": 0, "status": "ok"}\n'
+    assert reader.torn() == b""
+
+
 def test_atomic_write_leaves_no_temporary(tmp_path):
     write_atomic(tmp_path / "a.json", "{}")
     write_atomic(tmp_path / "a.json", '{"x": 1}')
