@@ -14,7 +14,7 @@ from kit.engine.records import RunRecord
 from kit.errors import ExitCode
 from kit.measure.stamped import read_stamped
 from kit.protocol import load as protocol_mod
-from tests.conftest import FAKES, TEXT_INPUT, records
+from tests.conftest import FAKES, TEXT_INPUT, raw_records, records
 
 SOURCE = FAKES / "buffered_contender.c"
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -60,7 +60,8 @@ def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
 
     # `verify` judges it again from its raw stamped log alone, to the same reason
     protocol = protocol_mod.load(out / "protocol.toml")
-    again = judging.rejudge(out, RunRecord.from_json(recs[0]), protocol.contender, protocol.timing)
+    raw = raw_records(out)[0]
+    again = judging.rejudge(out, RunRecord.from_json(raw), protocol.contender, protocol.timing)
     assert (again.status, again.reason) == (recs[0]["status"], recs[0]["reason"])
     assert cli("verify", out).exit_code == 0
     assert recs[0]["reason"] in (out / "tables" / "runs.csv").read_text()
@@ -114,6 +115,8 @@ def test_a_buffered_run_is_stopped_at_its_first_lines(
     protocol = protocol_mod.load(out / "protocol.toml")
     lines = [x.text for x in read_stamped(out / rec["log_dir"] / "stdout.log")]
     assert "step 5000 " not in "\n".join(lines)  # it never trained to its end
-    again = judging.rejudge(out, RunRecord.from_json(rec), protocol.contender, protocol.timing)
+    again = judging.rejudge(
+        out, RunRecord.from_json(raw_records(out)[0]), protocol.contender, protocol.timing
+    )
     assert (again.status, again.reason) == (rec["status"], rec["reason"])
     assert cli("verify", out).exit_code == 0
