@@ -301,7 +301,7 @@ def series(ctx: click.Context, **opts) -> None:
     from kit.report import tables as report
 
     console = Console(stderr=True, quiet=options.level(ctx) == options.QUIET)
-    s, hooks = assemble.series(opts, sys.argv, console)
+    s, hooks = assemble.series(assemble.SeriesArgs(**opts), sys.argv, console)
     disk_failed = False
     try:
         s.run()
