@@ -20,7 +20,6 @@ from kit.engine.records import RunRecord
 from kit.engine.scheduler import PlannedRun
 from kit.engine.store import (
     ADJUSTMENTS,
-    FINAL,
     NOT_RUN,
     PLAN,
     RECORDS,
@@ -30,6 +29,7 @@ from kit.engine.store import (
 )
 from kit.errors import DirectoryDiffers, UserError
 from kit.measure import stamped, timing
+from kit.status import FINAL
 
 
 def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> list[str]:

@@ -25,7 +25,6 @@ import pandas as pd
 
 from kit.engine import store
 from kit.engine.documents import Manifest, Versions
-from kit.engine.series import DONE
 from kit.engine.store import ResultsDir
 from kit.engine.tablefile import csv_text
 from kit.errors import UserError
@@ -34,6 +33,7 @@ from kit.protocol.load import Protocol
 from kit.report import states
 from kit.report import tables as report
 from kit.report import words as render
+from kit.status import FINAL
 
 RELEASE_CSV, RELEASE_MD = "release.csv", "release.md"
 SOURCE = "source"  # the column naming the results directory a row was recomputed from
@@ -198,7 +198,9 @@ def _check_complete(name: str, rd: ResultsDir, t: report.Tables) -> None:
     status = dict(zip(runs["run_id"], runs["status"]))
     stopped = set(runs[runs["status"] == timing.OOM]["config"])
     missing = [
-        r.run_id for r in plan.order if status.get(r.run_id) not in DONE and r.config not in stopped
+        r.run_id
+        for r in plan.order
+        if status.get(r.run_id) not in FINAL and r.config not in stopped
     ]
     if missing:
         raise UserError(
