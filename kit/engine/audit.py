@@ -315,8 +315,11 @@ def _read_and_hashed(root: str, record: Mapping[str, Any]) -> tuple[list[str], d
     return out, data
 
 
-def refuse_if_altered(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> None:
-    """No table is computed from a directory whose records or run folders were altered."""
+def refuse_if_altered(
+    rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None
+) -> Mapping[str, frozenset[str]]:
+    """No table is computed from a directory whose records or run folders were altered: the
+    run folders' listing (`ResultsDir.listing`) that was audited, for `tables()`."""
     listing = rd.listing() if listing is None else listing
     problems = audit(rd, listing)
     problems += [
@@ -332,6 +335,7 @@ def refuse_if_altered(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | No
             f"`micakit verify {rd.root}` names every difference; restore the directory from "
             "its copy, or measure the series again",
         )
+    return listing
 
 
 def missing_files(record: Mapping[str, Any], held: frozenset[str]) -> list[str]:

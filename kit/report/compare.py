@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from kit.engine import audit
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.report import tables as tables_mod
@@ -38,7 +39,8 @@ class Side:
 def read(root: Path, *, preview: bool = False) -> Side:
     """A directory's configurations; rule 6 withholds unchecked times unless `preview`."""
     rd = ResultsDir.open(root)
-    t = tables_mod.tables(rd, preview=preview)
+    # D6: numbers only from what a series wrote
+    t = tables_mod.tables(rd, preview=preview, listing=audit.refuse_if_altered(rd))
     return Side(root, rd.manifest().protocol_sha256, t.configurations)
 
 

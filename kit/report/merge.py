@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.engine import store
+from kit.engine import audit, store
 from kit.engine.documents import Manifest, Versions
 from kit.engine.store import ResultsDir
 from kit.engine.tablefile import csv_text
@@ -93,7 +93,8 @@ def open_sources(dirs: Sequence[Path]) -> list[Source]:
     sources = []
     for name, rd in opened:
         try:
-            t = report.tables(rd)
+            # D6: numbers only from what a series wrote
+            t = report.tables(rd, listing=audit.refuse_if_altered(rd))
         except ValueError as e:  # a raw log that no longer parses
             raise UserError(
                 f"cannot recompute {name}: {e}", f"`micakit verify {name}` names what changed"
