@@ -22,6 +22,7 @@ from kit.engine import audit
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.report import tables as tables_mod
+from kit.report.states import Publication
 
 SCHEMA = 1
 KEY = ["model", "precision", "side", "variant"]
@@ -58,7 +59,7 @@ def _shown(row: pd.Series) -> str:
     """The state, or why rule 6 withholds a complete configuration's time."""
     publication = row.get("publication")
     if _state(row) == "complete" and isinstance(publication, str):
-        if publication.startswith("withheld"):
+        if Publication.of(publication) is Publication.WITHHELD:
             return publication
     return _state(row)
 

@@ -149,16 +149,18 @@ def config_publications(
                 if o.side == CONTENDER
                 and (o.card, o.model, o.precision) == (c.card, c.model, c.precision)
             ]
-            if "passed" in beside:
-                check = "passed"
+            outcomes = [states.CheckOutcome.of(x) for x in beside]
+            if states.CheckOutcome.PASSED in outcomes:
+                check = states.PASSED
             else:
-                check = next((x for x in beside if "failed" in x), NOT_CHECKED)
+                failed = states.CheckOutcome.FAILED
+                check = next((x for x, o in zip(beside, outcomes) if o is failed), NOT_CHECKED)
         out[c.id] = (check, states.publication(check, preview))
     return out
 
 
 def _shown(publication: str) -> bool:
-    return not publication.startswith("withheld")
+    return states.Publication.of(publication) is not states.Publication.WITHHELD
 
 
 def configurations_table(
@@ -255,7 +257,7 @@ def comparison_table(
                 said = f"{verdict.NO_VERDICT}: {st.state.value}"
             elif not len(p):
                 said = f"{verdict.NO_VERDICT}: no PyTorch mode is complete"
-            elif check != "passed":
+            elif check != states.PASSED:
                 said = f"{verdict.NO_VERDICT}: {check}"
             else:
                 said = verdict.between(st, modes[fastest], margin)
