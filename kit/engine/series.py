@@ -270,10 +270,7 @@ class Series(Kind[PlannedRun]):
 
     def batches(self) -> dict[str, int]:
         """The models whose batch this series halved, and the batch they train now."""
-        path = self.rd.root / ADJUSTMENTS
-        if not path.exists():
-            return {}
-        return {m: a["batch_size"] for m, a in self.rd.read_json(ADJUSTMENTS).items()}
+        return self.rd.batches()
 
     def _halve_if_no_mode_fits(self, planned: PlannedRun) -> bool:
         """Amendment 5.1: a side holds the batch when any of its modes trains it; when a side's

@@ -290,6 +290,13 @@ class ResultsDir:
 
     # -- the run records ----------------------------------------------------------------------
 
+    def batches(self) -> dict[str, int]:
+        """Amendment 5.1: the models whose batch this series halved, and the batch they train
+        now (adjustments.json); empty where none was halved."""
+        if not (self.root / ADJUSTMENTS).exists():
+            return {}
+        return {m: a["batch_size"] for m, a in self.read_json(ADJUSTMENTS).items()}
+
     def records(self) -> list[dict]:
         """Every finished run's record. A torn last line is never read as a run, and never cut
         here: reading never writes (`torn` gives it; the next writer cuts it)."""
