@@ -16,3 +16,8 @@ class RunStatus(enum.StrEnum):
     VOID = "void"  # §5: the run ended before its window; a timed run's slot runs again
     FAILED = "failed"  # amendment 8.4: a crash ends the series; resume runs it again
     NOT_PROFILED = "not profiled"  # §6: a profiled run skipped (no nsys), with its reason
+
+
+# a record with one of these is a run's final record: the series never runs it again (one that
+# failed runs again at the resume, amendment 8.4)
+FINAL = frozenset({RunStatus.OK, RunStatus.OUT_OF_MEMORY, RunStatus.VOID, RunStatus.NOT_PROFILED})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,21 +70,65 @@ def _card(
     return info, conditions, str(info["uuid"])
 
 
-def resolve(options: dict[str, Any]) -> SeriesOptions:
+@dataclass(frozen=True)
+class SeriesArgs:
+    """`micakit series` as click parsed it: one field for each of its parameters, by the same
+    name and with no default, so that a click option and this type that disagree fail at the
+    first call (and tests/cli/test_cli_surface.py compares them). `resolve` reads it by
+    attribute, which mypy checks."""
+
+    out: Path | None
+    resume: Path | None
+    protocol_path: Path | None
+    models: tuple[str, ...]
+    precisions: tuple[str, ...]
+    device: str | None
+    smoke: bool
+    contender: Path | None
+    nanogpt: Path | None
+    no_pytorch: bool
+    executor: str | None
+    docker_host: str | None
+    env: tuple[str, ...]
+    pytorch_image: str | None
+    mica_image: str | None
+    gpu: str | None
+    refuse_busy: bool
+    idle_timeout: float
+    data_dir: Path | None
+    input: Path | None
+    allow_torch: bool
+    tiktoken_files: Path | None
+
+
+# How `micakit series`' parameters and `SeriesOptions`' fields meet; every other parameter is
+# the field of the same name. The parameters that are no option of the series:
+CLI_ONLY = {
+    "resume": "names a directory whose manifest.json holds the options",
+    "no_pytorch": "read into `sides`",
+}
+# a parameter whose field has another name: the parameter's name -> the field's
+RENAMED = {"protocol_path": "protocol", "idle_timeout": "idle_timeout_s"}
+# the fields no parameter gives
+DERIVED = {
+    "sides": "from --no-pytorch and --contender",
+    "python": "the kit's own interpreter unless a caller of the library names another",
+}
+
+
+def resolve(args: SeriesArgs) -> SeriesOptions:
     """The options of a new series, made absolute and complete, as the manifest keeps them."""
-    p = protocol_mod.load(options.get("protocol_path"))
-    smoke = bool(options.get("smoke"))
-    device = options.get("device") or (p.smoke.device if smoke else "cuda")
-    models = list(options.get("models") or ([next(iter(p.models))] if smoke else p.models))
-    precisions = list(
-        options.get("precisions") or (p.smoke.precisions if smoke else p.precisions.names)
-    )
+    p = protocol_mod.load(args.protocol_path)
+    smoke = args.smoke
+    device = args.device or (p.smoke.device if smoke else "cuda")
+    models = list(args.models or ([next(iter(p.models))] if smoke else p.models))
+    precisions = list(args.precisions or (p.smoke.precisions if smoke else p.precisions.names))
     sides = []
-    if not options.get("no_pytorch"):
+    if not args.no_pytorch:
         sides.append(PYTORCH)
-    contender = options.get("contender")
-    if contender:
-        contender = Path(contender).resolve()
+    contender = None
+    if args.contender:
+        contender = Path(args.contender).resolve()
         if not contender.is_file() or not os.access(contender, os.X_OK):
             raise UserError(
                 f"the contender program {contender} is not an executable file",
@@ -95,7 +140,7 @@ def resolve(options: dict[str, Any]) -> SeriesOptions:
             "nothing to run: --no-pytorch was given and no --contender",
             "name the contender program with --contender PATH",
         )
-    out = options.get("out")
+    out = args.out
     if not out:
         raise UserError("a new series needs --out DIR", "e.g. --out results/my-series")
     return SeriesOptions(
@@ -107,22 +152,22 @@ def resolve(options: dict[str, Any]) -> SeriesOptions:
         precisions=tuple(precisions),
         sides=tuple(sides),
         contender=str(contender) if contender else None,
-        nanogpt=_absolute(options.get("nanogpt")),
+        nanogpt=_absolute(args.nanogpt),
         # the series' own folder by default: every executor can mount it, the runner image's
         # included, and the data every run read stays with the results
-        data_dir=str(Path(options.get("data_dir") or Path(out) / "work" / "data").resolve()),
-        input=_absolute(options.get("input")),
-        tiktoken_files=_absolute(options.get("tiktoken_files")),
-        executor=options.get("executor"),
-        env=_env_pairs(options.get("env") or ()),
-        docker_host=options.get("docker_host"),
-        pytorch_image=options.get("pytorch_image"),
-        mica_image=options.get("mica_image"),
-        gpu=options.get("gpu"),
-        refuse_busy=bool(options.get("refuse_busy")),
-        idle_timeout_s=float(options.get("idle_timeout") or 60.0),
+        data_dir=str(Path(args.data_dir or Path(out) / "work" / "data").resolve()),
+        input=_absolute(args.input),
+        tiktoken_files=_absolute(args.tiktoken_files),
+        executor=args.executor,
+        env=_env_pairs(args.env),
+        docker_host=args.docker_host,
+        pytorch_image=args.pytorch_image,
+        mica_image=args.mica_image,
+        gpu=args.gpu,
+        refuse_busy=args.refuse_busy,
+        idle_timeout_s=float(args.idle_timeout or 60.0),
         # rule 9: a torch other than the protocol's pin runs only when asked, as preparation
-        allow_torch=bool(options.get("allow_torch")),
+        allow_torch=args.allow_torch,
     )
 
 
@@ -289,10 +334,10 @@ def _python() -> str:
     return sys.executable
 
 
-def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[Series, Any]:
+def series(args: SeriesArgs, argv: list[str], console: Console) -> tuple[Series, Any]:
     """A new series (with --out) or a resumed one (with --resume), ready to run."""
-    resume = options.get("resume")
-    if resume and options.get("out"):
+    resume = args.resume
+    if resume and args.out:
         raise UserError(
             "give either --out (a new series) or --resume (an existing one), not both",
             f"`micakit series --resume {resume}` alone resumes it (its options are in its "
@@ -304,9 +349,9 @@ def series(options: dict[str, Any], argv: list[str], console: Console) -> tuple[
         rd = ResultsDir.open(Path(resume).resolve()).lock()
         o = SeriesOptions.from_json(rd.manifest().options)
         # the protocol file: the one named now, else the series' own copy; hashes must agree
-        p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
+        p = protocol_mod.load(args.protocol_path or rd.root / store.PROTOCOL)
     else:
-        o = resolve(options)
+        o = resolve(args)
         p = protocol_mod.load(Path(o.protocol))
     ex = executor(o.executor, o.docker_host)
     ex.use_series(series_id(Path(o.out)))

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,50 +61,92 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _path(value: Any) -> str | None:
+def _path(value: Path | str | None) -> str | None:
     return str(Path(value).resolve()) if value else None
 
 
-def resolve(options: dict[str, Any]) -> CheckOptions:
-    p = protocol_mod.load(options.get("protocol_path"))
-    method = (options.get("method") or "").upper()
+@dataclass(frozen=True)
+class CheckArgs:
+    """`micakit correctness` as click parsed it: one field for each of its parameters, by the
+    same name and with no default, so that a click option and this type that disagree fail at
+    the first call (and tests/cli/test_cli_surface.py compares them). `resolve` reads it by
+    attribute, which mypy checks."""
+
+    method: str | None
+    model: str | None
+    precision: str | None
+    seeds: str | None
+    products: Path | None
+    card: str | None
+    out: Path | None
+    resume: Path | None
+    contender: Path | None
+    nanogpt: Path | None
+    input: Path | None
+    data_dir: Path | None
+    tiktoken_files: Path | None
+    protocol_path: Path | None
+    device: str | None
+    smoke: bool
+    executor: str | None
+    docker_host: str | None
+    pytorch_image: str | None
+    mica_image: str | None
+
+
+# How `micakit correctness`' parameters and `CheckOptions`' fields meet; every other parameter
+# is the field of the same name. The parameters that are no option of the check:
+CLI_ONLY = {"resume": "names a directory whose manifest.json holds the options"}
+# a parameter whose field has another name: the parameter's name -> the field's
+RENAMED = {"protocol_path": "protocol"}
+# the fields no parameter gives
+DERIVED = {
+    "models": "the one --model",
+    "card_info": "NVML's account of the card (--card names it on a CPU)",
+    "sides": "always both",
+    "batch_size": "from the --products series' adjustments (amendment 5.1)",
+    "products_sha256": "the products record's, once copied in",
+}
+
+
+def resolve(args: CheckArgs) -> CheckOptions:
+    p = protocol_mod.load(args.protocol_path)
+    method = (args.method or "").upper()
     if method not in ("A", "B"):
         raise UserError(
             "name the method: --method A or --method B",
             "§7 A: five seeds a side; §7 B: one shared start",
         )
-    smoke = bool(options.get("smoke"))
-    model = options.get("model") or (next(iter(p.models)) if smoke else None)
+    smoke = args.smoke
+    model = args.model or (next(iter(p.models)) if smoke else None)
     if not model:
         raise UserError("name the model: --model", f"one of {', '.join(p.models)}")
     p.model(model)
-    precision = p.check_precision(options.get("precision") or "float32")
+    precision = p.check_precision(args.precision or "float32")
     if method == "B" and precision != "float32":
         raise UserError(
             f"method B runs in float32, not {precision}",
             "§7 B: plain float32 without TF32; its verdict holds for every precision",
         )
-    if method == "B" and options.get("seeds"):
+    if method == "B" and args.seeds:
         raise UserError("method B takes no --seeds: both sides start from one shared start")
     if method == "B":
         seeds: tuple[int, ...] = (p.correctness.shared_start_seed,)
     else:
-        seeds = (
-            parse_seeds(options["seeds"]) if options.get("seeds") else tuple(p.correctness.seeds)
-        )
-    contender = options.get("contender")
+        seeds = parse_seeds(args.seeds) if args.seeds else tuple(p.correctness.seeds)
+    contender = args.contender
     if not contender or not Path(contender).is_file() or not os.access(contender, os.X_OK):
         raise UserError(
             f"the contender program {contender or '(none given)'} is not an executable file",
             "name it with --contender PATH (chmod +x it)",
         )
-    device = options.get("device") or (p.smoke.device if smoke else "cuda")
-    card_info = _card_info(device, options.get("card"))
-    if not options.get("out"):
+    device = args.device or (p.smoke.device if smoke else "cuda")
+    card_info = _card_info(device, args.card)
+    if not args.out:
         raise UserError("a new check needs --out DIR", "e.g. --out results/check-m1-a")
     o = CheckOptions(
         protocol=str(p.path),
-        out=str(Path(options["out"]).resolve()),
+        out=str(Path(args.out).resolve()),
         method=method,
         model=model,
         models=(model,),
@@ -115,18 +158,16 @@ def resolve(options: dict[str, Any]) -> CheckOptions:
         smoke=smoke,
         sides=(PYTORCH, CONTENDER),
         contender=_path(contender),
-        nanogpt=_path(options.get("nanogpt")),
-        input=_path(options.get("input")),
-        data_dir=str(
-            Path(options.get("data_dir") or Path(options["out"]) / "work" / "data").resolve()
-        ),
-        tiktoken_files=_path(options.get("tiktoken_files")),
-        executor=options.get("executor"),
-        docker_host=options.get("docker_host"),
-        pytorch_image=options.get("pytorch_image"),
-        mica_image=options.get("mica_image"),
+        nanogpt=_path(args.nanogpt),
+        input=_path(args.input),
+        data_dir=str(Path(args.data_dir or Path(args.out) / "work" / "data").resolve()),
+        tiktoken_files=_path(args.tiktoken_files),
+        executor=args.executor,
+        docker_host=args.docker_host,
+        pytorch_image=args.pytorch_image,
+        mica_image=args.mica_image,
     )
-    products = _products(p, o, options.get("products"))
+    products = _products(p, o, args.products)
     return dataclasses.replace(o, products=products, batch_size=_halved_batch(products, model))
 
 
@@ -181,10 +222,10 @@ def _products(p: Protocol, o: CheckOptions, products: Path | None) -> str | None
     return str(root)
 
 
-def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
+def assemble(args: CheckArgs, argv: list[str]) -> checkrun.CheckRunner:
     """A new check (with --out) or a resumed one (with --resume), ready to run."""
-    resume = options.get("resume")
-    if resume and options.get("out"):
+    resume = args.resume
+    if resume and args.out:
         raise UserError(
             "give either --out (a new check) or --resume (an existing one), not both",
             f"`micakit correctness --resume {resume}` alone resumes it (its options are in its "
@@ -198,11 +239,11 @@ def assemble(options: dict[str, Any], argv: list[str]) -> checkrun.CheckRunner:
                 f"a series resumes with `micakit series --resume {resume}`",
             )
         o = CheckOptions.from_json(rd.manifest().options)
-        p = protocol_mod.load(options.get("protocol_path") or rd.root / store.PROTOCOL)
+        p = protocol_mod.load(args.protocol_path or rd.root / store.PROTOCOL)
         if o.device == "cuda":  # the card it started on, checked again (versions, rule 4)
             o = dataclasses.replace(o, card_info=_card_info("cuda", o.card))
     else:
-        o = resolve(options)
+        o = resolve(args)
         p = protocol_mod.load(Path(o.protocol))
         root = Path(o.out)
         unstarted = (root / store.STARTING).exists() and not (root / store.MANIFEST).exists()
@@ -284,8 +325,9 @@ def correctness(ctx: click.Context, **options: Any) -> None:
       micakit correctness --resume results/check-m1-bf16-A
     """
     # first, so that a stop or a full disk at any moment of start-up says how to go on
-    ctx.meta["resume_hint"] = options.get("resume") or options.get("out")
-    runner = assemble(options, sys.argv)
+    args = CheckArgs(**options)
+    ctx.meta["resume_hint"] = args.resume or args.out
+    runner = assemble(args, sys.argv)
     try:
         judged = runner.run()
     except (KeyboardInterrupt, Interrupted) as e:

@@ -296,12 +296,12 @@ def series(ctx: click.Context, **opts) -> None:
     from rich.console import Console
 
     from kit.cli import assemble
-    from kit.engine import store
+    from kit.engine import audit, store
     from kit.report import publish
     from kit.report import tables as report
 
     console = Console(stderr=True, quiet=options.level(ctx) == options.QUIET)
-    s, hooks = assemble.series(opts, sys.argv, console)
+    s, hooks = assemble.series(assemble.SeriesArgs(**opts), sys.argv, console)
     disk_failed = False
     try:
         s.run()
@@ -315,7 +315,8 @@ def series(ctx: click.Context, **opts) -> None:
     finally:
         hooks.close()
         if s.rd.records() and not disk_failed:
-            publish.write(s.rd, report.tables(s.rd))
+            # D6: numbers only from what a series wrote
+            publish.write(s.rd, report.tables(s.rd, listing=audit.refuse_if_altered(s.rd)))
         store.publish_modes(s.rd.root)  # whatever the umask, the results are readable (D6)
     click.echo(f"{s.rd.root / 'report.md'}")
     if not s.complete():  # pragma: no cover - run() either finishes or raises
@@ -394,10 +395,12 @@ def _gating(results: Path, check_dirs: tuple[Path, ...]) -> dict:
 
 
 def _tables(rd: ResultsDir, results: Path, checks=None, preview: bool | None = None):
+    """The tables of an audited directory (D6: numbers only from what a series wrote)."""
+    from kit.engine import audit  # lazy: the store (start-up speed)
     from kit.report import tables as report  # lazy: pandas (start-up speed)
 
     try:
-        return report.tables(rd, checks, preview)
+        return report.tables(rd, checks, preview, listing=audit.refuse_if_altered(rd))
     except ValueError as e:
         raise UserError(
             f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"

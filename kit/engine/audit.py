@@ -19,8 +19,6 @@ from kit.engine import fanout, judging
 from kit.engine.records import RunRecord
 from kit.engine.scheduler import PlannedRun
 from kit.engine.store import (
-    ADJUSTMENTS,
-    FINAL,
     NOT_RUN,
     PLAN,
     RECORDS,
@@ -30,6 +28,7 @@ from kit.engine.store import (
 )
 from kit.errors import DirectoryDiffers, UserError
 from kit.measure import stamped, timing
+from kit.status import FINAL
 
 
 def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> list[str]:
@@ -48,8 +47,7 @@ def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -
     plan = rd.plan()
     planned = {r.run_id: (position, r) for position, r in enumerate(plan.order)}
     models = {c.id: c.model for c in plan.configurations}
-    adjustments = rd.read_json(ADJUSTMENTS) if (rd.root / ADJUSTMENTS).exists() else {}
-    batches = {model: a["batch_size"] for model, a in adjustments.items()}
+    batches = rd.batches()
     problems: list[str] = []
     folders: dict[str, int] = {}
     finals: dict[int, str] = {}
@@ -237,33 +235,35 @@ def _hashed_and_judged(
     folder is gone is left to the audit, which names the folder once. A run that cannot be
     judged here (the protocol or plan unreadable, a record malformed) is left out: `report`
     judges it, and says why not."""
-    root, records = str(rd.root), rd.records()
-    try:
-        typed: list[RunRecord] | None = rd.runs()
-    except UserError:
-        typed = None  # the audit names the line that is no record
-    latest = {r.get("run_id"): i for i, r in enumerate(records)}
-    judge = _judge(rd) if typed is not None else None
+    root, size = str(rd.root), len(rd.records())
+    # by the line's number, from 1; a line that is no record is named by the audit
+    typed = dict(_typed(rd, []))
+    latest = {r.run_id: number - 1 for number, r in sorted(typed.items())}
+    # a run is judged again only where every line is a record (else `report` says what is not)
+    judge = _judge(rd) if len(typed) == size else None
     changed: list[str] = []
     judged: dict[int, timing.Outcome | str] = {}
-    for i in range(lo, min(hi, len(records))):
-        problems, data = _read_and_hashed(root, records[i])
+    for i in range(lo, min(hi, size)):
+        record = typed.get(i + 1)
+        if record is None:
+            continue
+        problems, data = _read_and_hashed(root, record)
         changed += problems
-        if judge is None or typed is None:
+        if judge is None:
             continue
         try:
-            again: timing.Outcome | str = judge(typed[i], data)
+            again: timing.Outcome | str = judge(record, data)
         except ValueError as e:  # a raw log that no longer parses: `report` would say this
             again = str(e)
         except Exception:  # noqa: BLE001 - left to `report`, which raises it where it says why
             continue
         if isinstance(again, timing.Outcome) and not problems:
             changed += [
-                f"{RECORDS} line {i + 1}: run {typed[i].run_id}'s {name} is {json.dumps(mine)} "
+                f"{RECORDS} line {i + 1}: run {record.run_id}'s {name} is {json.dumps(mine)} "
                 f"in its record, {json.dumps(fresh)} judged again from its raw logs"
-                for name, mine, fresh in judging.differences(typed[i], again)
+                for name, mine, fresh in judging.differences(record, again)
             ]
-        if latest.get(records[i].get("run_id")) == i:
+        if latest.get(record.run_id) == i:
             judged[i] = again
     return changed, judged
 
@@ -288,16 +288,16 @@ def _judge(rd: ResultsDir) -> Callable[[RunRecord, dict[str, bytes]], timing.Out
     return judge
 
 
-def _read_and_hashed(root: str, record: Mapping[str, Any]) -> tuple[list[str], dict[str, bytes]]:
+def _read_and_hashed(root: str, record: RunRecord) -> tuple[list[str], dict[str, bytes]]:
     """A record's raw files that are gone or no longer hash as it recorded, and the bytes of
     its stdout and stderr (by path), read once for the hash and the judgement. Any other file
     (a profile of hundreds of megabytes) is hashed a block at a time."""
     out: list[str] = []
     data: dict[str, bytes] = {}
-    run_id, log_dir = record.get("run_id"), str(record.get("log_dir", ""))
+    run_id, log_dir = record.run_id, record.log_dir
     # paths joined as text: os.path.join costs more, tens of thousands of times
     logs = (f"{root}/{log_dir}/stdout.log", f"{root}/{log_dir}/stderr.log")
-    for rel, digest in record.get("files", {}).items():
+    for rel, digest in record.files.items():
         path = f"{root}/{rel}"
         try:
             if path in logs:
@@ -315,15 +315,18 @@ def _read_and_hashed(root: str, record: Mapping[str, Any]) -> tuple[list[str], d
     return out, data
 
 
-def refuse_if_altered(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> None:
-    """No table is computed from a directory whose records or run folders were altered."""
+def refuse_if_altered(
+    rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None
+) -> Mapping[str, frozenset[str]]:
+    """No table is computed from a directory whose records or run folders were altered: the
+    run folders' listing (`ResultsDir.listing`) that was audited, for `tables()`."""
     listing = rd.listing() if listing is None else listing
     problems = audit(rd, listing)
     problems += [
         p
-        for r in rd.records()
-        if str(r.get("log_dir", "")) in listing
-        for p in missing_files(r, listing[str(r.get("log_dir", ""))])
+        for _, r in _typed(rd, [])  # a line that is no record: the audit above named it
+        if r.log_dir in listing
+        for p in missing_files(r, listing[r.log_dir])
     ]
     if problems:
         shown = "\n  ".join(problems[:20]) + ("\n  …" if len(problems) > 20 else "")
@@ -332,14 +335,13 @@ def refuse_if_altered(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | No
             f"`micakit verify {rd.root}` names every difference; restore the directory from "
             "its copy, or measure the series again",
         )
+    return listing
 
 
-def missing_files(record: Mapping[str, Any], held: frozenset[str]) -> list[str]:
+def missing_files(record: RunRecord, held: frozenset[str]) -> list[str]:
     """The raw files a record lists that are gone from its folder (`held`: what it holds)."""
     return [
-        f"{rel}: raw file missing (run {record.get('run_id')})"
-        for rel in record.get("files", {})
-        if rel not in held
+        f"{rel}: raw file missing (run {record.run_id})" for rel in record.files if rel not in held
     ]
 
 

@@ -30,9 +30,8 @@ from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import separate as sidetables
 from kit.sides.side import RunContext, Side
+from kit.status import FINAL
 
-# a run with one of these is never run again
-DONE = (timing.OK, timing.OOM, timing.VOID, extras.NOT_PROFILED)
 SEPARATE = (PROFILE, GRAPH_BREAKS)
 ADJUSTMENTS = store.ADJUSTMENTS  # amendment 5.1: a model whose batch this series halved
 
@@ -211,7 +210,7 @@ class Series(Kind[PlannedRun]):
 
     def done(self, record: RunRecord) -> bool:
         # a run void for buffered output is run again: its program buffers every run alike
-        return record.status in DONE and self._current(record) and not _buffered(record)
+        return record.status in FINAL and self._current(record) and not _buffered(record)
 
     def _stopped(self, latest: Mapping[int, RunRecord]) -> set[str]:
         """Amendment 8.1: the configurations that ran out of memory, which run no further."""
@@ -271,10 +270,7 @@ class Series(Kind[PlannedRun]):
 
     def batches(self) -> dict[str, int]:
         """The models whose batch this series halved, and the batch they train now."""
-        path = self.rd.root / ADJUSTMENTS
-        if not path.exists():
-            return {}
-        return {m: a["batch_size"] for m, a in self.rd.read_json(ADJUSTMENTS).items()}
+        return self.rd.batches()
 
     def _halve_if_no_mode_fits(self, planned: PlannedRun) -> bool:
         """Amendment 5.1: a side holds the batch when any of its modes trains it; when a side's

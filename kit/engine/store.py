@@ -36,7 +36,6 @@ from kit.engine.records import RunRecord
 from kit.errors import UserError
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
-from kit.status import RunStatus
 
 T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
@@ -84,8 +83,6 @@ def _chmod(path: Path, mode: int) -> None:
 
 
 ADJUSTMENTS = "adjustments.json"  # amendment 5.1: a model whose batch this series halved
-# a record with one of these is a run's final record: the series never runs it again
-FINAL = (RunStatus.OK, RunStatus.OUT_OF_MEMORY, RunStatus.VOID, RunStatus.NOT_PROFILED)
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
@@ -292,6 +289,13 @@ class ResultsDir:
         return out
 
     # -- the run records ----------------------------------------------------------------------
+
+    def batches(self) -> dict[str, int]:
+        """Amendment 5.1: the models whose batch this series halved, and the batch they train
+        now (adjustments.json); empty where none was halved."""
+        if not (self.root / ADJUSTMENTS).exists():
+            return {}
+        return {m: a["batch_size"] for m, a in self.read_json(ADJUSTMENTS).items()}
 
     def records(self) -> list[dict]:
         """Every finished run's record. A torn last line is never read as a run, and never cut

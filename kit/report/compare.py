@@ -18,9 +18,11 @@ from typing import Any
 
 import pandas as pd
 
+from kit.engine import audit
 from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.report import tables as tables_mod
+from kit.report.states import Publication
 
 SCHEMA = 1
 KEY = ["model", "precision", "side", "variant"]
@@ -38,7 +40,8 @@ class Side:
 def read(root: Path, *, preview: bool = False) -> Side:
     """A directory's configurations; rule 6 withholds unchecked times unless `preview`."""
     rd = ResultsDir.open(root)
-    t = tables_mod.tables(rd, preview=preview)
+    # D6: numbers only from what a series wrote
+    t = tables_mod.tables(rd, preview=preview, listing=audit.refuse_if_altered(rd))
     return Side(root, rd.manifest().protocol_sha256, t.configurations)
 
 
@@ -56,7 +59,7 @@ def _shown(row: pd.Series) -> str:
     """The state, or why rule 6 withholds a complete configuration's time."""
     publication = row.get("publication")
     if _state(row) == "complete" and isinstance(publication, str):
-        if publication.startswith("withheld"):
+        if Publication.of(publication) is Publication.WITHHELD:
             return publication
     return _state(row)
 

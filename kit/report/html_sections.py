@@ -21,6 +21,7 @@ from kit.engine.store import ResultsDir
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import figures, words
+from kit.report.states import Publication
 from kit.report.tables import Tables
 from kit.status import RunStatus
 from kit.telemetry import samples as telemetry
@@ -158,7 +159,7 @@ def step_time_section(ctx: Context) -> Section:
             note = "out of memory: no time (amendment 8)" if c["out_of_memory"] else c["notes"]
             if c["state"] != "complete":
                 timed = timed.iloc[0:0]  # only a complete configuration has a time
-            elif str(c["publication"]).startswith("withheld"):
+            elif Publication.of(c["publication"]) is Publication.WITHHELD:
                 timed, note = timed.iloc[0:0], c["publication"]  # rule 6
             label = _label(ctx, c)
             steps = tuple(timed["step_s"])
@@ -341,7 +342,9 @@ def compile_cost_section(ctx: Context) -> Section:
     costs = ctx.t.compile_costs
     publication = dict(zip(ctx.t.configurations["config"], ctx.t.configurations["publication"]))
     # rule 6: a withheld mode's warm-up is not drawn either (the report says why, once)
-    withheld = costs["config"].map(lambda c: str(publication.get(c, "")).startswith("withheld"))
+    withheld = costs["config"].map(
+        lambda c: Publication.of(publication.get(c)) is Publication.WITHHELD
+    )
     costs = costs[~withheld.astype(bool)]
     out = []
     for group in _groups(ctx):

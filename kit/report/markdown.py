@@ -19,6 +19,7 @@ from kit.engine.store import ResultsDir
 from kit.report import overview, states
 from kit.report import separate as sidetables
 from kit.report.footprint import footprint_lines
+from kit.report.states import Publication
 from kit.report.tables import GATING
 from kit.report.words import (
     attention_by_config,
@@ -181,7 +182,8 @@ def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
             "run": int(r["run_id"]),
             # rule 6: a withheld configuration's time stays withheld here too
             "step (ms)": "—"
-            if pd.isna(r["step_s"]) or str(shown.get(r["config"], "")).startswith("withheld")
+            if pd.isna(r["step_s"])
+            or Publication.of(shown.get(r["config"])) is Publication.WITHHELD
             else f"{float(r['step_s']) * 1e3:.3f}",
             "load (1 min) before": "—" if pd.isna(r["load_1m_before"]) else r["load_1m_before"],
             "others' CPU share before": share(r["others_cpu_share_before"]),

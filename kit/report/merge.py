@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.engine import store
+from kit.engine import audit, store
 from kit.engine.documents import Manifest, Versions
-from kit.engine.series import DONE
 from kit.engine.store import ResultsDir
 from kit.engine.tablefile import csv_text
 from kit.errors import UserError
@@ -34,6 +33,7 @@ from kit.protocol.load import Protocol
 from kit.report import states
 from kit.report import tables as report
 from kit.report import words as render
+from kit.status import FINAL
 
 RELEASE_CSV, RELEASE_MD = "release.csv", "release.md"
 SOURCE = "source"  # the column naming the results directory a row was recomputed from
@@ -93,7 +93,8 @@ def open_sources(dirs: Sequence[Path]) -> list[Source]:
     sources = []
     for name, rd in opened:
         try:
-            t = report.tables(rd)
+            # D6: numbers only from what a series wrote
+            t = report.tables(rd, listing=audit.refuse_if_altered(rd))
         except ValueError as e:  # a raw log that no longer parses
             raise UserError(
                 f"cannot recompute {name}: {e}", f"`micakit verify {name}` names what changed"
@@ -198,7 +199,9 @@ def _check_complete(name: str, rd: ResultsDir, t: report.Tables) -> None:
     status = dict(zip(runs["run_id"], runs["status"]))
     stopped = set(runs[runs["status"] == timing.OOM]["config"])
     missing = [
-        r.run_id for r in plan.order if status.get(r.run_id) not in DONE and r.config not in stopped
+        r.run_id
+        for r in plan.order
+        if status.get(r.run_id) not in FINAL and r.config not in stopped
     ]
     if missing:
         raise UserError(

@@ -49,9 +49,10 @@ def _said(r: pd.Series) -> str:
         return f"no verdict: {word} (why: the configurations below)"
     if state != states.State.COMPLETE.value:
         return f"no verdict: {state}"
-    if r["publication"] == states.PREVIEW:
+    publication = states.Publication.of(r["publication"])
+    if publication is states.Publication.PREVIEW:
         return f"no verdict: {states.PREVIEW} (times in the comparison below)"
-    if str(r["publication"]).startswith("withheld"):
+    if publication is states.Publication.WITHHELD:
         return f"no verdict: {r['publication']}"
     return str(r["verdict"])
 
@@ -195,10 +196,11 @@ def compile_cost_lines(rd: ResultsDir, t, protocol) -> list[str]:
         return [*lines, "No PyTorch mode of this series is complete, so none has a warm-up.", ""]
     publication = dict(zip(t.configurations["config"], t.configurations["publication"]))
     why = [str(publication.get(c, "")) for c in costs["config"]]
+    held = [states.Publication.of(w) is states.Publication.WITHHELD for w in why]
     order = {c: i for i, c in enumerate(t.configurations["config"])}  # eager first, as planned
-    shown = costs[[not w.startswith("withheld") for w in why]] if why else costs
+    shown = costs[[not h for h in held]] if why else costs
     shown = shown.sort_values("config", key=lambda x: x.map(order))
-    withheld = pd.Series([w for w in why if w.startswith("withheld")], dtype=str).value_counts()
+    withheld = pd.Series([w for w, h in zip(why, held) if h], dtype=str).value_counts()
     if not shown.empty:
         sizes = words.models_of(t, shown, protocol, rd)
         text = f"What compiling costs, per complete PyTorch mode; {sizes}"

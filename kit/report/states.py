@@ -11,7 +11,8 @@ state from here, so no two of them can disagree on which configuration has a tim
 - incomplete: k of the n planned timed runs have a result, the series stopped or resumes.
 
 Only a complete configuration has a time. Rule 6 (and amendment 7.3) then decides whether that
-time is published: `publication()` says "published", or why it is withheld.
+time is published: `publication()` says "published", or why it is withheld. The tables keep
+that as text; `Publication.of` reads its kind back, the one place that reads the text.
 """
 
 from __future__ import annotations
@@ -26,12 +27,53 @@ from kit.engine.documents import Plan
 from kit.measure import timing
 
 # §3 rule 6 and the preview that shows what it withholds
-WITHHELD_NOT_CHECKED = "withheld: correctness not checked (rule 6)"
-WITHHELD_FAILED = "withheld: correctness failed"
+WITHHELD = "withheld"  # the first word of every withheld cell: "withheld: why"
+WITHHELD_NOT_CHECKED = f"{WITHHELD}: correctness not checked (rule 6)"
+WITHHELD_FAILED = f"{WITHHELD}: correctness failed"
 PREVIEW = "preparation: not a protocol result"
 PUBLISHED = "published"
 NOT_NAMED = "card not named by the protocol"  # D3: any other card runs the same series
 NOT_CHECKED = "correctness not checked"
+PASSED = "passed"  # a check's status when every method it needs passed
+
+
+class Publication(enum.Enum):
+    """Whether a configuration's time is published (rule 6): the kind of its publication cell,
+    which the tables write as text ("published", the preview's label, or "withheld: why")."""
+
+    PUBLISHED = PUBLISHED
+    PREVIEW = PREVIEW
+    WITHHELD = WITHHELD
+
+    @classmethod
+    def of(cls, cell: object) -> Publication | None:
+        """The kind of a publication cell as `publication()` writes it; None for no cell (a
+        configuration a table does not list)."""
+        text = str(cell)
+        if text in (PUBLISHED, PREVIEW):
+            return cls(text)
+        word, colon, _ = text.partition(": ")
+        return cls.WITHHELD if colon and word == WITHHELD else None
+
+
+class CheckOutcome(enum.Enum):
+    """What a check's status (`kit.correctness.checks.check_verdict`, gating.json) says for
+    rule 6. A status is "passed", or its reasons joined by "; ": read here, once."""
+
+    PASSED = "passed"
+    FAILED = "failed"  # a method ran and failed
+    UNBOUND = "unbound"  # a check of another program, or of none named
+    NOT_CHECKED = "not checked"  # not checked, or some of its check not run yet
+
+    @classmethod
+    def of(cls, status: str) -> CheckOutcome:
+        if status == PASSED:
+            return cls.PASSED
+        if "failed" in status:
+            return cls.FAILED
+        if any(why in status for why in UNBOUND):
+            return cls.UNBOUND
+        return cls.NOT_CHECKED
 
 
 class State(enum.StrEnum):
@@ -112,12 +154,13 @@ def publication(check: str, preview: bool) -> str:
     """Whether a configuration's speed is published (rule 6), or why it is withheld."""
     if preview:
         return PREVIEW
-    if check == "passed":
+    outcome = CheckOutcome.of(check)
+    if outcome is CheckOutcome.PASSED:
         return PUBLISHED
-    if "failed" in check:
+    if outcome is CheckOutcome.FAILED:
         return WITHHELD_FAILED
-    if any(why in check for why in UNBOUND):  # a check of another program, or of none named
-        return f"withheld: {check}"
+    if outcome is CheckOutcome.UNBOUND:  # a check of another program, or of none named
+        return f"{WITHHELD}: {check}"
     return WITHHELD_NOT_CHECKED  # not checked, or some of its check not run yet
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kit.engine import audit, fanout, judging, store
+from kit.engine import fanout, judging, store
 from kit.engine.conditions import SAMPLES
 from kit.engine.documents import Plan
 from kit.engine.records import RunRecord
@@ -149,16 +149,18 @@ def config_publications(
                 if o.side == CONTENDER
                 and (o.card, o.model, o.precision) == (c.card, c.model, c.precision)
             ]
-            if "passed" in beside:
-                check = "passed"
+            outcomes = [states.CheckOutcome.of(x) for x in beside]
+            if states.CheckOutcome.PASSED in outcomes:
+                check = states.PASSED
             else:
-                check = next((x for x in beside if "failed" in x), NOT_CHECKED)
+                failed = states.CheckOutcome.FAILED
+                check = next((x for x, o in zip(beside, outcomes) if o is failed), NOT_CHECKED)
         out[c.id] = (check, states.publication(check, preview))
     return out
 
 
 def _shown(publication: str) -> bool:
-    return not publication.startswith("withheld")
+    return states.Publication.of(publication) is not states.Publication.WITHHELD
 
 
 def configurations_table(
@@ -255,7 +257,7 @@ def comparison_table(
                 said = f"{verdict.NO_VERDICT}: {st.state.value}"
             elif not len(p):
                 said = f"{verdict.NO_VERDICT}: no PyTorch mode is complete"
-            elif check != "passed":
+            elif check != states.PASSED:
                 said = f"{verdict.NO_VERDICT}: {check}"
             else:
                 said = verdict.between(st, modes[fastest], margin)
@@ -334,9 +336,10 @@ def tables(
     The verdicts are gated by `checks` ("model/precision/build" -> status), else by the
     statuses `micakit publish --checks` saved in gating.json, else every configuration reads
     "correctness not checked" and its speed is withheld (rule 6) unless previewed.
-    `listing`: the run folders (`ResultsDir.listing`) of a caller (verify) that has just
-    audited the records and raw files itself; without it, the audit comes first here.
-    `judged`: the runs that caller has judged again already (`audit.Examined`).
+    The directory is audited by the caller first (D6: numbers only from what a series wrote):
+    `listing` is the run folders (`ResultsDir.listing`) it audited, from
+    `audit.refuse_if_altered` or `audit.Examination`. `judged`: the runs that caller has
+    judged again already (`audit.Examined`).
     """
     if checks is None and (rd.root / GATING).exists():
         checks = rd.read_json(GATING)["statuses"]
@@ -346,7 +349,6 @@ def tables(
     plan = rd.plan()
     if listing is None:
         listing = rd.listing()
-        audit.refuse_if_altered(rd, listing)  # D6: numbers only from what a series wrote
     runs = runs_table(rd, protocol, listing, judged)
     found = states.config_states(runs, plan)
     published = config_publications(plan, protocol, checks or {}, preview)

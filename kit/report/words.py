@@ -142,7 +142,7 @@ def step_cells(median: float, lo: float, hi: float, state: str, publication: str
     """The median and range cells: the numbers, or the state, or why they are withheld."""
     if state != states.State.COMPLETE.value:
         return state, "—"
-    if publication.startswith("withheld"):
+    if states.Publication.of(publication) is states.Publication.WITHHELD:
         return publication, "—"
     return ms(median), range_ms(lo, hi)
 

@@ -93,3 +93,50 @@ def test_series_help_names_the_protocols_models_and_shows_defaults():
     for word in ("shakespeare-char", "gpt2-small", "gpt2-medium", "bfloat16", "float16"):
         assert word in out
     assert "[default:" in out and "60.0]" in out  # the wait for a busy card
+
+
+def _seam(command: str):
+    """A command's click parameters, the type they are read into, the options type, and the
+    documented ways the two differ."""
+    # lazy: the commands' modules load the engine (start-up speed of the other tests)
+    from kit.cli import assemble
+    from kit.cli import correctness as check_cli
+    from kit.engine.options import CheckOptions, SeriesOptions
+
+    if command == "series":
+        cmd, module, opts = main.commands["series"], assemble, SeriesOptions
+        args: type = assemble.SeriesArgs
+    else:
+        cmd, module, opts = check_cli.correctness, check_cli, CheckOptions
+        args = check_cli.CheckArgs
+    params = {p.name for p in cmd.params if p.expose_value}
+    return params, args, opts, module
+
+
+@pytest.mark.parametrize("command", ["series", "correctness"])
+def test_click_options_and_the_options_type_agree_both_ways(command):
+    import dataclasses
+
+    params, args, opts, module = _seam(command)
+    # click's parameters are read into a type of the same fields, by attribute (mypy checks)
+    assert params == {f.name for f in dataclasses.fields(args)}
+    # and every parameter but the documented command-line ones is an option of the series or
+    # check, by its name or the documented other name; every option but the documented
+    # derived ones comes from a parameter
+    assert set(module.CLI_ONLY) <= params and set(module.RENAMED) <= params
+    given = {module.RENAMED.get(n, n) for n in params - set(module.CLI_ONLY)}
+    fields = {f.name for f in dataclasses.fields(opts)}
+    assert set(module.DERIVED) <= fields
+    assert sorted(given - fields) == [], "click options that no option field takes"
+    assert sorted(fields - set(module.DERIVED) - given) == [], "fields no click option gives"
+
+
+def test_a_renamed_click_option_fails_at_once_not_as_none():
+    from kit.cli import assemble
+
+    params, args, _, _ = _seam("series")
+    given = {n: None for n in params}
+    given["idle_timeout_seconds"] = given.pop("idle_timeout")
+    with pytest.raises(TypeError, match="idle_timeout"):
+        args(**given)
+    assert assemble.SeriesArgs is args

@@ -539,3 +539,47 @@ def test_the_manifest_hashes_every_file_beside_the_protocol(made):
         == hashlib.sha256((made["oom"] / "families.tsv").read_bytes()).hexdigest()
     )
     assert records(made["oom"])  # the series ran
+
+
+def test_a_publication_cell_is_read_back_as_its_kind():
+    from kit.correctness.checks import ANOTHER_PROGRAM
+
+    P = states.Publication
+    unbound = f"method A: {ANOTHER_PROGRAM} (sha256 0123456789ab…)"
+    cells = {
+        states.publication("passed", preview=False): P.PUBLISHED,
+        states.publication("passed", preview=True): P.PREVIEW,
+        states.publication("method B failed at step 7", preview=False): P.WITHHELD,
+        states.publication(states.NOT_CHECKED, preview=False): P.WITHHELD,
+        states.publication(unbound, preview=False): P.WITHHELD,
+    }
+    assert list(cells) == [
+        "published",
+        "preparation: not a protocol result",
+        "withheld: correctness failed",
+        "withheld: correctness not checked (rule 6)",
+        f"withheld: {unbound}",
+    ]  # the text the tables have always written
+    assert {cell: P.of(cell) for cell in cells} == cells
+    for nothing in ("", None, float("nan"), "withheld"):  # a configuration no table lists
+        assert P.of(nothing) is None
+    outcome = states.CheckOutcome
+    said = ("passed", "method A failed: loss", unbound, "method B not run on L4")
+    assert [outcome.of(s) for s in said] == list(outcome)
+
+
+def test_no_report_module_reads_a_publication_or_a_check_by_its_words():
+    """Publication states are read by their kind (`states.Publication`), never by a word in
+    their text; a check's status only by `states.CheckOutcome`."""
+    kit = Path(states.__file__).parents[1]
+    by_words = "withheld|prep|publ|passed|failed"
+    words = re.compile(rf"""startswith\(["']({by_words})|["']({by_words})["']\s+in\b""")
+    found = [
+        f"{path.relative_to(kit)}:{number}: {line.strip()}"
+        for folder in ("report", "correctness", "cli")
+        for path in sorted((kit / folder).rglob("*.py"))
+        if path.name != "states.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if words.search(line)
+    ]
+    assert found == []

@@ -455,3 +455,27 @@ def test_records_with_their_keys_sorted_verify_clean(series, cli):
     assert next(iter(raw_records(series)[0])) == "end_ns"
     res = cli("verify", series)
     assert res.exit_code == 0, res.output
+
+
+def test_the_tables_are_computed_alone_and_every_caller_audits_first(series, cli, tmp_path):
+    """`tables()` computes tables only; report, publish, compare and merge audit the directory
+    before they ask for them, and refuse an altered one as they always did."""
+    from kit.engine.store import ResultsDir
+    from kit.report import tables
+
+    other = tmp_path / "other"
+    shutil.copytree(series, other, symlinks=True)
+    dropped = timed(series)[1]
+    write_records(series, [r for r in raw_records(series) if r["run_id"] != dropped["run_id"]])
+    t = tables.tables(ResultsDir.open(series))  # no audit inside: the dropped run is not there
+    assert dropped["run_id"] not in set(t.runs["run_id"])
+    said = f"{dropped['log_dir']}: run {dropped['run_id']}'s logs, with no record"
+    for command in (
+        ["report", series],
+        ["publish", series],
+        ["compare", other, series],
+        ["merge", series, "--out", tmp_path / "release"],
+    ):
+        res = cli(*command)
+        assert res.exit_code == ExitCode.VERIFY_MISMATCH, (command, res.output)
+        assert said in res.output and "Traceback" not in res.output, (command, res.output)

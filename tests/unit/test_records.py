@@ -94,3 +94,20 @@ def test_a_newer_record_is_refused_and_a_broken_one_named():
     # a schema-2 record holds no field but its own: one flat beside them is named
     with pytest.raises(UserError, match="unknown field 'step_s'"):
         RunRecord.from_json({**json.loads(LINE), "step_s": 0.002})
+
+
+def test_the_audit_reads_the_records_typed_and_the_halved_batches_from_the_store(tmp_path):
+    """The audit has no defaults of its own for a record's fields: it reads `RunRecord`s, as
+    the report does, and amendment 5.1's batches as the series reads them."""
+    from kit.engine import audit
+    from kit.engine.store import ADJUSTMENTS, ResultsDir
+
+    folder = "runs/0003-m.float32.pytorch.eager/attempt-1"
+    files = {f"{folder}/stdout.log": "a" * 64, f"{folder}/stderr.log": "b" * 64}
+    record = RunRecord(3, folder, "", RunStatus.OK, "", "local", files=files)
+    held = frozenset({f"{folder}/stdout.log"})
+    assert audit.missing_files(record, held) == [f"{folder}/stderr.log: raw file missing (run 3)"]
+    rd = ResultsDir(tmp_path)
+    assert rd.batches() == {}
+    (tmp_path / ADJUSTMENTS).write_text(json.dumps({"m": {"batch_size": 6, "because": "…"}}))
+    assert rd.batches() == {"m": 6}
