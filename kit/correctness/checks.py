@@ -64,7 +64,9 @@ class CheckRecord:
         return json.dumps({"schema": CHECKS_SCHEMA, **asdict(self)})
 
 
-def record_method_a(result: MethodAResult, card: str, model: str, precision: str, **kw: Any):
+def record_method_a(
+    result: MethodAResult, card: str, model: str, precision: str, **kw: Any
+) -> CheckRecord:
     return CheckRecord(
         "A",
         card,

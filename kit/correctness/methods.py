@@ -213,7 +213,7 @@ class MethodBResult:
         return self.judged.first_failing_step
 
 
-def _check_resolution(table: pd.DataFrame, res: pd.DataFrame, step0_tol: float, tol: float):
+def _check_resolution(table: pd.DataFrame, res: pd.DataFrame, step0_tol: float, tol: float) -> None:
     """A printed loss must resolve a tenth of its tolerance, or the verdict would be chance."""
     for step, row in res.iterrows():
         limit = (step0_tol if step == 0 else tol) * _RESOLUTION_FRACTION
@@ -307,7 +307,9 @@ def method_b(
     )
 
 
-def method_b_for(protocol: Protocol, model: str, pytorch: TrainCurve, contender: TrainCurve):
+def method_b_for(
+    protocol: Protocol, model: str, pytorch: TrainCurve, contender: TrainCurve
+) -> MethodBResult:
     """Method B with the protocol file's tolerances and the model's windows (amendment 6)."""
     c = protocol.correctness
     return method_b(

@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from kit.errors import UserError
@@ -193,7 +193,7 @@ class LocalExecutor(Executor):
 
 
 @contextlib.contextmanager
-def _exit_waiter(proc: subprocess.Popen):
+def _exit_waiter(proc: subprocess.Popen[bytes]) -> Iterator[Callable[[float], bool]]:
     """A function that waits up to N seconds for the program's exit; True once it exited.
 
     A pidfd wakes the kit only when the program ends (no polling of waitpid); elsewhere

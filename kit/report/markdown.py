@@ -11,15 +11,17 @@ kit.report.overview.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
 from kit.engine import store
 from kit.engine.store import ResultsDir
+from kit.protocol.load import Model, Protocol
 from kit.report import overview, states
 from kit.report import separate as sidetables
 from kit.report.footprint import footprint_lines
-from kit.report.tables import GATING
+from kit.report.tables import GATING, Tables
 from kit.report.words import (
     attention_by_config,
     caption,
@@ -42,7 +44,9 @@ from kit.telemetry import kernels
 __all__ = ["markdown_report", "versions_line"]  # versions_line: rule 4's line, for callers
 
 
-def comparison_lines(rd: ResultsDir, t, models: dict, smoke: list[str] | None = None) -> list[str]:
+def comparison_lines(
+    rd: ResultsDir, t: Tables, models: Mapping[str, Model], smoke: list[str] | None = None
+) -> list[str]:
     comparison = t.comparison
     found = rd.versions()
     lines = []
@@ -116,7 +120,7 @@ def comparison_lines(rd: ResultsDir, t, models: dict, smoke: list[str] | None = 
 
 
 def configurations_lines(
-    rd: ResultsDir, t, models: dict, smoke: list[str] | None = None
+    rd: ResultsDir, t: Tables, models: Mapping[str, Model], smoke: list[str] | None = None
 ) -> list[str]:
     """Per model, every configuration in one table: deficits and states beside the leads."""
     configs = t.configurations
@@ -157,7 +161,7 @@ def configurations_lines(
 MACHINE = "The machine through each run"
 
 
-def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
+def machine_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """A CPU series' conditions (§5 on a CPU) beside each timed run's step time: the load and
     other processes' share of the CPUs before it, their share over its timed steps, the CPUs'
     clock, and the busy mark. Nothing for a series without them (a card's)."""
@@ -170,7 +174,7 @@ def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
     shown = dict(zip(t.configurations["config"], t.configurations["publication"]))
     limit = float(timed["busy_share"].iloc[0])
 
-    def share(x) -> str:
+    def share(x: float) -> str:
         return "—" if pd.isna(x) else f"{float(x):.0%}"
 
     named = names(rd, t, timed["config"])  # §9: PyTorch by version, mode and attention
@@ -218,7 +222,7 @@ def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
     ]
 
 
-def markdown_report(rd: ResultsDir, t, gating: dict | None = None) -> str:
+def markdown_report(rd: ResultsDir, t: Tables, gating: dict | None = None) -> str:
     """The whole report: the summary first, the metadata folded, then every table. `gating`:
     the checks that gate it (gating.json's content), else those `publish --checks` saved."""
     protocol = store.load_protocol(rd)
@@ -265,7 +269,7 @@ def markdown_report(rd: ResultsDir, t, gating: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _side_lines(rd: ResultsDir, t, protocol) -> list[str]:
+def _side_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """Amendment 2's libraries and §6's kernel families and graph breaks, headed in words."""
     lines = ["## What each side opened (amendment 2, discarded runs)", ""]
     if not t.libraries.empty:
@@ -338,7 +342,7 @@ KERNEL_FAMILY = "kernel family"
 GRAPH_BREAKS = "graph breaks"
 
 
-def publication_lines(t) -> list[str]:
+def publication_lines(t: Tables) -> list[str]:
     """Rule 6 said once above the tables: what is shown, and what is withheld and why."""
     if t.preview:
         return [
