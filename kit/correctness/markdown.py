@@ -101,6 +101,14 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         f"on {s.eval_iters} batches; judged from step {a.from_step})",
         "",
     ]
+    lines += _evaluations_table(a)
+    lines += ["", f"## Final losses at step {s.steps}: median and range", ""]
+    lines += _final_table(a)
+    return lines + ["", "![All curves on one plot (§7 A)](method_a.png)", ""]
+
+
+def _evaluations_table(a: corr.MethodAResult) -> list[str]:
+    """§7 A at every evaluation: each side's median and range, and whether they are within."""
     rows = [
         [
             int(r.step),
@@ -115,7 +123,7 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         ]
         for r in a.table.itertuples()
     ]
-    lines += _table(
+    return _table(
         [
             "step",
             "judged",
@@ -129,7 +137,10 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         ],
         rows,
     )
-    lines += ["", f"## Final losses at step {s.steps}: median and range", ""]
+
+
+def _final_table(a: corr.MethodAResult) -> list[str]:
+    """§7 A: "the final losses as median and range", per side."""
     rows = [
         [
             r.side,
@@ -141,7 +152,7 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         ]
         for r in a.final.itertuples()
     ]
-    lines += _table(
+    return _table(
         [
             "side",
             "seeds",
@@ -152,7 +163,6 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         ],
         rows,
     )
-    return lines + ["", "![All curves on one plot (§7 A)](method_a.png)", ""]
 
 
 def markdown_b(d: Described, b: corr.MethodBResult) -> list[str]:
