@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from kit.engine import store
+from kit.engine.documents import Versions
 from kit.engine.store import ResultsDir
 from kit.protocol.load import Model, Protocol
 from kit.report import overview, states
@@ -59,63 +60,73 @@ def comparison_lines(
         words = model_words(models, model, smoke)
         lines += [f"### {card} · {words} · {precision}", ""]
         lines += [caption(t, f"Comparison (D1), {card}, {words}, {precision}"), ""]
-        rows = []
-        for _, r in g.iterrows():
-            attention = r.get("pytorch_attention", "") or "not profiled"
-            torch = (
-                pytorch_name(found, r["pytorch_fastest_mode"], precision, attention)
-                if r["pytorch_fastest_mode"]
-                else "no PyTorch mode is complete"
-            )
-            ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.3f}"
-            state = r["contender_state"]
-            median, spread = step_cells(
-                r["contender_median_step_s"],
-                r["contender_min_step_s"],
-                r["contender_max_step_s"],
-                state.split(":")[0],
-                r["publication"],
-            )
-            torch_id = f"{model}/{precision}/pytorch/{r['pytorch_fastest_mode']}"
-            torch_pub = configs.loc[torch_id, "publication"] if torch_id in configs.index else ""
-            p_median, p_spread = step_cells(
-                r["pytorch_median_step_s"],
-                r["pytorch_min_step_s"],
-                r["pytorch_max_step_s"],
-                "complete" if r["pytorch_fastest_mode"] else "no PyTorch mode is complete",
-                torch_pub,
-            )
-            rows.append(
-                {
-                    "contender build": f"{r['contender_build']} ({r['build_role']})",
-                    "state": state,
-                    "runs": r["contender_runs"],
-                    "median (ms)": median,
-                    "range (ms)": spread,
-                    "against": torch,
-                    "PyTorch runs": r["pytorch_runs"],
-                    "PyTorch median (ms)": p_median,
-                    "PyTorch range (ms)": p_spread,
-                    "ratio P/M": ratio,
-                    "verdict": r["verdict"],
-                }
-            )
+        rows = [_comparison_row(r, found, configs, model, precision) for _, r in g.iterrows()]
         lines.append(pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True))
         lines.append("")
-        for _, r in g.iterrows():
-            if r["times_alone_say"] and r["verdict"] != r["times_alone_say"]:
-                lines.append(
-                    f"- Hypothesis, not a protocol result: by step times alone, "
-                    f"{r['contender_build']} would read *{r['times_alone_say']}*; it has no "
-                    f"verdict until its correctness check passes (§3 rule 6)."
-                )
-            if r["pytorch_modes_without_time"]:
-                lines.append(
-                    f"- PyTorch modes without a time (amendments 5 and 8): "
-                    f"{r['pytorch_modes_without_time']}; the fastest of the complete modes "
-                    f"is compared."
-                )
+        lines += _comparison_notes(g)
         lines.append("")
+    return lines
+
+
+def _comparison_row(
+    r: pd.Series, found: Versions, configs: pd.DataFrame, model: str, precision: str
+) -> dict[str, object]:
+    """One contender build against PyTorch's fastest complete mode (D1), as the table shows it."""
+    attention = r.get("pytorch_attention", "") or "not profiled"
+    torch = (
+        pytorch_name(found, r["pytorch_fastest_mode"], precision, attention)
+        if r["pytorch_fastest_mode"]
+        else "no PyTorch mode is complete"
+    )
+    ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.3f}"
+    state = r["contender_state"]
+    median, spread = step_cells(
+        r["contender_median_step_s"],
+        r["contender_min_step_s"],
+        r["contender_max_step_s"],
+        state.split(":")[0],
+        r["publication"],
+    )
+    torch_id = f"{model}/{precision}/pytorch/{r['pytorch_fastest_mode']}"
+    torch_pub = configs.loc[torch_id, "publication"] if torch_id in configs.index else ""
+    p_median, p_spread = step_cells(
+        r["pytorch_median_step_s"],
+        r["pytorch_min_step_s"],
+        r["pytorch_max_step_s"],
+        "complete" if r["pytorch_fastest_mode"] else "no PyTorch mode is complete",
+        torch_pub,
+    )
+    return {
+        "contender build": f"{r['contender_build']} ({r['build_role']})",
+        "state": state,
+        "runs": r["contender_runs"],
+        "median (ms)": median,
+        "range (ms)": spread,
+        "against": torch,
+        "PyTorch runs": r["pytorch_runs"],
+        "PyTorch median (ms)": p_median,
+        "PyTorch range (ms)": p_spread,
+        "ratio P/M": ratio,
+        "verdict": r["verdict"],
+    }
+
+
+def _comparison_notes(g: pd.DataFrame) -> list[str]:
+    """What the times alone would say where no verdict is given, and the modes left out."""
+    lines = []
+    for _, r in g.iterrows():
+        if r["times_alone_say"] and r["verdict"] != r["times_alone_say"]:
+            lines.append(
+                f"- Hypothesis, not a protocol result: by step times alone, "
+                f"{r['contender_build']} would read *{r['times_alone_say']}*; it has no "
+                f"verdict until its correctness check passes (§3 rule 6)."
+            )
+        if r["pytorch_modes_without_time"]:
+            lines.append(
+                f"- PyTorch modes without a time (amendments 5 and 8): "
+                f"{r['pytorch_modes_without_time']}; the fastest of the complete modes "
+                f"is compared."
+            )
     return lines
 
 
