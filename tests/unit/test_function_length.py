@@ -4,7 +4,6 @@ well-named functions, or stands below with the reason it is not."""
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 
 import kit
@@ -33,7 +32,6 @@ def _code_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return lines
 
 
-@functools.cache
 def long_functions(root: Path = KIT, limit: int = LIMIT) -> dict[str, int]:
     """Every function over `limit` lines: "module:function" -> its lines."""
     found = {}
