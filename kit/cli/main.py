@@ -26,6 +26,7 @@ from kit.errors import (
 )
 
 if TYPE_CHECKING:
+    from kit.correctness.gate import GatingJson
     from kit.engine.store import ResultsDir
     from kit.report.tables import Tables
 
@@ -389,7 +390,7 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
     store.publish_modes(rd.root)
 
 
-def _gating(results: Path, check_dirs: tuple[Path, ...]) -> dict:
+def _gating(results: Path, check_dirs: tuple[Path, ...]) -> GatingJson:
     """gating.json's content: each check's verdict computed again from its raw logs."""
     from kit.correctness import gate  # lazy: the check records and the protocol (start-up speed)
 

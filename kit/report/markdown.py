@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from kit.correctness.gate import GatingJson
 from kit.engine import store
 from kit.engine.documents import Versions
 from kit.engine.store import ResultsDir
@@ -233,7 +234,7 @@ def machine_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     ]
 
 
-def markdown_report(rd: ResultsDir, t: Tables, gating: dict | None = None) -> str:
+def markdown_report(rd: ResultsDir, t: Tables, gating: GatingJson | None = None) -> str:
     """The whole report: the summary first, the metadata folded, then every table. `gating`:
     the checks that gate it (gating.json's content), else those `publish --checks` saved."""
     protocol = store.load_protocol(rd)
@@ -325,7 +326,7 @@ def _side_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     return [*lines, ""]
 
 
-def gating_lines(rd: ResultsDir, gating: dict | None) -> list[str]:
+def gating_lines(rd: ResultsDir, gating: GatingJson | None) -> list[str]:
     """Which correctness check gave each configuration its status (rule 6): its directory and
     the program it ran, by SHA-256; a check binds only the program the series measured."""
     if gating is None and (rd.root / GATING).exists():
