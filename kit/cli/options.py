@@ -18,7 +18,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 
 
-def _set_level(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+def _set_level(ctx: click.Context, param: click.Parameter, value: int) -> None:
     root = ctx.find_root()
     level = root.meta.get("micakit.verbosity", NORMAL)
     if param.name == "quiet" and value:

@@ -4,10 +4,9 @@ results directory alone."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -38,7 +37,7 @@ def markdown(d: Described, result: corr.MethodAResult | corr.MethodBResult) -> l
     return markdown_b(d, result)
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+def _table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     out = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
     return out + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
 

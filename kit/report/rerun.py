@@ -41,14 +41,14 @@ INPUTS = (
 )
 
 
-def image_records(docs: dict[str, Any]) -> list[tuple[str, str]]:
+def image_records(docs: Mapping[str, object]) -> list[tuple[str, str]]:
     """Every image reference the records hold: ("versions.json: pytorch.image_id", "sha256:…").
 
     Searched by key rather than by place, so the Docker executor can record its images where
     it likes (a side's entry, an "images" map) and this script still pins them.
     """
 
-    def walk(obj: Any, where: str) -> Iterator[tuple[str, str]]:
+    def walk(obj: object, where: str) -> Iterator[tuple[str, str]]:
         if isinstance(obj, dict):
             for k, v in obj.items():
                 here = f"{where}.{k}" if where else str(k)
