@@ -189,7 +189,7 @@ def check_unchanged(
     still holds an image, by its id)."""
     changed = []
 
-    def walk(a: object, b: object, where: str) -> None:
+    def walk(a: Any, b: Any, where: str) -> None:
         if isinstance(a, dict) and isinstance(b, dict):
             for k in sorted((set(a) | set(b)) - {ANSWERS, REPO_DIGESTS}):
                 walk(a.get(k), b.get(k), f"{where}.{k}" if where else k)
