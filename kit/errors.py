@@ -10,7 +10,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 
 class ExitCode(enum.IntEnum):
@@ -60,7 +60,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM stops what runs the way Ctrl-C does (KeyboardInterrupt): the unfinished run is
     rerun on resume, and a stop before the first run leaves nothing measured."""
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     try:

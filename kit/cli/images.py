@@ -48,7 +48,15 @@ def images() -> None:
 @options.docker_host_option
 @options.verbosity
 def images_build(
-    kinds, base, wheelhouse, contender, libs, nanogpt, suffix, protocol_path, docker_host
+    kinds: tuple[str, ...],
+    base: str | None,
+    wheelhouse: Path | None,
+    contender: Path | None,
+    libs: Path | None,
+    nanogpt: Path | None,
+    suffix: str | None,
+    protocol_path: Path | None,
+    docker_host: str | None,
 ) -> None:
     """Build the images through the Docker SDK, streaming the build's output on stderr.
 
@@ -63,7 +71,7 @@ def images_build(
 
     p = protocol_mod.load(protocol_path)
     if not kinds:
-        kinds = ["pytorch", "runner"] + (["mica"] if contender else [])
+        kinds = ("pytorch", "runner") + (("mica",) if contender else ())
     client = connection.connect(docker_host)
     with guard("building the images"):
         built = building.build_images(
@@ -111,7 +119,15 @@ def images_build(
 @options.protocol_option
 @options.docker_host_option
 @options.verbosity
-def images_push(registry, kinds, suffix, also, digests_path, protocol_path, docker_host) -> None:
+def images_push(
+    registry: str,
+    kinds: tuple[str, ...],
+    suffix: str | None,
+    also: tuple[str, ...],
+    digests_path: Path | None,
+    protocol_path: Path | None,
+    docker_host: str | None,
+) -> None:
     """Push the images to an image registry through the Docker SDK, and print each one's
     registry digest as JSON: `pinned` (REPOSITORY@sha256:...) names it exactly wherever it is
     pulled. Log in first (`docker login HOST`); the SDK reads those credentials.
@@ -158,7 +174,14 @@ def images_push(registry, kinds, suffix, also, digests_path, protocol_path, dock
 @options.docker_host_option
 @options.json_option
 @options.verbosity
-def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host, as_json) -> None:
+def footprint(
+    out: Path,
+    pytorch_ref: str | None,
+    mica_ref: str | None,
+    protocol_path: Path | None,
+    docker_host: str | None,
+    as_json: bool,
+) -> None:
     """Record both measured images' sizes and file lists in OUT/footprint/, and their ratio
     (§8), all or nothing.
 

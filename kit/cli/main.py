@@ -10,7 +10,7 @@ import importlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -26,7 +26,9 @@ from kit.errors import (
 )
 
 if TYPE_CHECKING:
+    from kit.correctness.gate import GatingJson
     from kit.engine.store import ResultsDir
+    from kit.report.tables import Tables
 
 # `micakit --help` and `--version` import nothing but click: pandas, matplotlib, rich, docker and
 # the kit's engine and report are imported inside the commands that use them (start-up speed,
@@ -53,7 +55,9 @@ class KitGroup(click.Group):
     (start-up speed): name -> (module, attribute, the one line `micakit --help` shows).
     """
 
-    def __init__(self, *args, lazy: dict[str, tuple[str, str, str]] | None = None, **kwargs):
+    def __init__(
+        self, *args: Any, lazy: dict[str, tuple[str, str, str]] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
 
@@ -91,13 +95,13 @@ class KitGroup(click.Group):
         except click.UsageError as e:  # the group's own: `micakit --bogus`
             _usage(ctx, e)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> object:
         # SIGTERM is Ctrl-C from the command's first act: a stop during start-up (the data, the
         # manifest, the versions' probes) ends like a stop at any other moment
         with sigterm_as_interrupt():
             return self._mapped(ctx)
 
-    def _mapped(self, ctx: click.Context):
+    def _mapped(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except click.UsageError as e:  # a command's options and arguments, an unknown command
@@ -279,7 +283,7 @@ def main() -> None:
 )
 @options.verbosity
 @click.pass_context
-def series(ctx: click.Context, **opts) -> None:
+def series(ctx: click.Context, **opts: Any) -> None:
     """Run a series: one discarded run per configuration, then five rotating rounds, §6's
     separate records, and publish its results directory. Resume one after any stop.
 
@@ -387,14 +391,19 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
     store.publish_modes(rd.root)
 
 
-def _gating(results: Path, check_dirs: tuple[Path, ...]) -> dict:
+def _gating(results: Path, check_dirs: tuple[Path, ...]) -> GatingJson:
     """gating.json's content: each check's verdict computed again from its raw logs."""
     from kit.correctness import gate  # lazy: the check records and the protocol (start-up speed)
 
     return gate.gating(results, list(check_dirs)).to_json()
 
 
-def _tables(rd: ResultsDir, results: Path, checks=None, preview: bool | None = None):
+def _tables(
+    rd: ResultsDir,
+    results: Path,
+    checks: dict[str, str] | None = None,
+    preview: bool | None = None,
+) -> Tables:
     """The tables of an audited directory (D6: numbers only from what a series wrote)."""
     from kit.engine import audit  # lazy: the store (start-up speed)
     from kit.report import tables as report  # lazy: pandas (start-up speed)

@@ -10,7 +10,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -18,7 +18,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 
 
-def _set_level(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+def _set_level(ctx: click.Context, param: click.Parameter, value: int) -> None:
     root = ctx.find_root()
     level = root.meta.get("micakit.verbosity", NORMAL)
     if param.name == "quiet" and value:
@@ -88,7 +88,7 @@ class ResultsFolder(click.Path):
     def __init__(self) -> None:
         super().__init__(exists=True, file_okay=False, path_type=Path)
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         path = Path(value)
         if not path.exists():
             raise Unusable(
@@ -106,7 +106,7 @@ class ResultsFolder(click.Path):
                 else "name the folder a `micakit series --out DIR` wrote, not a file"
             )
             raise Unusable(f"{value} is a file, not a results directory", where, ctx, param)
-        return super().convert(value, param, ctx)
+        return cast(Path, super().convert(value, param, ctx))  # path_type=Path
 
 
 def protocol_option(f: F) -> F:

@@ -64,7 +64,9 @@ class CheckRecord:
         return json.dumps({"schema": CHECKS_SCHEMA, **asdict(self)})
 
 
-def record_method_a(result: MethodAResult, card: str, model: str, precision: str, **kw: Any):
+def record_method_a(
+    result: MethodAResult, card: str, model: str, precision: str, **kw: Any
+) -> CheckRecord:
     return CheckRecord(
         "A",
         card,
@@ -209,8 +211,18 @@ def check_verdict(
     if not a_all and not b_here:
         others = a_other + b_other
         return (_other_program(others[-1]) if others else "correctness not checked"), []
+    families, reasons = _five_seed_families(a_all, seeds, five_seed_card)
+    used = _judge_method_a(families, a_all, a_other, card, seeds, reasons)
+    used += _judge_method_b(b_here, b_other, card, reasons)
+    return "; ".join(reasons) or "passed", used
+
+
+def _five_seed_families(
+    a_all: list[CheckRecord], seeds: Sequence[int] | None, five_seed_card: str | None
+) -> tuple[list[CheckRecord], list[str]]:
+    """Method A's records that stand for every card (five seeds a side, the protocol's seeds,
+    on its five-seed card), and why none does where one ran otherwise (7.3, §7 A)."""
     reasons = []
-    used: list[CheckRecord] = []
     wanted = len(seeds) if seeds is not None else 5  # §7 A: five seeds a side
     families = [r for r in a_all if r.seeds_per_side >= wanted and r.passed is not None]
     if five_seed_card is not None:
@@ -229,33 +241,54 @@ def check_verdict(
                 f"method A ran the seeds {_seeds(others[-1].seeds)}, not the protocol's "
                 f"{_seeds(seeds)} (§7 A)"
             )
+    return families, reasons
+
+
+def _judge_method_a(
+    families: list[CheckRecord],
+    a_all: list[CheckRecord],
+    a_other: list[CheckRecord],
+    card: str,
+    seeds: Sequence[int] | None,
+    reasons: list[str],
+) -> list[CheckRecord]:
+    """Method A's records that gate this card's verdict; why it has none is added to
+    `reasons`."""
+    used: list[CheckRecord] = []
     if not families:
         if not reasons and a_other:
             reasons.append(f"method A: {_other_program(a_other[-1])}")
         elif not reasons:
             reasons.append("method A not run")
-    else:
-        a = families[-1]
-        used.append(a)
-        if not a.passed:
-            reasons.append(_failed("A", a))
-        # amendment 7.3: on the other cards, that card's one seed a side is published
-        one = [r for r in a_all if r.card == card]
-        if seeds is not None:
-            one = [r for r in one if tuple(r.seeds) == (seeds[0],) or r is a]
-        if a.card != card and not one:
-            first = f" (seed {seeds[0]})" if seeds is not None else ""
-            reasons.append(f"method A's one seed a side{first} not run on {card}")
-        elif a.card != card:
-            used.append(one[-1])
+        return used
+    a = families[-1]
+    used.append(a)
+    if not a.passed:
+        reasons.append(_failed("A", a))
+    # amendment 7.3: on the other cards, that card's one seed a side is published
+    one = [r for r in a_all if r.card == card]
+    if seeds is not None:
+        one = [r for r in one if tuple(r.seeds) == (seeds[0],) or r is a]
+    if a.card != card and not one:
+        first = f" (seed {seeds[0]})" if seeds is not None else ""
+        reasons.append(f"method A's one seed a side{first} not run on {card}")
+    elif a.card != card:
+        used.append(one[-1])
+    return used
+
+
+def _judge_method_b(
+    b_here: list[CheckRecord], b_other: list[CheckRecord], card: str, reasons: list[str]
+) -> list[CheckRecord]:
+    """Method B's record that gates this card's verdict; why it fails or is missing is added
+    to `reasons`."""
     if not b_here:
         other_b = f"method B on {card}: {_other_program(b_other[-1])}" if b_other else ""
         reasons.append(other_b or f"method B not run on {card}")
-    else:
-        used.append(b_here[-1])
-        if not b_here[-1].passed:
-            reasons.append(_failed("B", b_here[-1]))
-    return "; ".join(reasons) or "passed", used
+        return []
+    if not b_here[-1].passed:
+        reasons.append(_failed("B", b_here[-1]))
+    return [b_here[-1]]
 
 
 def _ran(r: CheckRecord, program_sha256: str) -> bool:

@@ -53,7 +53,7 @@ def _parse(
     columns: list[str],
     where: str,
     other: str | None = None,
-):
+) -> list[list[Any]]:
     line_rx, prefix_rx = re.compile(regex), re.compile(prefix) if prefix else None
     other_rx = re.compile(other) if other else None
     rows: list[list[Any]] = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from kit.correctness import checks
 from kit.correctness import verify as check_verify
@@ -26,6 +26,26 @@ from kit.errors import UserError
 GATING = "gating.json"  # as kit.report.tables.GATING, which reads its statuses
 
 
+class GatingCheck(TypedDict):
+    """A check record that gave a configuration its status, as gating.json names it."""
+
+    check_dir: str
+    method: str  # "A" or "B"
+    card: str
+    precision: str
+    contender_sha256: str  # the program it ran ("" in a record that names none)
+    contender_image_id: str
+
+
+class GatingJson(TypedDict):
+    """gating.json as this kit writes it."""
+
+    check_dirs: list[str]
+    contender_sha256: str
+    statuses: dict[str, str]  # "model/precision/build" -> "passed" or why not
+    gated_by: dict[str, list[GatingCheck]]
+
+
 @dataclass(frozen=True)
 class Gating:
     """gating.json: per "model/precision/build", its status and the checks that gave it."""
@@ -35,14 +55,14 @@ class Gating:
     statuses: dict[str, str]
     # key -> each check record the status was read from: its directory, method, card and the
     # program it ran; empty where no check of this program was found
-    gated_by: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    gated_by: dict[str, list[GatingCheck]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> GatingJson:
         return {
             "check_dirs": list(self.check_dirs),
             "contender_sha256": self.contender_sha256,
             "statuses": dict(self.statuses),
-            "gated_by": {k: [dict(x) for x in v] for k, v in self.gated_by.items()},
+            "gated_by": {k: [x.copy() for x in v] for k, v in self.gated_by.items()},
         }
 
 
@@ -88,7 +108,7 @@ def gating(series_dir: Path, check_dirs: Sequence[Path]) -> Gating:
     c, smoke = protocol.correctness, manifest.smoke
     records = [r for _, r in found]
     statuses: dict[str, str] = {}
-    gated_by: dict[str, list[dict[str, str]]] = {}
+    gated_by: dict[str, list[GatingCheck]] = {}
     for model in series.get("models", []):
         for precision in precisions:
             for build in (b.name for b in protocol.builds_for(precision)):
@@ -114,7 +134,7 @@ def gating(series_dir: Path, check_dirs: Sequence[Path]) -> Gating:
     return Gating(dirs, program, statuses, gated_by)
 
 
-def _named(found: Sequence[tuple[Path, checks.CheckRecord]], r: checks.CheckRecord) -> dict:
+def _named(found: Sequence[tuple[Path, checks.CheckRecord]], r: checks.CheckRecord) -> GatingCheck:
     where = next(d for d, x in found if x is r)
     return {
         "check_dir": str(where),

@@ -4,10 +4,9 @@ results directory alone."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -38,7 +37,7 @@ def markdown(d: Described, result: corr.MethodAResult | corr.MethodBResult) -> l
     return markdown_b(d, result)
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+def _table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     out = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
     return out + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
 
@@ -101,6 +100,14 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         f"on {s.eval_iters} batches; judged from step {a.from_step})",
         "",
     ]
+    lines += _evaluations_table(a)
+    lines += ["", f"## Final losses at step {s.steps}: median and range", ""]
+    lines += _final_table(a)
+    return lines + ["", "![All curves on one plot (§7 A)](method_a.png)", ""]
+
+
+def _evaluations_table(a: corr.MethodAResult) -> list[str]:
+    """§7 A at every evaluation: each side's median and range, and whether they are within."""
     rows = [
         [
             int(r.step),
@@ -115,7 +122,7 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         ]
         for r in a.table.itertuples()
     ]
-    lines += _table(
+    return _table(
         [
             "step",
             "judged",
@@ -129,7 +136,10 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         ],
         rows,
     )
-    lines += ["", f"## Final losses at step {s.steps}: median and range", ""]
+
+
+def _final_table(a: corr.MethodAResult) -> list[str]:
+    """§7 A: "the final losses as median and range", per side."""
     rows = [
         [
             r.side,
@@ -141,7 +151,7 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         ]
         for r in a.final.itertuples()
     ]
-    lines += _table(
+    return _table(
         [
             "side",
             "seeds",
@@ -152,7 +162,6 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
         ],
         rows,
     )
-    return lines + ["", "![All curves on one plot (§7 A)](method_a.png)", ""]
 
 
 def markdown_b(d: Described, b: corr.MethodBResult) -> list[str]:

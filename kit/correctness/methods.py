@@ -97,6 +97,33 @@ def method_a(
             f"contender {seeds[CONTENDER]}",
             "run the same seeds on both sides (§7 A: 1337 to 1341)",
         )
+    ref_steps = _common_steps(sides, from_step, eval_interval, last_step)
+    curves = pd.concat(
+        [df.assign(side=side, seed=seed) for side, pairs in sides.items() for seed, df in pairs],
+        ignore_index=True,
+    )[["side", "seed", "step", "train_loss", "val_loss"]]
+    table = _families_table(curves, ref_steps, from_step)
+    verdict, reason, first = _method_a_verdict(table, len(seeds[PYTORCH]))
+    return MethodAResult(
+        verdict=verdict,
+        reason=reason,
+        from_step=from_step,
+        seeds=tuple(seeds[PYTORCH]),
+        first_failing_step=first,
+        table=table,
+        final=_final(curves, ref_steps[-1]),
+        curves=curves,
+    )
+
+
+def _common_steps(
+    sides: dict[str, list[tuple[int, pd.DataFrame]]],
+    from_step: int,
+    eval_interval: int | None,
+    last_step: int | None,
+) -> list[int]:
+    """The evaluation steps every curve holds alike (PyTorch's first seed's), each curve
+    checked against them; refused when none is judged."""
     for side, pairs in sides.items():
         for seed, df in pairs:
             check_curve(side, seed, df)
@@ -112,11 +139,12 @@ def method_a(
             f"{ref_steps[-1]}",
             "run the model's whole schedule (§7 A)",
         )
+    return ref_steps
 
-    curves = pd.concat(
-        [df.assign(side=side, seed=seed) for side, pairs in sides.items() for seed, df in pairs],
-        ignore_index=True,
-    )[["side", "seed", "step", "train_loss", "val_loss"]]
+
+def _families_table(curves: pd.DataFrame, ref_steps: list[int], from_step: int) -> pd.DataFrame:
+    """§7 A per evaluation step: each side's median and range across its seeds, and whether
+    the medians differ by no more than the larger range."""
     table = pd.DataFrame({"step": ref_steps})
     table["judged"] = table["step"] >= from_step  # §7 A: from step 1,000 on
     for side in SIDES:
@@ -129,10 +157,16 @@ def method_a(
     table["difference"] = (table["pytorch_median"] - table["contender_median"]).abs()
     table["allowed"] = np.maximum(table["pytorch_range"], table["contender_range"])
     table["ok"] = table["difference"] <= table["allowed"] + _ABS_SLACK
+    return table
 
+
+def _method_a_verdict(
+    table: pd.DataFrame, seeds_per_side: int
+) -> tuple[bool | None, str, int | None]:
+    """The verdict, its reason and the first failing step; no verdict on one seed a side."""
     failing = table[table["judged"] & ~table["ok"]]
     first = int(failing["step"].iloc[0]) if len(failing) else None
-    if len(seeds[PYTORCH]) < 2:
+    if seeds_per_side < 2:
         verdict, reason = None, "one seed a side: read, not judged"
     elif first is None:
         verdict, reason = True, "passed"
@@ -143,16 +177,7 @@ def method_a(
             f"method A failed at step {first}: medians differ by {row['difference']:.4g} "
             f"> larger range {row['allowed']:.4g}"
         )
-    return MethodAResult(
-        verdict=verdict,
-        reason=reason,
-        from_step=from_step,
-        seeds=tuple(seeds[PYTORCH]),
-        first_failing_step=first,
-        table=table,
-        final=_final(curves, ref_steps[-1]),
-        curves=curves,
-    )
+    return verdict, reason, first
 
 
 def _final(curves: pd.DataFrame, last: int) -> pd.DataFrame:
@@ -213,7 +238,7 @@ class MethodBResult:
         return self.judged.first_failing_step
 
 
-def _check_resolution(table: pd.DataFrame, res: pd.DataFrame, step0_tol: float, tol: float):
+def _check_resolution(table: pd.DataFrame, res: pd.DataFrame, step0_tol: float, tol: float) -> None:
     """A printed loss must resolve a tenth of its tolerance, or the verdict would be chance."""
     for step, row in res.iterrows():
         limit = (step0_tol if step == 0 else tol) * _RESOLUTION_FRACTION
@@ -307,7 +332,9 @@ def method_b(
     )
 
 
-def method_b_for(protocol: Protocol, model: str, pytorch: TrainCurve, contender: TrainCurve):
+def method_b_for(
+    protocol: Protocol, model: str, pytorch: TrainCurve, contender: TrainCurve
+) -> MethodBResult:
     """Method B with the protocol file's tolerances and the model's windows (amendment 6)."""
     c = protocol.correctness
     return method_b(

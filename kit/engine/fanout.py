@@ -24,6 +24,8 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -76,7 +78,7 @@ class Children:
 
     def __init__(self, fns: Sequence[Callable[[], Any]], size: int, least: int | None = None):
         self._fns = list(fns)
-        self._running: list[tuple[Any, Any]] = []  # (process, the read end of its pipe)
+        self._running: list[tuple[BaseProcess, Connection]] = []  # (process, its pipe's read end)
         if self._fns and _forkable(size, least):
             ctx = multiprocessing.get_context("fork")
             for fn in self._fns:
@@ -108,7 +110,7 @@ class Children:
         return [value for _, value in answers]
 
 
-def _answer(fn: Callable[[], Any], write: Any) -> None:
+def _answer(fn: Callable[[], Any], write: Connection) -> None:
     # the worker leaves signals to the kit: Ctrl-C reaches the kit, which then waits for it or
     # exits; a SIGTERM ends it quietly, not through the kit's own handler inherited with the
     # fork (a series turns SIGTERM into an interruption, with a traceback)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pandas as pd
+
 from kit.engine import judging
 from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
 from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
@@ -84,7 +86,7 @@ def finish(
     }
 
 
-def kernel_table(log_dir: Path):
+def kernel_table(log_dir: Path) -> pd.DataFrame:
     """The kernel table of a profiled run, parsed from the raw output of `nsys stats`."""
     text = "\n".join(x.text for x in read_stamped(log_dir / STATS_DIR / "stdout.log"))
     return kernels.parse_nsys_kernsum(text)

@@ -129,7 +129,7 @@ def _walk(path: str, rel: str) -> list[str]:
     return out
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: object) -> None:
     write_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
@@ -261,7 +261,7 @@ class ResultsDir:
             obj.pop("schema", None)
         return obj
 
-    def write_json(self, rel: str, obj: Any) -> None:
+    def write_json(self, rel: str, obj: object) -> None:
         if rel in STAMPED and isinstance(obj, dict):
             obj = {"schema": SCHEMA, **obj}
         write_json(self.root / rel, obj)

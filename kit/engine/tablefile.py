@@ -3,6 +3,9 @@ version, read back upgraded (an older table) or refused (a newer one)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import IO
+
 import pandas as pd
 
 from kit.errors import UserError
@@ -19,7 +22,7 @@ def csv_text(df: pd.DataFrame) -> str:
     return df.to_csv(index=False, float_format="%.17g")
 
 
-def read_table(source) -> pd.DataFrame:
+def read_table(source: str | Path | IO[str]) -> pd.DataFrame:
     """A published table, upgraded to this kit's schema; one from a newer kit is refused.
 
     Schema 0 is a table from before the column existed: the same columns, nothing to change.

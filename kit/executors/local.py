@@ -17,7 +17,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import UserError
@@ -92,62 +93,11 @@ class LocalExecutor(Executor):
         log_dir = Path(os.path.abspath(log_dir))  # the loader's log lands here from any folder
         log_dir.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
-        env = {**os.environ, **spec.env}
-        libraries_dir = None
-        if spec.trace_libraries:
-            # amendment 2: the dynamic loader writes what it opens, one file per process
-            libraries_dir = log_dir / "ld_debug"
-            libraries_dir.mkdir(exist_ok=True)
-            env["LD_DEBUG"] = "libs"
-            env["LD_DEBUG_OUTPUT"] = str(libraries_dir / "ld")
-        proc: subprocess.Popen | None = None
-        reader: subprocess.Popen | None = None
-        watch_w = -1
+        env, libraries_dir = _environment(spec, log_dir)
+        launch = _Launch()
         try:
             with held_signals():
-                out_r, out_w = os.pipe()
-                err_r, err_w = os.pipe()
-                watch_r, watch_w = os.pipe()
-                try:
-                    reader = clock.start_reader(
-                        [(out_r, clock.STDOUT), (err_r, clock.STDERR)],
-                        stdout_log,
-                        stderr_log,
-                        watch_fd=watch_r,
-                    )
-                finally:
-                    os.close(out_r)
-                    os.close(err_r)
-                    os.close(watch_r)
-                start_ns = time.monotonic_ns()
-                try:
-                    proc = subprocess.Popen(
-                        spec.argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out_w,
-                        stderr=err_w,
-                        cwd=os.path.abspath(spec.workdir) if spec.workdir else None,
-                        env=env,
-                        start_new_session=True,  # its own session and process group
-                        preexec_fn=_child_setup,
-                    )
-                except OSError as e:
-                    error = e
-                finally:
-                    # the reader sees the streams close only once no copy of their write ends
-                    # is left
-                    os.close(out_w)
-                    os.close(err_w)
-                if proc is None:
-                    os.close(watch_w)
-                    watch_w = -1
-                    reader.wait()
-                    raise UserError(
-                        f"{spec.label}: cannot start {spec.argv[0]!r}: {error.strerror or error}",
-                        "check the program's path and that it is executable",
-                    )
-                # the reader's watch: should the kit die, it ends this group
-                os.write(watch_w, b"%d\n" % proc.pid)
+                proc, reader, start_ns = _start(spec, env, stdout_log, stderr_log, launch)
             exit_code, stopped = self._wait(proc, spec, stdout_log, stderr_log)
             # whatever the program left in its group (a wrapper's child, a helper) ends with it
             _kill_group(proc.pid, signal.SIGKILL)
@@ -157,14 +107,14 @@ class LocalExecutor(Executor):
             # Ctrl-C or SIGTERM: end the whole tree, keep what the reader already wrote; a
             # second signal waits until that is done, so it cannot orphan the program
             with held_signals():
-                if proc is not None:
-                    _terminate(proc, self.grace_s)
-                if reader is not None:
-                    reader.wait()
+                if launch.proc is not None:
+                    _terminate(launch.proc, self.grace_s)
+                if launch.reader is not None:
+                    launch.reader.wait()
             raise
         finally:
-            if watch_w >= 0:
-                os.close(watch_w)
+            if launch.watch_w >= 0:
+                os.close(launch.watch_w)
         return RunOutcome(
             exit_code=exit_code,
             start_ns=start_ns,
@@ -192,8 +142,84 @@ class LocalExecutor(Executor):
                     return proc.returncode, why
 
 
+def _environment(spec: RunSpec, log_dir: Path) -> tuple[dict[str, str], Path | None]:
+    """The program's environment, and the folder its loader writes to (or None)."""
+    env = {**os.environ, **spec.env}
+    libraries_dir = None
+    if spec.trace_libraries:
+        # amendment 2: the dynamic loader writes what it opens, one file per process
+        libraries_dir = log_dir / "ld_debug"
+        libraries_dir.mkdir(exist_ok=True)
+        env["LD_DEBUG"] = "libs"
+        env["LD_DEBUG_OUTPUT"] = str(libraries_dir / "ld")
+    return env, libraries_dir
+
+
+@dataclass
+class _Launch:
+    """What a run has started so far, filled in as it starts: what a stop must end, and the
+    write end of the reader's watch pipe (-1 once closed), which the run closes last."""
+
+    proc: subprocess.Popen | None = None
+    reader: subprocess.Popen | None = None
+    watch_w: int = -1
+
+
+def _start(
+    spec: RunSpec, env: Mapping[str, str], stdout_log: Path, stderr_log: Path, launch: _Launch
+) -> tuple[subprocess.Popen, subprocess.Popen, int]:
+    """Start the reader, then the program on its pipes: (program, reader, start in ns).
+
+    Called with signals held; `launch` holds what is started at each moment, for the caller
+    to end should a later step fail.
+    """
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    watch_r, launch.watch_w = os.pipe()
+    try:
+        reader = launch.reader = clock.start_reader(
+            [(out_r, clock.STDOUT), (err_r, clock.STDERR)],
+            stdout_log,
+            stderr_log,
+            watch_fd=watch_r,
+        )
+    finally:
+        os.close(out_r)
+        os.close(err_r)
+        os.close(watch_r)
+    start_ns = time.monotonic_ns()
+    try:
+        launch.proc = subprocess.Popen(
+            spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            cwd=os.path.abspath(spec.workdir) if spec.workdir else None,
+            env=env,
+            start_new_session=True,  # its own session and process group
+            preexec_fn=_child_setup,
+        )
+    except OSError as e:
+        error = e
+    finally:
+        # the reader sees the streams close only once no copy of their write ends is left
+        os.close(out_w)
+        os.close(err_w)
+    if launch.proc is None:
+        os.close(launch.watch_w)
+        launch.watch_w = -1
+        reader.wait()
+        raise UserError(
+            f"{spec.label}: cannot start {spec.argv[0]!r}: {error.strerror or error}",
+            "check the program's path and that it is executable",
+        )
+    # the reader's watch: should the kit die, it ends this group
+    os.write(launch.watch_w, b"%d\n" % launch.proc.pid)
+    return launch.proc, reader, start_ns
+
+
 @contextlib.contextmanager
-def _exit_waiter(proc: subprocess.Popen):
+def _exit_waiter(proc: subprocess.Popen[bytes]) -> Iterator[Callable[[float], bool]]:
     """A function that waits up to N seconds for the program's exit; True once it exited.
 
     A pidfd wakes the kit only when the program ends (no polling of waitpid); elsewhere

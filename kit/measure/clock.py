@@ -199,48 +199,66 @@ def stamp(
             os.set_blocking(fd, True)
             feeders[fd] = _Demux(splitters) if kind == "mux" else splitters[kind]
             sel.register(fd, selectors.EVENT_READ)
-        open_fds = set(feeders)
-        watched = b""
         if watch_fd is not None:
             sel.register(watch_fd, selectors.EVENT_READ)
         if ready_fd is not None:
-            try:
-                os.write(ready_fd, b"1")
-            except BrokenPipeError:
-                # the kit died while starting this reader: no program was started, and the
-                # streams close with the kit's last copies; nothing is lost by reading on
-                pass
-            os.close(ready_fd)
-        while open_fds:
-            for key, _ in sel.select():
-                fd = key.fd
-                if fd == watch_fd:
-                    said = os.read(fd, 64)
-                    watched += said
-                    if not said:
-                        sel.unregister(fd)
-                        _end_group(watched)
-                    continue
-                try:
-                    chunk = os.read(fd, _READ_SIZE)
-                except ConnectionResetError:
-                    chunk = b""
-                now = time.monotonic_ns()
-                if chunk:
-                    feeders[fd].feed(chunk, now)
-                else:
+            _say_ready(ready_fd)
+        _read_until_closed(sel, feeders, watch_fd)
+        _drain(splitters, writers)
+
+
+def _say_ready(ready_fd: int) -> None:
+    """Tell the kit the reader waits on its sources, so it starts the program."""
+    try:
+        os.write(ready_fd, b"1")
+    except BrokenPipeError:
+        # the kit died while starting this reader: no program was started, and the
+        # streams close with the kit's last copies; nothing is lost by reading on
+        pass
+    os.close(ready_fd)
+
+
+def _read_until_closed(
+    sel: selectors.BaseSelector, feeders: dict[int, _Splitter | _Demux], watch_fd: int | None
+) -> None:
+    """Stamp each chunk as it is read, until every source closes; end the run's group should
+    the kit's watch pipe close first."""
+    open_fds = set(feeders)
+    watched = b""
+    while open_fds:
+        for key, _ in sel.select():
+            fd = key.fd
+            if fd == watch_fd:
+                said = os.read(fd, 64)
+                watched += said
+                if not said:
                     sel.unregister(fd)
-                    open_fds.discard(fd)
-                    feeders[fd].close(now)
-        for s in splitters.values():
-            s.close(time.monotonic_ns())
-        for w in writers.values():
-            w.queue.put(None)
-        for w in writers.values():
-            w.join()
-        for w in writers.values():
-            if w.error is not None:
-                raise w.error
+                    _end_group(watched)
+                continue
+            try:
+                chunk = os.read(fd, _READ_SIZE)
+            except ConnectionResetError:
+                chunk = b""
+            now = time.monotonic_ns()
+            if chunk:
+                feeders[fd].feed(chunk, now)
+            else:
+                sel.unregister(fd)
+                open_fds.discard(fd)
+                feeders[fd].close(now)
+
+
+def _drain(splitters: dict[str, _Splitter], writers: dict[str, _Writer]) -> None:
+    """Close the streams' last lines, and wait until the writers hold every line on disk."""
+    for s in splitters.values():
+        s.close(time.monotonic_ns())
+    for w in writers.values():
+        w.queue.put(None)
+    for w in writers.values():
+        w.join()
+    for w in writers.values():
+        if w.error is not None:
+            raise w.error
 
 
 def check_written(reader: subprocess.Popen, log_dir: Path) -> None:

@@ -184,6 +184,12 @@ def judge(
         steps = step_lines(out, grammar, os.path.basename(stdout_log))
     except OutputError as e:
         return Outcome(FAILED, None, None, str(e))
+    return _window_outcome(steps, grammar, timing)
+
+
+def _window_outcome(steps: list[StepLine], grammar: Grammar, timing: Timing) -> Outcome:
+    """§5: a run that ended well, judged over its window: the step time by the outside clock,
+    void where its output came in bursts or its own clock disagrees."""
     by_step = {s.step: s for s in steps}
     lo, hi = timing.window
     missing = [n for n in (lo, hi) if n not in by_step]

@@ -235,8 +235,27 @@ class Protocol:
 
 def _validate(p: Protocol) -> None:
     """Cross-field rules a type cannot say."""
-    lo, hi = p.timing.window
+    _check_bounds(p)
+    _check_timing_window(p.timing)
+    for name, m in p.models.items():
+        if m.batch_size < 1 or m.full_steps < 1:
+            raise UserError(
+                f"protocol file: models.{name}: batch_size and full_steps must be at least 1",
+                "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
+            )
+    for side, grammar in (("pytorch", p.pytorch), ("contender", p.contender)):
+        _check_grammar(side, grammar)
+    _check_names(p)
+    _check_seeds(p.correctness)
+    if not p.cards.named:
+        raise UserError("protocol file: cards.named must name at least one card")
+    _check_correctness_steps(p)
+
+
+def _check_bounds(p: Protocol) -> None:
+    """Each number the protocol file holds, within its bounds."""
     t = p.timing
+    lo, hi = t.window
     for key, value, ok, want in (
         ("timing.steps", t.steps, t.steps >= 1, "at least 1"),
         ("timing.window", t.window, lo >= 0 and hi >= 0, "two steps, neither negative"),
@@ -289,6 +308,11 @@ def _validate(p: Protocol) -> None:
                 f"protocol file: {key} is {value!r}; it must be {want}",
                 "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
             )
+
+
+def _check_timing_window(t: Timing) -> None:
+    """§5's window: on logged steps, rising, within the steps trained."""
+    lo, hi = t.window
     if lo % t.log_interval or hi % t.log_interval:
         raise UserError("protocol file: timing.window must fall on logged steps (log_interval)")
     if not lo < hi:
@@ -301,36 +325,36 @@ def _validate(p: Protocol) -> None:
             f"protocol file: timing.window ends at step {hi}, beyond timing.steps = {t.steps}",
             "end the window at or before the last step trained",
         )
-    for name, m in p.models.items():
-        if m.batch_size < 1 or m.full_steps < 1:
+
+
+def _check_grammar(side: str, grammar: Grammar) -> None:
+    """A side's log grammar: its expressions compile and name the groups the reader needs."""
+    for key in ("line_regex", "step_prefix"):
+        try:
+            rx = re.compile(getattr(grammar, key))
+        except re.error as e:
             raise UserError(
-                f"protocol file: models.{name}: batch_size and full_steps must be at least 1",
-                "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
+                f"protocol file: {side}.{key} is not a regular expression: {e}"
+            ) from None
+        if key == "line_regex" and not {"step", "loss"} <= set(rx.groupindex):
+            raise UserError(
+                f"protocol file: {side}.line_regex must have the groups (?P<step>...) "
+                "and (?P<loss>...)"
             )
-    for side, grammar in (("pytorch", p.pytorch), ("contender", p.contender)):
-        for key in ("line_regex", "step_prefix"):
-            try:
-                rx = re.compile(getattr(grammar, key))
-            except re.error as e:
-                raise UserError(
-                    f"protocol file: {side}.{key} is not a regular expression: {e}"
-                ) from None
-            if key == "line_regex" and not {"step", "loss"} <= set(rx.groupindex):
-                raise UserError(
-                    f"protocol file: {side}.line_regex must have the groups (?P<step>...) "
-                    "and (?P<loss>...)"
-                )
-        for pattern in grammar.oom_patterns:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise UserError(
-                    f"protocol file: {side}.oom_patterns {pattern!r} is not a regular "
-                    f"expression: {e}",
-                    "write each pattern as a regular expression (escape . and parentheses)",
-                ) from None
-        if grammar.own_clock not in ("cumulative", "per_step"):
-            raise UserError(f"protocol file: {side}.own_clock must be 'cumulative' or 'per_step'")
+    for pattern in grammar.oom_patterns:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise UserError(
+                f"protocol file: {side}.oom_patterns {pattern!r} is not a regular expression: {e}",
+                "write each pattern as a regular expression (escape . and parentheses)",
+            ) from None
+    if grammar.own_clock not in ("cumulative", "per_step"):
+        raise UserError(f"protocol file: {side}.own_clock must be 'cumulative' or 'per_step'")
+
+
+def _check_names(p: Protocol) -> None:
+    """The modes, precisions and builds the file names exist, and builds are named once."""
     for mode in p.pytorch.patched_modes:
         if mode not in p.pytorch.modes:
             raise UserError(f"protocol file: pytorch.patched_modes names unknown mode {mode!r}")
@@ -341,11 +365,17 @@ def _validate(p: Protocol) -> None:
     names = [b.name for b in p.contender.builds]
     if len(set(names)) != len(names):
         raise UserError("protocol file: contender build names must be distinct")
-    c = p.correctness
+
+
+def _check_seeds(c: Correctness) -> None:
+    """§7 A: the seeds are distinct and rising."""
     if not c.seeds or any(y <= x for x, y in zip(c.seeds, c.seeds[1:])):
         raise UserError("protocol file: correctness.seeds must be distinct and rising")
-    if not p.cards.named:
-        raise UserError("protocol file: cards.named must name at least one card")
+
+
+def _check_correctness_steps(p: Protocol) -> None:
+    """§7's windows, mode and evaluations fit the steps the checks train."""
+    c = p.correctness
     windows = [("method_b_window", c.method_b_window)]
     windows += [(f"method_b_windows.{m}", w) for m, w in c.method_b_windows.items()]
     windows += [(f"method_b_beside_windows.{m}", w) for m, w in c.method_b_beside_windows.items()]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 
@@ -26,6 +26,54 @@ from kit.report.states import Publication
 
 SCHEMA = 1
 KEY = ["model", "precision", "side", "variant"]
+
+
+class Timed(TypedDict):
+    """A configuration's step times in seconds (§5): median, fastest and slowest run."""
+
+    median: float
+    min: float
+    max: float
+
+
+class OnlyIn(TypedDict):
+    """A configuration one directory holds and the other does not."""
+
+    model: str
+    precision: str
+    side: str
+    variant: str
+    card: str
+
+
+class Compared(TypedDict):
+    """A configuration both directories hold; times None where a side has none to show."""
+
+    model: str
+    precision: str
+    side: str
+    variant: str
+    card_a: str
+    card_b: str
+    state_a: str
+    state_b: str
+    a_s: Timed | None
+    b_s: Timed | None
+    ratio_a_over_b: float | None
+    ranges_overlap: bool | None
+
+
+class Comparison(TypedDict):
+    """What `micakit compare --json` prints."""
+
+    schema: int
+    a: str
+    b: str
+    protocol_changed: bool
+    preview: bool
+    both: list[Compared]
+    only_in_a: list[OnlyIn]
+    only_in_b: list[OnlyIn]
 
 
 @dataclass(frozen=True)
@@ -64,15 +112,19 @@ def _shown(row: pd.Series) -> str:
     return _state(row)
 
 
-def _timed(row: pd.Series | None) -> dict[str, Any] | None:
+def _timed(row: pd.Series | None) -> Timed | None:
     if row is None or _state(row) != "complete" or math.isnan(float(row["median_step_s"])):
         return None  # no time (§5), or one rule 6 withholds
-    return {k: float(row[f"{k}_step_s"]) for k in ("median", "min", "max")}
+    return Timed(
+        median=float(row["median_step_s"]),
+        min=float(row["min_step_s"]),
+        max=float(row["max_step_s"]),
+    )
 
 
 def compare(
     a: Side, b: Side, *, allow_protocol_change: bool = False, preview: bool = False
-) -> dict[str, Any]:
+) -> Comparison:
     """Per configuration in both: both medians and ranges, their ratio, whether ranges overlap."""
     changed = a.protocol_sha256 != b.protocol_sha256
     if changed and not allow_protocol_change:
@@ -84,52 +136,63 @@ def compare(
         )
     rows_a = {tuple(r[k] for k in KEY): r for _, r in a.configurations.iterrows()}
     rows_b = {tuple(r[k] for k in KEY): r for _, r in b.configurations.iterrows()}
-    both: list[dict[str, Any]] = []
-    only_a: list[dict[str, Any]] = []
-    only_b: list[dict[str, Any]] = []
+    both: list[Compared] = []
+    only_a: list[OnlyIn] = []
+    only_b: list[OnlyIn] = []
     for key in sorted(set(rows_a) | set(rows_b)):
         ra, rb = rows_a.get(key), rows_b.get(key)
-        ident = dict(zip(KEY, key))
+        model, precision, side, variant = key  # KEY's order
         if ra is None or rb is None:
             present = ra if ra is not None else rb
             assert present is not None  # the key came from one of the two
-            (only_a if rb is None else only_b).append({**ident, "card": present["card"]})
+            (only_a if rb is None else only_b).append(
+                OnlyIn(
+                    model=model,
+                    precision=precision,
+                    side=side,
+                    variant=variant,
+                    card=present["card"],
+                )
+            )
             continue
         ta, tb = _timed(ra), _timed(rb)
-        entry: dict[str, Any] = {
-            **ident,
-            "card_a": ra["card"],
-            "card_b": rb["card"],
-            "state_a": _shown(ra),
-            "state_b": _shown(rb),
-            "a_s": ta,
-            "b_s": tb,
-            "ratio_a_over_b": None,
-            "ranges_overlap": None,
-        }
+        entry = Compared(
+            model=model,
+            precision=precision,
+            side=side,
+            variant=variant,
+            card_a=ra["card"],
+            card_b=rb["card"],
+            state_a=_shown(ra),
+            state_b=_shown(rb),
+            a_s=ta,
+            b_s=tb,
+            ratio_a_over_b=None,
+            ranges_overlap=None,
+        )
         if ta and tb:
             entry["ratio_a_over_b"] = ta["median"] / tb["median"]
             entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
         both.append(entry)
-    return {
-        "schema": SCHEMA,
-        "a": str(a.root),
-        "b": str(b.root),
-        "protocol_changed": changed,
-        "preview": preview,
-        "both": both,
-        "only_in_a": only_a,
-        "only_in_b": only_b,
-    }
+    return Comparison(
+        schema=SCHEMA,
+        a=str(a.root),
+        b=str(b.root),
+        protocol_changed=changed,
+        preview=preview,
+        both=both,
+        only_in_a=only_a,
+        only_in_b=only_b,
+    )
 
 
-def _ms(t: dict[str, float] | None, state: str) -> str:
+def _ms(t: Timed | None, state: str) -> str:
     if t is None:
         return state
     return f"{t['median'] * 1e3:.3f} ms ({t['min'] * 1e3:.3f}–{t['max'] * 1e3:.3f})"
 
 
-def markdown(result: dict[str, Any]) -> str:
+def markdown(result: Comparison) -> str:
     """The comparison as a Markdown table, with what is in one directory only."""
     title = f"# {result['a']} (A) against {result['b']} (B)"
     if result.get("preview"):
@@ -155,11 +218,11 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {e['card_b']} | {_ms(e['a_s'], e['state_a'])} | {_ms(e['b_s'], e['state_b'])} "
             f"| {ratio} | {overlap} |"
         )
-    for name, key in (("A", "only_in_a"), ("B", "only_in_b")):
-        if result[key]:
+    for name, only in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
+        if only:
             lines += ["", f"Only in {name}:", ""]
             lines += [
-                f"- {e['model']} · {e['precision']} · {e['side']} · {e['variant']} ({e['card']})"
-                for e in result[key]
+                f"- {o['model']} · {o['precision']} · {o['side']} · {o['variant']} ({o['card']})"
+                for o in only
             ]
     return "\n".join(lines) + "\n"

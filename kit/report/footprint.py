@@ -67,6 +67,13 @@ def footprint_lines(root: Path) -> list[str]:
     if not images:
         return []
     lines = ["## Footprint (§8)", ""]
+    lines += [_sizes_table(images), ""]
+    lines += _additions_lines(images)
+    return lines + _ratio_lines(images)
+
+
+def _sizes_table(images: list[Measured]) -> str:
+    """Each measured image's size, entries and what it holds beyond its side's minimum."""
     rows = []
     for m in images:
         rows.append(
@@ -80,7 +87,11 @@ def footprint_lines(root: Path) -> list[str]:
                 else size(sum(a.size_bytes for a in m.additions)),
             }
         )
-    lines += [pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True), ""]
+    return pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
+
+
+def _additions_lines(images: list[Measured]) -> list[str]:
+    """What each image holds beyond its side's minimum, where its base's list was recorded."""
     extra = [
         {
             "side": SIDE_NAMES[m.side],
@@ -93,36 +104,43 @@ def footprint_lines(root: Path) -> list[str]:
         for m in images
         for a in m.additions or ()
     ]
-    if extra:
-        lines += [
-            "What each image holds beyond its side's minimum (§8: Mica's the program and the "
-            "libraries it opens, PyTorch's Python and what `pip install torch numpy` brings), "
-            "from its file list against its base image's:",
-            "",
-            pd.DataFrame(extra).to_markdown(index=False, disable_numparse=True),
-            "",
-        ]
+    if not extra:
+        return []
+    return [
+        "What each image holds beyond its side's minimum (§8: Mica's the program and the "
+        "libraries it opens, PyTorch's Python and what `pip install torch numpy` brings), "
+        "from its file list against its base image's:",
+        "",
+        pd.DataFrame(extra).to_markdown(index=False, disable_numparse=True),
+        "",
+    ]
+
+
+def _ratio_lines(images: list[Measured]) -> list[str]:
+    """§8's ratio of the two measured sizes, where both sides' images were measured."""
     by_side = {m.side: m for m in images}
     mica = by_side.get("contender") or by_side.get("mica")
     torch = by_side.get("pytorch")
-    if mica and torch:
-        ratio = fp.footprint_ratio(
-            {"image": mica.image, "size_bytes": mica.size_bytes},
-            {"image": torch.image, "size_bytes": torch.size_bytes},
+    if not (mica and torch):
+        return []
+    lines = []
+    ratio = fp.footprint_ratio(
+        {"image": mica.image, "size_bytes": mica.size_bytes},
+        {"image": torch.image, "size_bytes": torch.size_bytes},
+    )
+    lines.append(
+        f"- Footprint ratio (§8, the two measured sizes): PyTorch's {mib(torch.size_bytes)} "
+        f"MiB / {SIDE_NAMES[mica.side]}'s {mib(mica.size_bytes)} MiB = "
+        f"{ratio['pytorch_over_mica']:.2f}"
+    )
+    if mica.additions is not None and torch.additions is not None:
+        without = fp.ratio_without(
+            mica.size_bytes, torch.size_bytes, list(mica.additions), list(torch.additions)
         )
         lines.append(
-            f"- Footprint ratio (§8, the two measured sizes): PyTorch's {mib(torch.size_bytes)} "
-            f"MiB / {SIDE_NAMES[mica.side]}'s {mib(mica.size_bytes)} MiB = "
-            f"{ratio['pytorch_over_mica']:.2f}"
+            f"- Without what each image holds beyond its side's minimum (not §8's ratio; "
+            f"shown so that the additions can be weighed): {without:.2f}"
         )
-        if mica.additions is not None and torch.additions is not None:
-            without = fp.ratio_without(
-                mica.size_bytes, torch.size_bytes, list(mica.additions), list(torch.additions)
-            )
-            lines.append(
-                f"- Without what each image holds beyond its side's minimum (not §8's ratio; "
-                f"shown so that the additions can be weighed): {without:.2f}"
-            )
-        lines.append(f"- {ratio['note']}")
-        lines.append("")
+    lines.append(f"- {ratio['note']}")
+    lines.append("")
     return lines

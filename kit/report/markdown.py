@@ -11,16 +11,20 @@ kit.report.overview.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
+from kit.correctness.gate import GatingJson
 from kit.engine import store
+from kit.engine.documents import Versions
 from kit.engine.store import ResultsDir
+from kit.protocol.load import Model, Protocol
 from kit.report import overview, states
 from kit.report import separate as sidetables
 from kit.report.footprint import footprint_lines
 from kit.report.states import Publication
-from kit.report.tables import GATING
+from kit.report.tables import GATING, Tables
 from kit.report.words import (
     attention_by_config,
     caption,
@@ -43,7 +47,9 @@ from kit.telemetry import kernels
 __all__ = ["markdown_report", "versions_line"]  # versions_line: rule 4's line, for callers
 
 
-def comparison_lines(rd: ResultsDir, t, models: dict, smoke: list[str] | None = None) -> list[str]:
+def comparison_lines(
+    rd: ResultsDir, t: Tables, models: Mapping[str, Model], smoke: list[str] | None = None
+) -> list[str]:
     comparison = t.comparison
     found = rd.versions()
     lines = []
@@ -56,68 +62,78 @@ def comparison_lines(rd: ResultsDir, t, models: dict, smoke: list[str] | None = 
         words = model_words(models, model, smoke)
         lines += [f"### {card} · {words} · {precision}", ""]
         lines += [caption(t, f"Comparison (D1), {card}, {words}, {precision}"), ""]
-        rows = []
-        for _, r in g.iterrows():
-            attention = r.get("pytorch_attention", "") or "not profiled"
-            torch = (
-                pytorch_name(found, r["pytorch_fastest_mode"], precision, attention)
-                if r["pytorch_fastest_mode"]
-                else "no PyTorch mode is complete"
-            )
-            ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.3f}"
-            state = r["contender_state"]
-            median, spread = step_cells(
-                r["contender_median_step_s"],
-                r["contender_min_step_s"],
-                r["contender_max_step_s"],
-                state.split(":")[0],
-                r["publication"],
-            )
-            torch_id = f"{model}/{precision}/pytorch/{r['pytorch_fastest_mode']}"
-            torch_pub = configs.loc[torch_id, "publication"] if torch_id in configs.index else ""
-            p_median, p_spread = step_cells(
-                r["pytorch_median_step_s"],
-                r["pytorch_min_step_s"],
-                r["pytorch_max_step_s"],
-                "complete" if r["pytorch_fastest_mode"] else "no PyTorch mode is complete",
-                torch_pub,
-            )
-            rows.append(
-                {
-                    "contender build": f"{r['contender_build']} ({r['build_role']})",
-                    "state": state,
-                    "runs": r["contender_runs"],
-                    "median (ms)": median,
-                    "range (ms)": spread,
-                    "against": torch,
-                    "PyTorch runs": r["pytorch_runs"],
-                    "PyTorch median (ms)": p_median,
-                    "PyTorch range (ms)": p_spread,
-                    "ratio P/M": ratio,
-                    "verdict": r["verdict"],
-                }
-            )
+        rows = [_comparison_row(r, found, configs, model, precision) for _, r in g.iterrows()]
         lines.append(pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True))
         lines.append("")
-        for _, r in g.iterrows():
-            if r["times_alone_say"] and r["verdict"] != r["times_alone_say"]:
-                lines.append(
-                    f"- Hypothesis, not a protocol result: by step times alone, "
-                    f"{r['contender_build']} would read *{r['times_alone_say']}*; it has no "
-                    f"verdict until its correctness check passes (§3 rule 6)."
-                )
-            if r["pytorch_modes_without_time"]:
-                lines.append(
-                    f"- PyTorch modes without a time (amendments 5 and 8): "
-                    f"{r['pytorch_modes_without_time']}; the fastest of the complete modes "
-                    f"is compared."
-                )
+        lines += _comparison_notes(g)
         lines.append("")
     return lines
 
 
+def _comparison_row(
+    r: pd.Series, found: Versions, configs: pd.DataFrame, model: str, precision: str
+) -> dict[str, object]:
+    """One contender build against PyTorch's fastest complete mode (D1), as the table shows it."""
+    attention = r.get("pytorch_attention", "") or "not profiled"
+    torch = (
+        pytorch_name(found, r["pytorch_fastest_mode"], precision, attention)
+        if r["pytorch_fastest_mode"]
+        else "no PyTorch mode is complete"
+    )
+    ratio = "—" if math.isnan(r["ratio"]) else f"{r['ratio']:.3f}"
+    state = r["contender_state"]
+    median, spread = step_cells(
+        r["contender_median_step_s"],
+        r["contender_min_step_s"],
+        r["contender_max_step_s"],
+        state.split(":")[0],
+        r["publication"],
+    )
+    torch_id = f"{model}/{precision}/pytorch/{r['pytorch_fastest_mode']}"
+    torch_pub = configs.loc[torch_id, "publication"] if torch_id in configs.index else ""
+    p_median, p_spread = step_cells(
+        r["pytorch_median_step_s"],
+        r["pytorch_min_step_s"],
+        r["pytorch_max_step_s"],
+        "complete" if r["pytorch_fastest_mode"] else "no PyTorch mode is complete",
+        torch_pub,
+    )
+    return {
+        "contender build": f"{r['contender_build']} ({r['build_role']})",
+        "state": state,
+        "runs": r["contender_runs"],
+        "median (ms)": median,
+        "range (ms)": spread,
+        "against": torch,
+        "PyTorch runs": r["pytorch_runs"],
+        "PyTorch median (ms)": p_median,
+        "PyTorch range (ms)": p_spread,
+        "ratio P/M": ratio,
+        "verdict": r["verdict"],
+    }
+
+
+def _comparison_notes(g: pd.DataFrame) -> list[str]:
+    """What the times alone would say where no verdict is given, and the modes left out."""
+    lines = []
+    for _, r in g.iterrows():
+        if r["times_alone_say"] and r["verdict"] != r["times_alone_say"]:
+            lines.append(
+                f"- Hypothesis, not a protocol result: by step times alone, "
+                f"{r['contender_build']} would read *{r['times_alone_say']}*; it has no "
+                f"verdict until its correctness check passes (§3 rule 6)."
+            )
+        if r["pytorch_modes_without_time"]:
+            lines.append(
+                f"- PyTorch modes without a time (amendments 5 and 8): "
+                f"{r['pytorch_modes_without_time']}; the fastest of the complete modes "
+                f"is compared."
+            )
+    return lines
+
+
 def configurations_lines(
-    rd: ResultsDir, t, models: dict, smoke: list[str] | None = None
+    rd: ResultsDir, t: Tables, models: Mapping[str, Model], smoke: list[str] | None = None
 ) -> list[str]:
     """Per model, every configuration in one table: deficits and states beside the leads."""
     configs = t.configurations
@@ -158,7 +174,7 @@ def configurations_lines(
 MACHINE = "The machine through each run"
 
 
-def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
+def machine_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """A CPU series' conditions (§5 on a CPU) beside each timed run's step time: the load and
     other processes' share of the CPUs before it, their share over its timed steps, the CPUs'
     clock, and the busy mark. Nothing for a series without them (a card's)."""
@@ -171,7 +187,7 @@ def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
     shown = dict(zip(t.configurations["config"], t.configurations["publication"]))
     limit = float(timed["busy_share"].iloc[0])
 
-    def share(x) -> str:
+    def share(x: float) -> str:
         return "—" if pd.isna(x) else f"{float(x):.0%}"
 
     named = names(rd, t, timed["config"])  # §9: PyTorch by version, mode and attention
@@ -220,7 +236,7 @@ def machine_lines(rd: ResultsDir, t, protocol) -> list[str]:
     ]
 
 
-def markdown_report(rd: ResultsDir, t, gating: dict | None = None) -> str:
+def markdown_report(rd: ResultsDir, t: Tables, gating: GatingJson | None = None) -> str:
     """The whole report: the summary first, the metadata folded, then every table. `gating`:
     the checks that gate it (gating.json's content), else those `publish --checks` saved."""
     protocol = store.load_protocol(rd)
@@ -267,7 +283,7 @@ def markdown_report(rd: ResultsDir, t, gating: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _side_lines(rd: ResultsDir, t, protocol) -> list[str]:
+def _side_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """Amendment 2's libraries and §6's kernel families and graph breaks, headed in words."""
     lines = ["## What each side opened (amendment 2, discarded runs)", ""]
     if not t.libraries.empty:
@@ -312,7 +328,7 @@ def _side_lines(rd: ResultsDir, t, protocol) -> list[str]:
     return [*lines, ""]
 
 
-def gating_lines(rd: ResultsDir, gating: dict | None) -> list[str]:
+def gating_lines(rd: ResultsDir, gating: GatingJson | None) -> list[str]:
     """Which correctness check gave each configuration its status (rule 6): its directory and
     the program it ran, by SHA-256; a check binds only the program the series measured."""
     if gating is None and (rd.root / GATING).exists():
@@ -340,7 +356,7 @@ KERNEL_FAMILY = "kernel family"
 GRAPH_BREAKS = "graph breaks"
 
 
-def publication_lines(t) -> list[str]:
+def publication_lines(t: Tables) -> list[str]:
     """Rule 6 said once above the tables: what is shown, and what is withheld and why."""
     if t.preview:
         return [

@@ -17,7 +17,7 @@ its raw logs are in (rule 4), in the order card, model, precision (the protocol 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,7 +180,7 @@ def _check_out(out: Path) -> None:
 
 
 def _same_everywhere(
-    manifests: Mapping[str, Manifest], key: str, what: str, shown, fix: str
+    manifests: Mapping[str, Manifest], key: str, what: str, shown: Callable[[object], str], fix: str
 ) -> None:
     values = {name: getattr(m, key) for name, m in manifests.items()}
     if len(set(values.values())) > 1:

@@ -14,7 +14,9 @@ import math
 import pandas as pd
 
 from kit.engine.store import ResultsDir
+from kit.protocol.load import Protocol
 from kit.report import compile_cost, states, words
+from kit.report.tables import Tables
 from kit.report.verdict import FASTER, LEVEL, SLOWER
 
 # report.md's collapsible block; report.html turns these two paragraphs into <details>
@@ -57,7 +59,7 @@ def _said(r: pd.Series) -> str:
     return str(r["verdict"])
 
 
-def summary_lines(rd: ResultsDir, t, protocol) -> list[str]:
+def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """One line per card, model, precision and contender build, in the comparison's order."""
     found = rd.versions()
     smoke = words.smoke_args(rd, protocol) is not None
@@ -119,7 +121,7 @@ def summary_lines(rd: ResultsDir, t, protocol) -> list[str]:
     return [f"## {SUMMARY}", "", words.caption(t, text), "", table, ""]
 
 
-def metadata_lines(rd: ResultsDir, t, protocol) -> list[str]:
+def metadata_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """The series' conditions (rule 4, §9), folded: the reader opens them when wanted."""
     manifest = rd.manifest()
     found = rd.versions()
@@ -175,7 +177,7 @@ def _extra(row: pd.Series) -> str:
     return f"{v:+.3f}"
 
 
-def compile_cost_lines(rd: ResultsDir, t, protocol) -> list[str]:
+def compile_cost_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """What compiling costs, per complete PyTorch mode whose times the report may show."""
     lines = [
         f"## {COMPILE_COSTS}",

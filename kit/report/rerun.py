@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,14 +41,14 @@ INPUTS = (
 )
 
 
-def image_records(docs: dict[str, Any]) -> list[tuple[str, str]]:
+def image_records(docs: Mapping[str, object]) -> list[tuple[str, str]]:
     """Every image reference the records hold: ("versions.json: pytorch.image_id", "sha256:…").
 
     Searched by key rather than by place, so the Docker executor can record its images where
     it likes (a side's entry, an "images" map) and this script still pins them.
     """
 
-    def walk(obj: Any, where: str) -> Iterator[tuple[str, str]]:
+    def walk(obj: object, where: str) -> Iterator[tuple[str, str]]:
         if isinstance(obj, dict):
             for k, v in obj.items():
                 here = f"{where}.{k}" if where else str(k)
@@ -137,41 +138,75 @@ def body_template() -> str:
     return "".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith("## "))
 
 
-def script(rd: ResultsDir) -> str:
-    """The text of rerun.sh for this results directory."""
+@dataclass(frozen=True)
+class _Recorded:
+    """What rerun.sh says of its series, read from manifest.json and versions.json."""
+
+    manifest: Manifest
+    options: dict[str, Any]
+    executor: str  # "": not recorded
+    records: list[tuple[str, str]]  # every image reference the records hold
+    images: dict[str, tuple[str, str]]  # per image: the reference to run, its id
+    sides: list[str]  # the images' roles: pytorch, mica
+    kit_commit: str
+    contender: str
+    contender_sha: str
+    protocol: str  # "": the kit's own
+    gpu: str
+    card: object  # the card's name, as recorded
+
+
+def _recorded(rd: ResultsDir) -> _Recorded:
     manifest = rd.manifest()
     found = rd.versions()
     o = options(manifest)
     executor = str(manifest.executor or o.get("executor") or "")  # "": not recorded
     records = image_records({"manifest.json": manifest.to_json(), "versions.json": found.to_json()})
-    images = pinned_images(manifest, o, records)
-    sides = [r for r, k in (("pytorch", "pytorch"), ("mica", "contender")) if k in o["sides"]]
-    q = shlex.quote
     kit_commit = manifest.kit_commit
     if kit_commit == "unknown":
         kit_commit = str(found.kit.get("commit") or "")
-    contender = o.get("contender") or ""
-    contender_sha = str(found.side("contender").get("program_sha256") or "")
     protocol = str(o.get("protocol") or "")
-    protocol = "" if protocol.endswith(DEFAULT_PROTOCOL) else protocol
-    gpu = str(o.get("gpu") or "")
-    card = found.card.get("name") or (manifest.series or {}).get("card")
-    shown = [f"#   {where} = {value}" for where, value in records] or [
+    return _Recorded(
+        manifest=manifest,
+        options=o,
+        executor=executor,
+        records=records,
+        images=pinned_images(manifest, o, records),
+        sides=[r for r, k in (("pytorch", "pytorch"), ("mica", "contender")) if k in o["sides"]],
+        kit_commit=kit_commit,
+        contender=o.get("contender") or "",
+        contender_sha=str(found.side("contender").get("program_sha256") or ""),
+        protocol="" if protocol.endswith(DEFAULT_PROTOCOL) else protocol,
+        gpu=str(o.get("gpu") or ""),
+        card=found.card.get("name") or (manifest.series or {}).get("card"),
+    )
+
+
+def script(rd: ResultsDir) -> str:
+    """The text of rerun.sh for this results directory."""
+    s = _recorded(rd)
+    return "\n".join([*_head(s), *_settings(s), _body(s)])
+
+
+def _head(s: _Recorded) -> list[str]:
+    """The comment that opens rerun.sh: the series, its usage, the images it recorded."""
+    q = shlex.quote
+    shown = [f"#   {where} = {value}" for where, value in s.records] or [
         "#   none: this series ran before images were recorded, or on the local executor;",
         "#   the runner image is named by its tag, and the versions check compares the rest",
     ]
-    head = [
+    return [
         "#!/usr/bin/env bash",
         "# rerun.sh: run this series again on another machine, then recompute and check it.",
         "#",
-        f"# Written by micakit {manifest.kit_version or '?'} (kit/rerun.py) from this "
+        f"# Written by micakit {s.manifest.kit_version or '?'} (kit/rerun.py) from this "
         "directory's manifest.json",
         "# and versions.json; `micakit publish` writes it again.",
-        f"# The series: {manifest.protocol_name or 'the protocol'} on {card}, "
-        f"{manifest.date_utc or 'date not recorded'}, executor {executor};",
-        f"# kit commit {kit_commit or 'not recorded'}; protocol SHA-256 "
-        f"{manifest.protocol_sha256 or 'not recorded'}.",
-        f"# Its command line: {' '.join(q(a) for a in manifest.command)}",
+        f"# The series: {s.manifest.protocol_name or 'the protocol'} on {s.card}, "
+        f"{s.manifest.date_utc or 'date not recorded'}, executor {s.executor};",
+        f"# kit commit {s.kit_commit or 'not recorded'}; protocol SHA-256 "
+        f"{s.manifest.protocol_sha256 or 'not recorded'}.",
+        f"# Its command line: {' '.join(q(a) for a in s.manifest.command)}",
         "#",
         "# Usage: bash rerun.sh [NEW-RESULTS-DIR]   (default: ./rerun-<this directory's name>)",
         "# Environment, each defaulting to what the series recorded:",
@@ -187,43 +222,51 @@ def script(rd: ResultsDir) -> str:
         "# Images the series recorded:",
         *shown,
     ]
-    gpu_now = "" if gpu.startswith("GPU-") else gpu  # a UUID names the original card only
-    settings = [
+
+
+def _settings(s: _Recorded) -> list[str]:
+    """The shell variables: each defaults to what the series recorded."""
+    q = shlex.quote
+    gpu_now = "" if s.gpu.startswith("GPU-") else s.gpu  # a UUID names the original card only
+    return [
         "set -euo pipefail",
         "",
         'HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # the series to rerun',
         'OUT=$(realpath -m "${1:-$PWD/rerun-$(basename "$HERE")}")',
-        f"MODE=${{MODE:-{'docker' if executor == 'docker' else 'local'}}}",
-        f"IMAGE=${{IMAGE:-{q(images['runner'][0])}}}",
-        f"IMAGE_ID={q(images['runner'][1])}",
-        *[f"{r.upper()}_IMAGE=${{{r.upper()}_IMAGE:-{q(images[r][0])}}}" for r in sides],
-        *[f"{r.upper()}_IMAGE_ID={q(images[r][1])}" for r in sides],
-        f"DOCKER_ENGINE=${{DOCKER_ENGINE-{q(str(o.get('docker_host') or ''))}}}",
-        f"KIT_VERSION={q(manifest.kit_version)}",
-        f"KIT_COMMIT={q(kit_commit)}",
-        f"PROTOCOL_SHA256={q(manifest.protocol_sha256)}",
-        f"CONTENDER=${{CONTENDER-{q(contender)}}}",
-        f"CONTENDER_SHA256={q(contender_sha)}",
-        *[f"{env}=${{{env}-{q(str(o.get(key) or ''))}}}" for key, env, _ in INPUTS],
-        f"PROTOCOL=${{PROTOCOL-{q(protocol)}}}",
-        f"GPU=${{GPU-{q(gpu_now)}}}" + (f"  # recorded: {gpu}" if gpu != gpu_now else ""),
+        f"MODE=${{MODE:-{'docker' if s.executor == 'docker' else 'local'}}}",
+        f"IMAGE=${{IMAGE:-{q(s.images['runner'][0])}}}",
+        f"IMAGE_ID={q(s.images['runner'][1])}",
+        *[f"{r.upper()}_IMAGE=${{{r.upper()}_IMAGE:-{q(s.images[r][0])}}}" for r in s.sides],
+        *[f"{r.upper()}_IMAGE_ID={q(s.images[r][1])}" for r in s.sides],
+        f"DOCKER_ENGINE=${{DOCKER_ENGINE-{q(str(s.options.get('docker_host') or ''))}}}",
+        f"KIT_VERSION={q(s.manifest.kit_version)}",
+        f"KIT_COMMIT={q(s.kit_commit)}",
+        f"PROTOCOL_SHA256={q(s.manifest.protocol_sha256)}",
+        f"CONTENDER=${{CONTENDER-{q(s.contender)}}}",
+        f"CONTENDER_SHA256={q(s.contender_sha)}",
+        *[f"{env}=${{{env}-{q(str(s.options.get(key) or ''))}}}" for key, env, _ in INPUTS],
+        f"PROTOCOL=${{PROTOCOL-{q(s.protocol)}}}",
+        f"GPU=${{GPU-{q(gpu_now)}}}" + (f"  # recorded: {s.gpu}" if s.gpu != gpu_now else ""),
     ]
+
+
+def _body(s: _Recorded) -> str:
+    """rerun.sh's constant part, filled in with the series' options and images."""
     inputs = [
         f'if [ -n "${env}" ]; then seen {key} "${env}" {env} && '
         f'args+=(--{key.replace("_", "-")} "$SEEN"); fi'
         for key, env, _ in INPUTS
     ]
-    side_images = " ".join(f'"{r}" "${r.upper()}_IMAGE" "${r.upper()}_IMAGE_ID"' for r in sides)
-    if executor == "docker":  # the images each side ran in, named exactly
-        inputs += [f'args+=(--{r}-image "${r.upper()}_IMAGE")' for r in sides]
-    body = (
+    side_images = " ".join(f'"{r}" "${r.upper()}_IMAGE" "${r.upper()}_IMAGE_ID"' for r in s.sides)
+    if s.executor == "docker":  # the images each side ran in, named exactly
+        inputs += [f'args+=(--{r}-image "${r.upper()}_IMAGE")' for r in s.sides]
+    return (
         body_template()
-        .replace("@ARGS@", " ".join(_series_args(o, executor)))
+        .replace("@ARGS@", " ".join(_series_args(s.options, s.executor)))
         .replace("@SIDE_IMAGES@", side_images)
         .replace("@INPUTS@", "\n".join(inputs))
-        .replace("@GPUS@", " --gpus all" if o.get("device") != "cpu" else "")
+        .replace("@GPUS@", " --gpus all" if s.options.get("device") != "cpu" else "")
     )
-    return "\n".join([*head, *settings, body])
 
 
 def write(rd: ResultsDir) -> Path:

@@ -119,7 +119,7 @@ def busy_reason(r: pd.Series) -> str:
     return f"{BUSY}: {' and '.join(said)} (above {limit:.0%})"
 
 
-def _int(x) -> int | None:
+def _int(x: float | None) -> int | None:
     return None if x is None or pd.isna(x) else int(x)
 
 

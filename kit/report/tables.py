@@ -68,21 +68,7 @@ def runs_table(
     latest = {r.run_id: (i, r) for i, r in enumerate(rd.runs())}
     jobs = [(p, *latest[p.run_id], configs[p.config]) for p in plan.order if p.run_id in latest]
 
-    def again(job: tuple[PlannedRun, int, RunRecord, Config]) -> timing.Outcome:
-        _, _, record, c = job
-        held = listing.get(record.log_dir, frozenset())
-        grammar = judging.grammar(protocol, c.side)
-        return judging.rejudge(rd.root, record, grammar, protocol.timing, held)
-
-    todo = [j for j in jobs if j[1] not in judged]
-    # thousands of runs: judged on every core (kit.engine.fanout), in the plan's order
-    fresh = dict(zip((j[1] for j in todo), fanout.map_in_order(again, todo)))
-    outcomes: list[timing.Outcome] = []
-    for _, i, _, _ in jobs:
-        outcome = fresh[i] if i in fresh else judged[i]
-        if isinstance(outcome, str):  # a raw log the caller found no longer parses
-            raise ValueError(outcome)
-        outcomes.append(outcome)
+    outcomes = _judged_again(rd, protocol, listing, judged, jobs)
     rows = []
     identity = {c.id: _identity(c) for c in plan.configurations}
     for (planned, _, record, c), outcome in zip(jobs, outcomes):
@@ -117,6 +103,34 @@ def runs_table(
     runs["flagged"] = runs["flagged"].fillna(False).astype(bool)
     runs["flag_reasons"] = runs["flag_reasons"].fillna("")
     return runs
+
+
+def _judged_again(
+    rd: ResultsDir,
+    protocol: Protocol,
+    listing: Mapping[str, frozenset[str]],
+    judged: Mapping[int, timing.Outcome | str],
+    jobs: list[tuple[PlannedRun, int, RunRecord, Config]],
+) -> list[timing.Outcome]:
+    """Each recorded run's outcome, judged again from its logs (D6), in the plan's order;
+    those the caller judged already are taken as they are."""
+
+    def again(job: tuple[PlannedRun, int, RunRecord, Config]) -> timing.Outcome:
+        _, _, record, c = job
+        held = listing.get(record.log_dir, frozenset())
+        grammar = judging.grammar(protocol, c.side)
+        return judging.rejudge(rd.root, record, grammar, protocol.timing, held)
+
+    todo = [j for j in jobs if j[1] not in judged]
+    # thousands of runs: judged on every core (kit.engine.fanout), in the plan's order
+    fresh = dict(zip((j[1] for j in todo), fanout.map_in_order(again, todo)))
+    outcomes: list[timing.Outcome] = []
+    for _, i, _, _ in jobs:
+        outcome = fresh[i] if i in fresh else judged[i]
+        if isinstance(outcome, str):  # a raw log the caller found no longer parses
+            raise ValueError(outcome)
+        outcomes.append(outcome)
+    return outcomes
 
 
 def _identity(c: Config) -> dict[str, str]:

@@ -8,12 +8,15 @@ or preview says so wherever its numbers appear (rules 6 and 9, D3).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
 from kit.engine.documents import Versions
 from kit.engine.store import ResultsDir
+from kit.protocol.load import Model, Protocol
 from kit.report import states
+from kit.report.tables import Tables
 from kit.telemetry import kernels
 
 PREPARATION = "preparation (a development build, rule 9)"
@@ -31,7 +34,7 @@ def ms(x: float) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1e3:.3f}"
 
 
-def mib(x) -> str:
+def mib(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
     return f"{x / 2**20:.0f}"
@@ -68,7 +71,9 @@ def preparation_label(found: Versions) -> str:
     return PREPARATION if is_preparation(found) else ""
 
 
-def model_words(protocol_models: dict, model: str, smoke_args: list[str] | None = None) -> str:
+def model_words(
+    protocol_models: Mapping[str, Model], model: str, smoke_args: list[str] | None = None
+) -> str:
     """§9: every number travels with its model's size (M1's sentence above all).
 
     A smoke series' model is the protocol's scaled down, and is never given the real one's size.
@@ -85,7 +90,7 @@ def model_words(protocol_models: dict, model: str, smoke_args: list[str] | None 
     return f"{m.label} ({model}): {m.size_sentence}"
 
 
-def model_short(protocol_models: dict, model: str, smoke: bool = False) -> str:
+def model_short(protocol_models: Mapping[str, Model], model: str, smoke: bool = False) -> str:
     """A model in a plot title or a summary cell: "M1, 10.7 million parameters"; the sentence
     itself stands in the caption beside it."""
     m = protocol_models.get(model)
@@ -94,12 +99,12 @@ def model_short(protocol_models: dict, model: str, smoke: bool = False) -> str:
     return f"{m.label}, scaled down" if smoke else f"{m.label}, {m.parameters} parameters"
 
 
-def smoke_args(rd: ResultsDir, protocol) -> list[str] | None:
+def smoke_args(rd: ResultsDir, protocol: Protocol) -> list[str] | None:
     """The smoke series' scaling of the models, or None for a protocol series."""
     return list(protocol.smoke.args) if rd.manifest().smoke else None
 
 
-def labels(t) -> list[str]:
+def labels(t: Tables) -> list[str]:
     """What every title, table caption and plot of a series says of itself (rule 6, D3)."""
     out = []
     if t.preview:
@@ -109,7 +114,7 @@ def labels(t) -> list[str]:
     return out
 
 
-def caption(t, text: str) -> str:
+def caption(t: Tables, text: str) -> str:
     """A table's caption: what it shows, and the series' labels beside every number."""
     return caption_words(text, labels(t))
 
@@ -118,7 +123,7 @@ def caption_words(text: str, said: list[str]) -> str:
     return f"*{'; '.join([text, *said])}.*"
 
 
-def attention_by_config(t) -> dict[str, str]:
+def attention_by_config(t: Tables) -> dict[str, str]:
     """Each profiled PyTorch configuration's attention, named from its kernels (§6)."""
     out: dict[str, str] = {}
     if not t.kernels.empty:
@@ -128,7 +133,7 @@ def attention_by_config(t) -> dict[str, str]:
     return out
 
 
-def config_named(found: Versions, attention: dict[str, str], c) -> str:
+def config_named(found: Versions, attention: dict[str, str], c: pd.Series) -> str:
     """§9: a configuration as the report names it; PyTorch with version, mode, precision and
     attention kernels, every time."""
     if c["side"] == "pytorch":
@@ -138,7 +143,9 @@ def config_named(found: Versions, attention: dict[str, str], c) -> str:
     return f"contender {c['variant']} ({role}), {c['precision']}"
 
 
-def step_cells(median: float, lo: float, hi: float, state: str, publication: str):
+def step_cells(
+    median: float, lo: float, hi: float, state: str, publication: str
+) -> tuple[str, str]:
     """The median and range cells: the numbers, or the state, or why they are withheld."""
     if state != states.State.COMPLETE.value:
         return state, "—"
@@ -171,7 +178,7 @@ def versions_rows(found: Versions) -> list[tuple[str, str]]:
     return rows
 
 
-def names(rd: ResultsDir, t, config_ids: pd.Series) -> list[str]:
+def names(rd: ResultsDir, t: Tables, config_ids: pd.Series) -> list[str]:
     """§9's naming of each configuration id of a table."""
     found = rd.versions()
     attention = attention_by_config(t)
@@ -179,7 +186,7 @@ def names(rd: ResultsDir, t, config_ids: pd.Series) -> list[str]:
     return [config_named(found, attention, by_id[c]) if c in by_id else str(c) for c in config_ids]
 
 
-def models_of(t, table: pd.DataFrame, protocol, rd: ResultsDir) -> str:
+def models_of(t: Tables, table: pd.DataFrame, protocol: Protocol, rd: ResultsDir) -> str:
     """§9: the size sentence of every model whose numbers a table holds."""
     by_id = dict(zip(t.configurations["config"], t.configurations["model"]))
     models = dict.fromkeys(by_id.get(c, "") for c in table["config"])

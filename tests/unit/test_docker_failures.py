@@ -78,7 +78,14 @@ CALLS: dict[str, Callable[[DockerExecutor, Path], object]] = {
     "host": lambda ex, tmp: ex.host(),
 }
 # the methods that never reach the engine
-ENGINE_FREE = {"where", "footprint_ratio", "use_series", "close_watchdog", "close_readers", "running"}
+ENGINE_FREE = {
+    "where",
+    "footprint_ratio",
+    "use_series",
+    "close_watchdog",
+    "close_readers",
+    "running",
+}
 
 
 class _Watchdog:

@@ -222,14 +222,16 @@ def build_images(
     return built
 
 
-def built_kinds(client, protocol: Protocol, suffix: str | None = None) -> list[str]:
+def built_kinds(
+    client: docker.DockerClient, protocol: Protocol, suffix: str | None = None
+) -> list[str]:
     """The images built under this tag, in the order they are built."""
     kinds = (images.PYTORCH, images.MICA, images.RUNNER)
     return [k for k in kinds if image_id(client, images.ref(k, protocol, suffix)) is not None]
 
 
 def push(
-    client,
+    client: docker.DockerClient,
     protocol: Protocol,
     registry: str,
     kinds: list[str] | None = None,

@@ -233,28 +233,10 @@ class DockerExecutor(Executor):
 
     def _run(self, spec: RunSpec, log_dir: Path) -> RunOutcome:
         api = self.client.api
-        if not spec.image:
-            raise UserError(
-                f"{spec.label}: no image to run in", "the Docker executor runs a side's image"
-            )
-        if spec.image not in self._images_seen:
-            # once per image and series: a round trip to the engine less before every run
-            if not image_exists(self.client, spec.image):
-                raise UserError(f"{spec.label}: the image {spec.image} is not built", BUILD_FIX)
-            self._images_seen.add(spec.image)
+        image = self._checked_image(spec)
         log_dir.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
-        env = {**CACHE_ENV, **spec.env}
-        mounts = [self._cache_mount(spec.image)] + [self._bind(m) for m in spec.mounts]
-        libraries_dir = None
-        if spec.trace_libraries:
-            # amendment 2: the loader writes what it opens, one file per process, to the host
-            libraries_dir = log_dir / "ld_debug"
-            libraries_dir.mkdir(exist_ok=True)
-            mounts.append(self._bind(Mount("ld_debug", libraries_dir, read_only=False)))
-            env.update(LD_DEBUG="libs", LD_DEBUG_OUTPUT=f"{LD_DEBUG_DIR}/ld")
-        if spec.gpu is not None:
-            env.setdefault("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+        env, mounts, libraries_dir = self._env_and_mounts(spec, image, log_dir)
         as_user, limits = contained()
         env = {**CONTAINED_ENV, **env}
         own = self.host_paths.container_id
@@ -272,36 +254,9 @@ class DockerExecutor(Executor):
             shm_size=self.shm_size,
             **limits,
         )
-        labels = {
-            LABEL_SERIES: self.series_id,
-            LABEL_RUN: spec.label,
-            LABEL_OWNER: owner_label(),
-            "micakit.kit": __version__,
-        }
         # a reader started before this run, already waiting: handed the stream after the attach
         pending = None if self._over_ssh() else self._take_reader()
-        try:
-            watchdog = self._watched()
-            container = api.create_container(
-                spec.image,
-                entrypoint=[spec.argv[0]],
-                command=list(spec.argv[1:]),
-                environment=env,
-                working_dir=spec.workdir,
-                labels=labels,
-                host_config=host_config,
-                tty=False,  # two streams, multiplexed on the attach socket
-                stdin_open=False,
-                **as_user,
-            )["Id"]
-            watchdog.watch(container)  # should the kit die from here on, it is removed
-            self._running = container
-        except BaseException as e:
-            if pending is not None:
-                pending.cancel()
-            if isinstance(e, docker.errors.APIError):
-                raise run_error(spec, e) from None
-            raise
+        container = self._create_container(spec, image, env, host_config, as_user, pending)
         try:
             attached = AttachedRun(
                 api, container, self._remove, stop_grace_s=self.stop_grace_s, drain_s=self.drain_s
@@ -323,6 +278,77 @@ class DockerExecutor(Executor):
             libraries_dir=libraries_dir,
             stopped=stopped,
         )
+
+    def _checked_image(self, spec: RunSpec) -> str:
+        """The image the run names, which the engine holds."""
+        if not spec.image:
+            raise UserError(
+                f"{spec.label}: no image to run in", "the Docker executor runs a side's image"
+            )
+        if spec.image not in self._images_seen:
+            # once per image and series: a round trip to the engine less before every run
+            if not image_exists(self.client, spec.image):
+                raise UserError(f"{spec.label}: the image {spec.image} is not built", BUILD_FIX)
+            self._images_seen.add(spec.image)
+        return spec.image
+
+    def _env_and_mounts(
+        self, spec: RunSpec, image: str, log_dir: Path
+    ) -> tuple[dict[str, str], list[docker.types.Mount], Path | None]:
+        """The run's environment and mounts, and the folder its loader writes to (or None)."""
+        env = {**CACHE_ENV, **spec.env}
+        mounts = [self._cache_mount(image)] + [self._bind(m) for m in spec.mounts]
+        libraries_dir = None
+        if spec.trace_libraries:
+            # amendment 2: the loader writes what it opens, one file per process, to the host
+            libraries_dir = log_dir / "ld_debug"
+            libraries_dir.mkdir(exist_ok=True)
+            mounts.append(self._bind(Mount("ld_debug", libraries_dir, read_only=False)))
+            env.update(LD_DEBUG="libs", LD_DEBUG_OUTPUT=f"{LD_DEBUG_DIR}/ld")
+        if spec.gpu is not None:
+            env.setdefault("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+        return env, mounts, libraries_dir
+
+    def _create_container(
+        self,
+        spec: RunSpec,
+        image: str,
+        env: dict[str, str],
+        host_config: dict,
+        as_user: dict,
+        pending: clock.PendingReader | None,
+    ) -> str:
+        """The run's container, created and watched; the waiting reader cancelled if it fails."""
+        api = self.client.api
+        labels = {
+            LABEL_SERIES: self.series_id,
+            LABEL_RUN: spec.label,
+            LABEL_OWNER: owner_label(),
+            "micakit.kit": __version__,
+        }
+        try:
+            watchdog = self._watched()
+            container: str = api.create_container(
+                image,
+                entrypoint=[spec.argv[0]],
+                command=list(spec.argv[1:]),
+                environment=env,
+                working_dir=spec.workdir,
+                labels=labels,
+                host_config=host_config,
+                tty=False,  # two streams, multiplexed on the attach socket
+                stdin_open=False,
+                **as_user,
+            )["Id"]
+            watchdog.watch(container)  # should the kit die from here on, it is removed
+            self._running = container
+        except BaseException as e:
+            if pending is not None:
+                pending.cancel()
+            if isinstance(e, docker.errors.APIError):
+                raise run_error(spec, e) from None
+            raise
+        return container
 
     def _take_reader(self) -> clock.PendingReader:
         """The waiting reader, and a new one started for the next run."""

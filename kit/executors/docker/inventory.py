@@ -13,6 +13,7 @@ import shutil
 import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import docker
 import docker.errors
@@ -127,7 +128,8 @@ def image_files(
     return found
 
 
-def _sha256(f) -> str:
+def _sha256(f: IO[bytes] | None) -> str:
+    assert f is not None  # tarfile gives a reader for every regular file's member
     h = hashlib.sha256()
     while chunk := f.read(1 << 20):
         h.update(chunk)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import docker
 import docker.errors
@@ -122,6 +123,12 @@ class AttachedRun:
             pass
 
 
+class _Channel(Protocol):
+    """What the relay reads: a socket, or the SDK's SSH channel."""
+
+    def recv(self, size: int, /) -> bytes: ...
+
+
 def carries_data_on_fd(sock: object) -> bool:
     """A local engine's attach stream is a socket the reader process can read itself; over SSH
     it is a channel of the SDK's SSH transport, whose descriptor carries no data."""
@@ -129,7 +136,7 @@ def carries_data_on_fd(sock: object) -> bool:
     return not (module.startswith("paramiko") or type(sock).__name__ == "SSHSocket")
 
 
-def relayed_reader(sock, stdout_log: Path, stderr_log: Path) -> subprocess.Popen:
+def relayed_reader(sock: _Channel, stdout_log: Path, stderr_log: Path) -> subprocess.Popen:
     """The reader process fed through a pipe by a thread that reads the SSH channel.
 
     `--docker-host ssh://...` only: the relay adds a thread's wake-up to each chunk's stamp,
