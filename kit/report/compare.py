@@ -122,6 +122,31 @@ def _timed(row: pd.Series | None) -> Timed | None:
     )
 
 
+def _compared(key: tuple, ra: pd.Series, rb: pd.Series) -> Compared:
+    """One configuration both directories ran: both states and times, their ratio, and whether
+    their ranges overlap."""
+    model, precision, side, variant = key  # KEY's order
+    ta, tb = _timed(ra), _timed(rb)
+    entry = Compared(
+        model=model,
+        precision=precision,
+        side=side,
+        variant=variant,
+        card_a=ra["card"],
+        card_b=rb["card"],
+        state_a=_shown(ra),
+        state_b=_shown(rb),
+        a_s=ta,
+        b_s=tb,
+        ratio_a_over_b=None,
+        ranges_overlap=None,
+    )
+    if ta and tb:
+        entry["ratio_a_over_b"] = ta["median"] / tb["median"]
+        entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
+    return entry
+
+
 def compare(
     a: Side, b: Side, *, allow_protocol_change: bool = False, preview: bool = False
 ) -> Comparison:
@@ -155,25 +180,7 @@ def compare(
                 )
             )
             continue
-        ta, tb = _timed(ra), _timed(rb)
-        entry = Compared(
-            model=model,
-            precision=precision,
-            side=side,
-            variant=variant,
-            card_a=ra["card"],
-            card_b=rb["card"],
-            state_a=_shown(ra),
-            state_b=_shown(rb),
-            a_s=ta,
-            b_s=tb,
-            ratio_a_over_b=None,
-            ranges_overlap=None,
-        )
-        if ta and tb:
-            entry["ratio_a_over_b"] = ta["median"] / tb["median"]
-            entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
-        both.append(entry)
+        both.append(_compared(key, ra, rb))
     return Comparison(
         schema=SCHEMA,
         a=str(a.root),

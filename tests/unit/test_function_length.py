@@ -16,8 +16,6 @@ ALLOWED = {
     # one row per contender build; its verdict gate is read by kind (report/states.py), which
     # a split of the same lines would fight
     "tables:comparison_table": "the verdict gate and the row it fills read as one",
-    # click's options read into the options type: the typed seam (cli/assemble.py) replaces it
-    "correctness:resolve": "the command line's options, read one by one",
 }
 
 
