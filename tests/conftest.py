@@ -120,7 +120,7 @@ def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
 
 
 def raw_records(out: Path) -> list[dict]:
-    """runs.jsonl's lines as the kit wrote them (kit.engine.records)."""
+    """runs.jsonl's lines as the kit wrote them (kit.results.records)."""
     path = out / "runs.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 

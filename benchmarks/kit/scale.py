@@ -40,8 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kit.engine import store  # noqa: E402
 from kit.protocol import load as protocol_mod  # noqa: E402
+from kit.results import store  # noqa: E402
 
 FAKES = ROOT / "tests" / "fakes"
 INPUT = Path(

@@ -15,17 +15,17 @@ from typing import Any
 from rich.console import Console
 
 from kit.cli import progress
-from kit.engine import store
 from kit.engine.conditions import CardConditions, MachineConditions
-from kit.engine.options import SeriesOptions, SideInputs
-from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import Series, SeriesSpec
-from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.executors.base import Executor
 from kit.executors.docker import images
 from kit.executors.local import LocalExecutor
 from kit.protocol import load as protocol_mod
+from kit.results import store
+from kit.results.options import SeriesOptions, SideInputs
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.store import ResultsDir
 from kit.sides import workspace
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, Side
 

@@ -26,15 +26,15 @@ from kit.correctness import checks
 from kit.correctness import markdown as check_md
 from kit.correctness import plan as checkplan
 from kit.correctness import run as checkrun
-from kit.engine import store
-from kit.engine.lock import LOCK
-from kit.engine.options import CheckOptions
-from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import ADJUSTMENTS
-from kit.engine.store import ResultsDir
 from kit.errors import ExitCode, Interrupted, UserError
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
+from kit.results import store
+from kit.results.lock import LOCK
+from kit.results.options import CheckOptions
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.store import ResultsDir
 
 # -- a new check's options, made absolute and complete, as its manifest keeps them ---------------
 

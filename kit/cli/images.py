@@ -5,6 +5,7 @@ when it runs (start-up speed)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def images_build(
     from kit.executors.docker import building, connection
     from kit.executors.docker.failures import guard
     from kit.protocol import load as protocol_mod
+    from kit.sides import workspace
 
     p = protocol_mod.load(protocol_path)
     if not kinds:
@@ -74,7 +76,9 @@ def images_build(
             wheelhouse=wheelhouse,
             contender=contender,
             libs=libs,
-            nanogpt_checkout=str(nanogpt) if nanogpt else None,
+            pytorch_context=functools.partial(
+                workspace.image_context, p, str(nanogpt) if nanogpt else None
+            ),
             suffix=suffix,
             on_line=options.say,
         )
@@ -122,12 +126,12 @@ def images_push(registry, kinds, suffix, also, digests_path, protocol_path, dock
       micakit images push --registry 127.0.0.1:5000/ci --only runner --tag ci
       docker run ghcr.io/OWNER/micakit:TAG series --help    (once pushed)
     """
-    from kit.engine import store
     from kit.executors.docker import building
     from kit.executors.docker import registry as registry_mod
     from kit.executors.docker.connection import connect
     from kit.executors.docker.failures import guard
     from kit.protocol import load as protocol_mod
+    from kit.results import store
 
     registry = registry_mod.check_registry(registry)  # before the engine is asked anything
     for t in (suffix, *also) if suffix else also:

@@ -26,7 +26,7 @@ from kit.errors import (
 )
 
 if TYPE_CHECKING:
-    from kit.engine.store import ResultsDir
+    from kit.results.store import ResultsDir
 
 # `micakit --help` and `--version` import nothing but click: pandas, matplotlib, rich, docker and
 # the kit's engine and report are imported inside the commands that use them (start-up speed,
@@ -136,7 +136,7 @@ class KitGroup(click.Group):
             ctx.exit(int(ExitCode.INTERRUPTED))
         finally:
             # the one writer's locks, where a command took one (its module is then imported)
-            lock = sys.modules.get("kit.engine.lock")
+            lock = sys.modules.get("kit.results.lock")
             if lock is not None:
                 lock.release_all()
 
@@ -170,7 +170,7 @@ def _say_error(message: str, fix: str | None) -> None:
 def _started(ctx: click.Context) -> bool:
     """Whether the command's results directory has its manifest: a directory without one
     never started, and the same command starts it again (kit.engine.engine)."""
-    from kit.engine.store import MANIFEST  # lazy: the store imports numpy (start-up speed)
+    from kit.results.store import MANIFEST  # lazy: the store imports numpy (start-up speed)
 
     return (Path(ctx.meta["resume_hint"]) / MANIFEST).is_file()
 
@@ -296,9 +296,9 @@ def series(ctx: click.Context, **opts) -> None:
     from rich.console import Console
 
     from kit.cli import assemble
-    from kit.engine import store
     from kit.report import publish
     from kit.report import tables as report
+    from kit.results import store
 
     console = Console(stderr=True, quiet=options.level(ctx) == options.QUIET)
     s, hooks = assemble.series(opts, sys.argv, console)
@@ -344,9 +344,9 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     """
     options.reads_only()
     # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.engine import audit
     from kit.report import summary
     from kit.report.markdown import markdown_report
+    from kit.results import audit
 
     rd = _series_dir(results)
     gating = _gating(results, check_dirs) if check_dirs else None
@@ -373,9 +373,9 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
       micakit publish results/L4 --preview
     """
     # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.engine import store
     from kit.report import publish
     from kit.report import tables as report
+    from kit.results import store
 
     rd = _series_dir(results)
     rd.write_json(report.PUBLICATION, {"preview": preview})
@@ -406,7 +406,7 @@ def _tables(rd: ResultsDir, results: Path, checks=None, preview: bool | None = N
 
 def _series_dir(results: Path) -> ResultsDir:
     # lazy: the store imports numpy (start-up speed)
-    from kit.engine.store import ResultsDir
+    from kit.results.store import ResultsDir
 
     rd = ResultsDir.open(results)
     if rd.manifest().is_check:
@@ -440,7 +440,7 @@ def verify(results: Path, as_json: bool) -> None:
         _differences(results, check_verify.verify_check(results), as_json)
         return
     rd = _series_dir(results)
-    from kit.engine import audit  # lazy: the store (start-up speed)
+    from kit.results import audit  # lazy: the store (start-up speed)
 
     # a large directory's folders are audited and its raw files hashed by forked processes
     # while the report's modules load
@@ -456,7 +456,7 @@ def verify(results: Path, as_json: bool) -> None:
 
 
 def _holds_check(results: Path) -> bool:
-    from kit.engine.store import ResultsDir  # lazy: the store imports numpy (start-up speed)
+    from kit.results.store import ResultsDir  # lazy: the store imports numpy (start-up speed)
 
     return ResultsDir.open(results).manifest().is_check
 

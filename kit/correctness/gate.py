@@ -18,10 +18,10 @@ from typing import Any
 from kit.correctness import checks
 from kit.correctness import verify as check_verify
 from kit.correctness.plan import KIND
-from kit.engine import store
-from kit.engine.scheduler import CONTENDER
-from kit.engine.store import ResultsDir
 from kit.errors import UserError
+from kit.results import store
+from kit.results.planned import CONTENDER
+from kit.results.store import ResultsDir
 
 GATING = "gating.json"  # as kit.report.tables.GATING, which reads its statuses
 

@@ -14,8 +14,8 @@ import numpy as np
 from kit.correctness import checks
 from kit.correctness import methods as corr
 from kit.correctness.plan import CheckSpec
-from kit.engine.options import CheckOptions
 from kit.protocol.load import Protocol
+from kit.results.options import CheckOptions
 
 CORRECTNESS_MD = "correctness.md"
 

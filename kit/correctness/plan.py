@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kit.engine.options import CheckOptions
-from kit.engine.scheduler import CONTENDER, PYTORCH, Config
 from kit.protocol.load import Protocol
+from kit.results.options import CheckOptions
+from kit.results.planned import CONTENDER, PYTORCH, Config
 
 KIND = "correctness"  # the manifest's kind: a check's results directory, not a series'
 SHARED_START, TRAINING = "shared-start", "training"  # the kinds of a check's runs

@@ -33,18 +33,18 @@ from kit.correctness.plan import (
     make_spec,
     plan_runs,
 )
-from kit.engine import store
 from kit.engine.engine import Engine, Judged, Kind
-from kit.engine.options import CheckOptions
-from kit.engine.records import RunRecord
-from kit.engine.scheduler import CONTENDER, PYTORCH
-from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.measure.stamped import read_stamped
 from kit.protocol.load import Grammar, Protocol
+from kit.results import store
+from kit.results.options import CheckOptions
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.records import RunRecord
+from kit.results.store import ResultsDir
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, fill_template
 from kit.sides.workspace import PATCHED
 from kit.status import RunStatus

@@ -17,11 +17,11 @@ from kit.correctness import checks, curves
 from kit.correctness import methods as corr
 from kit.correctness.plan import SHARED_START, TRAINING, CheckRun, CheckSpec, method_b_windows
 from kit.engine.engine import now
-from kit.engine.scheduler import CONTENDER, PYTORCH
-from kit.engine.store import ResultsDir
-from kit.engine.tablefile import csv_text
 from kit.errors import UserError
 from kit.protocol.load import Grammar, Protocol
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.store import ResultsDir
+from kit.results.tablefile import csv_text
 from kit.status import RunStatus
 
 
@@ -107,7 +107,7 @@ def identity(rd: ResultsDir) -> dict[str, str]:
 
 def plot(rd: ResultsDir, p: Protocol, s: CheckSpec, v: Verdict, where: Path) -> Path:
     """The verdict's plot (method_a.png or method_b.png) in the folder `where`."""
-    from kit.report import plots  # lazy: matplotlib, only once every run has finished
+    from kit.correctness import plots  # lazy: matplotlib, only once every run has finished
 
     title = f"{p.model(s.model).label} ({s.model}), {s.precision}, {s.card}"
     if isinstance(v.result, corr.MethodAResult):

@@ -22,13 +22,13 @@ import pandas as pd
 from kit.correctness import checks, verdict
 from kit.correctness import markdown as check_md
 from kit.correctness.plan import KIND, CheckSpec, make_spec, plan_runs
-from kit.engine import judging, store
-from kit.engine.options import CheckOptions
-from kit.engine.scheduler import CONTENDER, PYTORCH
-from kit.engine.store import ResultsDir
-from kit.engine.tablefile import csv_text
 from kit.errors import UserError
 from kit.protocol.load import Protocol
+from kit.results import judging, store
+from kit.results.options import CheckOptions
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.store import ResultsDir
+from kit.results.tablefile import csv_text
 
 # what a record of schema 1 lacks: it is compared without them, and gates nothing
 PROGRAM_FIELDS = ("contender_sha256", "contender_image_id")

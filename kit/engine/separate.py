@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kit.engine import judging
-from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
 from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.measure.stamped import read_stamped
 from kit.protocol.load import Grammar, Timing
+from kit.results import judging
+from kit.results.planned import GRAPH_BREAKS, PROFILE
 from kit.telemetry import graphbreaks, kernels
 
 NOT_PROFILED = judging.NOT_PROFILED

@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.report import tables as tables_mod
+from kit.results.store import ResultsDir
 
 SCHEMA = 1
 KEY = ["model", "precision", "side", "variant"]

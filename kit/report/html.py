@@ -23,9 +23,6 @@ import markdown
 from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 
-from kit.engine import store
-from kit.engine.scheduler import CONTENDER, PYTORCH
-from kit.engine.store import ResultsDir
 from kit.report import markdown as render
 from kit.report import overview
 from kit.report.html_sections import (
@@ -39,6 +36,9 @@ from kit.report.html_sections import (
     sections,
 )
 from kit.report.tables import Tables
+from kit.results import store
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.store import ResultsDir
 
 HTML = "report.html"
 PLOTS = "plots"  # the same PNGs as files, so they can be checked and reused (§3 rule 7)

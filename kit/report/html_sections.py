@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kit.engine import judging, store
-from kit.engine.documents import Versions
-from kit.engine.store import ResultsDir
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import figures, words
 from kit.report.tables import Tables
+from kit.results import judging, store
+from kit.results.documents import Versions
+from kit.results.store import ResultsDir
 from kit.status import RunStatus
 from kit.telemetry import samples as telemetry
 from kit.telemetry.kernels import KERNEL_TIME_LABEL

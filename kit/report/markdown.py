@@ -14,8 +14,6 @@ import math
 
 import pandas as pd
 
-from kit.engine import store
-from kit.engine.store import ResultsDir
 from kit.report import overview, states
 from kit.report import separate as sidetables
 from kit.report.footprint import footprint_lines
@@ -36,6 +34,8 @@ from kit.report.words import (
     step_cells,
     versions_line,
 )
+from kit.results import store
+from kit.results.store import ResultsDir
 from kit.status import RunStatus
 from kit.telemetry import kernels
 

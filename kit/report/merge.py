@@ -23,17 +23,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.engine import store
-from kit.engine.documents import Manifest, Versions
 from kit.engine.series import DONE
-from kit.engine.store import ResultsDir
-from kit.engine.tablefile import csv_text
 from kit.errors import UserError
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import states
 from kit.report import tables as report
 from kit.report import words as render
+from kit.results import store
+from kit.results.documents import Manifest, Versions
+from kit.results.store import ResultsDir
+from kit.results.tablefile import csv_text
 
 RELEASE_CSV, RELEASE_MD = "release.csv", "release.md"
 SOURCE = "source"  # the column naming the results directory a row was recomputed from

@@ -13,9 +13,9 @@ import math
 
 import pandas as pd
 
-from kit.engine.store import ResultsDir
 from kit.report import compile_cost, states, words
 from kit.report.verdict import FASTER, LEVEL, SLOWER
+from kit.results.store import ResultsDir
 
 # report.md's collapsible block; report.html turns these two paragraphs into <details>
 DETAILS_SUMMARY = "How this series was run: metadata and versions"

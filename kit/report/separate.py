@@ -15,16 +15,15 @@ import pandas as pd
 
 from kit.engine import conditions
 from kit.engine import separate as extras
-from kit.engine.documents import Plan
-from kit.engine.scheduler import GRAPH_BREAKS, PROFILE
-from kit.engine.store import RECORDS, ResultsDir
-from kit.protocol.load import Protocol
+from kit.protocol.load import FAMILIES, Protocol
+from kit.results.documents import Plan
+from kit.results.planned import GRAPH_BREAKS, PROFILE
+from kit.results.store import RECORDS, ResultsDir
 from kit.status import RunStatus
 from kit.telemetry import kernels, libraries
 from kit.telemetry import samples as telemetry
 
 SEPARATE = (PROFILE, GRAPH_BREAKS)
-FAMILIES = "families.tsv"  # beside the protocol file (§6: fixed before the first series)
 
 
 def conditions_columns(

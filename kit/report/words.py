@@ -11,9 +11,9 @@ import math
 
 import pandas as pd
 
-from kit.engine.documents import Versions
-from kit.engine.store import ResultsDir
 from kit.report import states
+from kit.results.documents import Versions
+from kit.results.store import ResultsDir
 from kit.telemetry import kernels
 
 PREPARATION = "preparation (a development build, rule 9)"

@@ -18,10 +18,10 @@ import os
 import shutil
 from pathlib import Path
 
-from kit.engine import store
-from kit.engine.options import SideInputs
 from kit.errors import UserError, writing
 from kit.protocol.load import Protocol
+from kit.results import store
+from kit.results.options import SideInputs
 from kit.sides import data as data_mod
 from kit.sides import gpt2_bpe, nanogpt, patch
 
@@ -126,3 +126,22 @@ def _check_unchanged(dest: Path, record: dict) -> None:
 def cache_dir() -> Path:
     """The kit's cache (nanoGPT's source, datasets, encodings): $MICAKIT_CACHE or ~/.cache."""
     return Path(os.environ.get("MICAKIT_CACHE") or Path.home() / ".cache" / "micakit")
+
+
+def image_context(protocol: Protocol, checkout: str | None, dest: Path) -> dict[str, str]:
+    """The PyTorch image's build context (§8): nanoGPT's shipped and patched trees, checked,
+    as the image's /opt/nanogpt, and the build arguments that pin torch, numpy and nanoGPT."""
+    src = source(protocol, checkout)
+    tree = dest / "nanogpt"
+    nanogpt.copy_run_files(src, tree / SHIPPED)
+    patch.apply_patch(src, protocol.beside(protocol.nanogpt.patch), tree / PATCHED)
+    for sub in (SHIPPED, PATCHED):
+        for model in protocol.models.values():
+            if not (tree / sub / model.config).exists():
+                shutil.copyfile(protocol.beside(model.config), tree / sub / model.config)
+    shutil.copyfile(protocol.beside(protocol.nanogpt.patch), tree / "train.patch")
+    return {
+        "TORCH_VERSION": protocol.pytorch.torch,
+        "NUMPY_VERSION": protocol.pytorch.numpy,
+        "NANOGPT_COMMIT": protocol.nanogpt.commit,
+    }

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine import judging
-from kit.engine.records import RunRecord
 from kit.errors import ExitCode
 from kit.measure.stamped import read_stamped
 from kit.protocol import load as protocol_mod
+from kit.results import judging
+from kit.results.records import RunRecord
 from tests.conftest import FAKES, TEXT_INPUT, records
 
 SOURCE = FAKES / "buffered_contender.c"

@@ -24,9 +24,9 @@ from kit.cli.correctness import parse_seeds
 from kit.cli.main import KitGroup
 from kit.correctness import checks, curves, gate, nanogpt_config
 from kit.correctness import plan as checkplan
-from kit.engine import store
 from kit.errors import UserError
 from kit.protocol import load as protocol_mod
+from kit.results import store
 from tests.conftest import (
     CONTENDER,
     FAKE_NANOGPT,

@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from kit.engine.documents import Plan
-from kit.engine.scheduler import PlannedRun
-from kit.engine.store import ResultsDir
 from kit.errors import ExitCode, UserError
 from kit.protocol.load import FILES
 from kit.report import html_sections, merge, overview, states
 from kit.report import tables as report
+from kit.results.documents import Plan
+from kit.results.planned import PlannedRun
+from kit.results.store import ResultsDir
 from tests.cli.test_html_report import parse
 from tests.conftest import (
     CONTENDER,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine.options import SideInputs
-from kit.engine.scheduler import Config
 from kit.executors.local import LocalExecutor
 from kit.measure.stamped import read_stamped
 from kit.protocol import load as protocol_mod
+from kit.results.options import SideInputs
+from kit.results.planned import Config
 from kit.sides import workspace
 from kit.sides.side import PyTorchSide, RunContext
 from tests.conftest import REAL_INPUT, needs_real_input

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit.engine import judging
-from kit.engine.records import RunRecord
 from kit.protocol import load as protocol_mod
 from kit.report import compile_cost
+from kit.results import judging
+from kit.results.records import RunRecord
 
 GRAMMAR = judging.grammar(protocol_mod.load(), "pytorch")
 STEPS = 400

@@ -12,10 +12,10 @@ import pytest
 
 from kit.correctness import checks, curves
 from kit.correctness import methods as c
-from kit.engine import store
 from kit.errors import UserError
 from kit.protocol import load as protocol
 from kit.protocol import load as protocol_mod
+from kit.results import store
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "correctness"
 P = protocol.load()
@@ -641,7 +641,7 @@ def test_products_dir_that_is_no_results_dir(tmp_path: Path):
 
 
 def test_plots_are_png_and_deterministic(tmp_path: Path):
-    from kit.report import plots
+    from kit.correctness import plots
 
     r = c.method_a(family(), family(shift=0.003))
     a1 = plots.plot_method_a(r, tmp_path / "a1.png", title="M1 float32")

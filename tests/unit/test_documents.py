@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from kit.engine.documents import SCHEMA, Manifest, NotMeasured, Plan, Versions
-from kit.engine.scheduler import PlannedRun
-from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.report import summary
 from kit.report import tables as report
+from kit.results.documents import SCHEMA, Manifest, NotMeasured, Plan, Versions
+from kit.results.planned import PlannedRun
+from kit.results.store import ResultsDir
 from tests.conftest import contender_args
 
 

@@ -1,4 +1,4 @@
-"""Per-run work spread over the cores (kit.engine.fanout): the same results, in the same order,
+"""Per-run work spread over the cores (kit.results.fanout): the same results, in the same order,
 as a plain loop; errors raised as the loop would raise them; a plain loop where forking does
 not pay or is not safe."""
 
@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from kit.engine import fanout
 from kit.errors import UserError
+from kit.results import fanout
 from tests.conftest import ROOT
 
 FORKS = fanout.cores() > 1
@@ -90,7 +90,7 @@ def test_children_give_what_calling_them_gives(least):
 
 QUIET = """
 import os, signal
-from kit.engine import fanout
+from kit.results import fanout
 
 class Stopped(Exception):
     pass

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine.lock import LOCK, WriterLock
-from kit.engine.store import ResultsDir
 from kit.errors import UserError
+from kit.results.lock import LOCK, WriterLock
+from kit.results.store import ResultsDir
 from tests.conftest import contender_args
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from kit.engine.lock import WriterLock
+from kit.results.lock import WriterLock
 WriterLock(Path(sys.argv[1])).acquire()
 print("held", flush=True)
 time.sleep(60)

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from kit.cli import assemble
-from kit.engine import versions
-from kit.engine.options import SideInputs
 from kit.errors import UserError
 from kit.executors.docker.executor import DockerExecutor
 from kit.executors.docker.images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
 from kit.protocol import load as protocol_mod
+from kit.results import documents
+from kit.results.options import SideInputs
 from kit.sides.side import ContenderSide
 from tests.conftest import FAKE_NANOGPT, TEXT_INPUT, fake_nanogpt_protocol, write_protocol
 from tests.fakes.docker_engine import LINK, FakeEngine, FakeImage
@@ -122,7 +122,7 @@ def test_a_resume_refused_for_a_rebuilt_image_says_how_to_get_the_old_one_back()
     recorded = versions_of(OLD, PROGRAM, [])
     # rebuilt from the same program: said so, and the engine still holds the old image
     with pytest.raises(UserError) as e:
-        versions.check_unchanged(recorded, versions_of(NEW, PROGRAM, []), {OLD: OLD}.get)
+        documents.check_unchanged(recorded, versions_of(NEW, PROGRAM, []), {OLD: OLD}.get)
     said = e.value.message
     assert f"the contender image micakit-mica:t is {NEW[:19]}… now" in said
     assert f"started with {OLD[:19]}…" in said
@@ -131,12 +131,12 @@ def test_a_resume_refused_for_a_rebuilt_image_says_how_to_get_the_old_one_back()
     assert "micakit series --out NEW_DIR" in (e.value.fix or "")
     # from another program, and gone from the engine: its registry digest brings it back
     with pytest.raises(UserError) as e:
-        versions.check_unchanged(
+        documents.check_unchanged(
             versions_of(OLD, PROGRAM, [DIGEST]), versions_of(NEW, OTHER, []), {}.get
         )
     assert "the program in it is the same" not in e.value.message
     assert f"`docker pull {DIGEST} && docker tag {DIGEST} micakit-mica:t`" in (e.value.fix or "")
     # on no registry and no longer here: said so
     with pytest.raises(UserError) as e:
-        versions.check_unchanged(recorded, versions_of(NEW, OTHER, []), {}.get)
+        documents.check_unchanged(recorded, versions_of(NEW, OTHER, []), {}.get)
     assert "cannot be had back" in (e.value.fix or "")

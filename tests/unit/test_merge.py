@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.report import merge
 from kit.report import tables as report
+from kit.results.store import ResultsDir
 from tests.conftest import contender_args, write_protocol
 
 
@@ -147,7 +147,7 @@ def test_an_unfinished_series_is_refused(made, tmp_path):
     lines = (d / "runs.jsonl").read_text().splitlines(keepends=True)
     (d / "runs.jsonl").write_text("".join(lines[:-1]))
     # stopped before its last run: neither its record nor its folder (one left, finished, with
-    # no record, is a dropped record: kit.engine.audit)
+    # no record, is a dropped record: kit.results.audit)
     shutil.rmtree(d / json.loads(lines[-1])["log_dir"])
     planned = len(json.loads((d / "plan.json").read_text())["order"])
     with pytest.raises(UserError, match=f"has not finished: 1 of its {planned} planned runs") as e:

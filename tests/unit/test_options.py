@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kit.engine.options import CheckOptions, SeriesOptions
 from kit.errors import UserError
+from kit.results.options import CheckOptions, SeriesOptions
 
 KEPT = {
     "protocol": "/p/protocol.toml",

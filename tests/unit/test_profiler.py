@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 
 from kit.engine import separate as extras
-from kit.engine.scheduler import PROFILE
-from kit.engine.store import ResultsDir
 from kit.executors.base import Mount, RunSpec
 from kit.executors.docker.containers import NSYS_DIR, NSYS_ENV, HostPaths, host_nsys
 from kit.executors.docker.executor import DockerExecutor
 from kit.protocol import load as protocol_mod
 from kit.report import separate as sidetables
+from kit.results.planned import PROFILE
+from kit.results.store import ResultsDir
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nsys"
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine import versions
 from kit.errors import UserError
 from kit.executors import programs
 from kit.executors.base import Mount
 from kit.executors.local import LocalExecutor
+from kit.sides import versions
 from kit.telemetry import kernels
 
 
@@ -34,13 +34,13 @@ def test_ship_copies_the_modules_and_the_packages_above_them(tmp_path) -> None:
     shipped = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.py"))
     assert shipped == [
         "kit/__init__.py",
-        "kit/engine/__init__.py",
-        "kit/engine/versions_probe.py",
+        "kit/sides/__init__.py",
+        "kit/sides/versions_probe.py",
         "kit/telemetry/__init__.py",
         "kit/telemetry/sdpa_probe.py",
     ]
     source = Path(versions.versions_probe.__file__).read_text()
-    assert (tmp_path / "kit/engine/versions_probe.py").read_text() == source
+    assert (tmp_path / "kit/sides/versions_probe.py").read_text() == source
 
 
 def test_the_versions_probe_runs_with_nothing_else_of_the_kit(tmp_path) -> None:
@@ -60,7 +60,7 @@ def test_the_versions_probe_runs_with_nothing_else_of_the_kit(tmp_path) -> None:
 
 def test_a_module_the_probe_was_not_shipped_with_is_missing_there(tmp_path) -> None:
     # what a measured image sees: a probe that imported more of the kit would fail like this
-    programs.ship(["engine/versions_probe.py"], tmp_path)
+    programs.ship(["sides/versions_probe.py"], tmp_path)
     run = _run(tmp_path, versions.PROBE, "-S")
     assert run.returncode != 0
     assert "No module named 'kit.telemetry'" in run.stderr
@@ -83,7 +83,7 @@ def test_pytorch_versions_through_the_local_executor(tmp_path) -> None:
     )
     assert found["torch"] == torch.__version__
     assert found["sdpa_backends"]["math"] is True  # torch's default
-    assert (tmp_path / "scratch" / "programs" / "kit" / "engine" / "versions_probe.py").is_file()
+    assert (tmp_path / "scratch" / "programs" / "kit" / "sides" / "versions_probe.py").is_file()
 
 
 def test_pytorch_versions_without_torch_is_a_user_error(tmp_path) -> None:

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from kit.engine.records import RECORD_SCHEMA, RunRecord
 from kit.errors import UserError
+from kit.results.records import RECORD_SCHEMA, RunRecord
 from kit.status import RunStatus
 
 LINE = (

@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from kit.engine import versions
 from kit.errors import UserError
 from kit.executors.docker import registry
+from kit.results import documents
 
 
 @pytest.mark.parametrize(
@@ -97,10 +97,10 @@ def test_a_refused_push_is_the_users_to_fix(error, fix):
 def test_a_push_after_the_start_does_not_stop_a_resume():
     image = {"image": "micakit-pytorch:x", "image_id": "sha256:" + "1" * 64, "repo_digests": []}
     pushed = {**image, "repo_digests": ["ghcr.io/o/micakit-pytorch@sha256:" + "2" * 64]}
-    versions.check_unchanged({"images": {"pytorch": image}}, {"images": {"pytorch": pushed}})
+    documents.check_unchanged({"images": {"pytorch": image}}, {"images": {"pytorch": pushed}})
     rebuilt = {**image, "image_id": "sha256:" + "3" * 64}
     with pytest.raises(UserError, match="images.pytorch.image_id"):
-        versions.check_unchanged({"images": {"pytorch": image}}, {"images": {"pytorch": rebuilt}})
+        documents.check_unchanged({"images": {"pytorch": image}}, {"images": {"pytorch": rebuilt}})
 
 
 def test_push_refuses_a_bad_registry_before_asking_any_engine():
@@ -116,8 +116,8 @@ def test_push_refuses_a_bad_registry_before_asking_any_engine():
 def test_rerun_sh_names_each_image_by_its_registry_digest(tmp_path):
     import json
 
-    from kit.engine.store import ResultsDir
     from kit.report import rerun
+    from kit.results.store import ResultsDir
 
     runner = "ghcr.io/o/micakit@sha256:" + "1" * 64
     pytorch = "ghcr.io/o/micakit-pytorch@sha256:" + "2" * 64

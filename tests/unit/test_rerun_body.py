@@ -10,8 +10,8 @@ from importlib import resources
 
 import pytest
 
-from kit.engine.store import ResultsDir
 from kit.report import rerun
+from kit.results.store import ResultsDir
 
 TEMPLATE = resources.files("kit") / "files" / rerun.BODY
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine import versions
+import kit
 from kit.executors.docker import building
 from kit.protocol import load as protocol_mod
 from tests.conftest import ROOT
@@ -23,7 +23,7 @@ def test_images_build_passes_the_kits_commit(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(building, "build_image", build_image)
     monkeypatch.setattr(building, "tag_image", lambda *a: None)
-    monkeypatch.setattr(versions, "kit_commit", lambda: "c0ffee" * 6 + "abcd")
+    monkeypatch.setattr(building, "kit_commit", lambda: "c0ffee" * 6 + "abcd")
     building.build_images(None, protocol_mod.load(), ["runner"], base="micakit-base:bookworm")
     assert seen == {
         "Dockerfile.runner": {"KIT_COMMIT": "c0ffee" * 6 + "abcd", "BASE": "micakit-base:bookworm"}
@@ -41,6 +41,6 @@ def test_the_runner_dockerfile_labels_and_exports_it() -> None:
 def test_without_git_the_kit_reads_micakit_commit(tmp_path, monkeypatch) -> None:
     package = tmp_path / "kit"
     package.mkdir()
-    monkeypatch.setattr(versions.resources, "files", lambda name: package)  # no .git beside it
+    monkeypatch.setattr(kit.resources, "files", lambda name: package)  # no .git beside it
     monkeypatch.setenv("MICAKIT_COMMIT", "feed" * 10)
-    assert versions.kit_commit() == "feed" * 10
+    assert kit.kit_commit() == "feed" * 10

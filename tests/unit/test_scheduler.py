@@ -1,4 +1,5 @@
-from kit.engine.scheduler import Config, plan, rotated
+from kit.engine.scheduler import plan, rotated
+from kit.results.planned import Config
 
 
 def configs(n: int) -> list[Config]:

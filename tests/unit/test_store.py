@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from kit.engine.store import ResultsDir, write_atomic
 from kit.errors import UserError
+from kit.results.store import ResultsDir, write_atomic
 
 
 def test_existing_directory_is_never_overwritten(tmp_path):

@@ -8,8 +8,8 @@ import io
 import pandas as pd
 import pytest
 
-from kit.engine.tablefile import TABLE_SCHEMA, csv_text, read_table
 from kit.errors import UserError
+from kit.results.tablefile import TABLE_SCHEMA, csv_text, read_table
 
 
 def test_written_with_the_version_first_and_every_digit():

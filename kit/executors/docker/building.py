@@ -1,6 +1,7 @@
 """Building the measured images and the runner through the engine, and looking them up.
 
-What goes into each image's build context, and its name, is `kit.executors.docker.images`'s;
+What goes into each image's build context, and its name, is `kit.executors.docker.images`'s
+(the PyTorch image's, `kit.sides.workspace`'s, passed in);
 this module sends a context to the engine's builder, streams its output, and explains a
 failed build.
 """
@@ -18,8 +19,7 @@ import docker
 import docker.errors
 import docker.utils.build
 
-from kit import __version__
-from kit.engine import versions
+from kit import __version__, kit_commit
 from kit.errors import UserError
 from kit.executors.docker import images
 from kit.executors.docker import registry as registry_mod
@@ -187,18 +187,23 @@ def build_images(
     wheelhouse: Path | None = None,
     contender: Path | None = None,
     libs: Path | None = None,
-    nanogpt_checkout: str | None = None,
+    pytorch_context: Callable[[Path], dict[str, str]] | None = None,
     suffix: str | None = None,
     on_line: Callable[[str], None] | None = None,
 ) -> dict[str, str]:
-    """Build the images named in `kinds`; returns each image's reference and id."""
+    """Build the images named in `kinds`; returns each image's reference and id.
+
+    `pytorch_context` writes the PyTorch image's context into a folder and returns its build
+    arguments (kit.sides.workspace.image_context: nanoGPT's trees are the side's to make)."""
     built = {}
     for kind in kinds:
         dockerfile = FILES / images.DOCKERFILES[kind]
         with tempfile.TemporaryDirectory(prefix=f"micakit-{kind}-") as tmp:
             context = Path(tmp)
             if kind == images.PYTORCH:
-                args = images.pytorch_context(protocol, nanogpt_checkout, context)
+                if pytorch_context is None:
+                    raise ValueError("the PyTorch image's context was not given")
+                args = pytorch_context(context)
             elif kind == images.MICA:
                 if contender is None:
                     raise UserError(
@@ -208,10 +213,10 @@ def build_images(
                 args = images.mica_context(Path(contender), libs, context)
             else:
                 # the runner has no .git: the kit's commit travels as a build argument, and
-                # becomes a label and MICAKIT_COMMIT, which versions.kit_commit() reads there
+                # becomes a label and MICAKIT_COMMIT, which kit.kit_commit() reads there
                 context, args = (
                     images.runner_context(context),
-                    {"KIT_COMMIT": versions.kit_commit()},
+                    {"KIT_COMMIT": kit_commit()},
                 )
             if base:
                 args["BASE"] = base

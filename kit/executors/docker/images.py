@@ -1,4 +1,5 @@
 """The measured images (§8) and the runner image: their build contexts, names and footprints.
+The PyTorch image's context (nanoGPT's trees) is the side's: kit.sides.workspace.image_context.
 
 Tags carry the kit's version and the protocol's hash, so an image says what it was built for:
     micakit-pytorch:<version>-<protocol12>   Python, torch and numpy, nanoGPT's two trees, g++
@@ -16,10 +17,9 @@ from importlib import resources
 from pathlib import Path
 
 from kit import __version__
-from kit.engine import store
 from kit.errors import UserError
 from kit.protocol.load import FILES, Protocol
-from kit.sides import nanogpt, patch, workspace
+from kit.results.store import sha256_file
 
 PYTORCH, MICA, RUNNER = "pytorch", "mica", "runner"
 NAMES = {PYTORCH: "micakit-pytorch", MICA: "micakit-mica", RUNNER: "micakit"}
@@ -36,24 +36,6 @@ def tag(protocol: Protocol) -> str:
 
 def ref(kind: str, protocol: Protocol, suffix: str | None = None) -> str:
     return f"{NAMES[kind]}:{suffix or tag(protocol)}"
-
-
-def pytorch_context(protocol: Protocol, checkout: str | None, dest: Path) -> dict[str, str]:
-    """nanoGPT's shipped and patched trees, checked, as the image's /opt/nanogpt."""
-    src = workspace.source(protocol, checkout)
-    tree = dest / "nanogpt"
-    nanogpt.copy_run_files(src, tree / workspace.SHIPPED)
-    patch.apply_patch(src, protocol.beside(protocol.nanogpt.patch), tree / workspace.PATCHED)
-    for sub in (workspace.SHIPPED, workspace.PATCHED):
-        for model in protocol.models.values():
-            if not (tree / sub / model.config).exists():
-                shutil.copyfile(protocol.beside(model.config), tree / sub / model.config)
-    shutil.copyfile(protocol.beside(protocol.nanogpt.patch), tree / "train.patch")
-    return {
-        "TORCH_VERSION": protocol.pytorch.torch,
-        "NUMPY_VERSION": protocol.pytorch.numpy,
-        "NANOGPT_COMMIT": protocol.nanogpt.commit,
-    }
 
 
 def runner_context(dest: Path) -> Path:
@@ -83,6 +65,6 @@ def mica_context(program: Path, libs: Path | None, dest: Path) -> dict[str, str]
             names.append(lib.name)
     return {
         "PROGRAM": program.name,
-        "PROGRAM_SHA256": store.sha256_file(program),
+        "PROGRAM_SHA256": sha256_file(program),
         "LIBS": ",".join(names),
     }

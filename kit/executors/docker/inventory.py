@@ -17,11 +17,11 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from kit.engine import store
 from kit.errors import UserError
 from kit.executors.docker import footprint as footprint_mod
 from kit.executors.docker.building import BUILD_COMMANDS, BUILD_FIX, image_exists
 from kit.executors.docker.footprint import ChunkReader, FootprintWriter, footprint_ratio
+from kit.results import store
 
 
 def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dict:

@@ -1,6 +1,6 @@
 """A recorded run judged again from its raw logs and exit code (D6): what `report` and `verify`
 trust, never the judgement the series recorded. It imports no pandas, so `verify` can judge
-while its report modules load (kit.engine.audit)."""
+while its report modules load (kit.results.audit)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from kit.engine.records import RunRecord
-from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH
-from kit.engine.store import NOT_RUN
 from kit.measure import stamped, timing
 from kit.protocol.load import Grammar, Protocol, Timing
+from kit.results.planned import GRAPH_BREAKS, PROFILE, PYTORCH
+from kit.results.records import RunRecord
+from kit.results.store import NOT_RUN
 from kit.status import RunStatus
 
 NOT_PROFILED = RunStatus.NOT_PROFILED

@@ -12,12 +12,12 @@ where a series' name a configuration and a round.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.engine.scheduler import Config, PlannedRun
 from kit.errors import UserError
+from kit.results.planned import Config, PlannedRun
 
 SCHEMA = 1  # the schema of manifest.json, plan.json and versions.json
 
@@ -271,3 +271,74 @@ class Versions:
             )
         except (TypeError, ValueError) as e:
             raise _malformed(where, e) from None
+
+
+ANSWERS = "answers"  # a program's answers when it gave no version: recorded, never compared
+# the registry names an image has: a push after the start adds one to the same image, whose id
+# is compared; recorded, never compared
+REPO_DIGESTS = "repo_digests"
+
+
+def check_unchanged(
+    recorded: dict, now: dict, image_id: Callable[[str], str | None] | None = None
+) -> None:
+    """Refuse to resume when any version differs; name every one that did. A measured image
+    that changed is named with how to get the series' own back (`image_id`: whether the engine
+    still holds an image, by its id)."""
+    changed = []
+
+    def walk(a: Any, b: Any, where: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted((set(a) | set(b)) - {ANSWERS, REPO_DIGESTS}):
+                walk(a.get(k), b.get(k), f"{where}.{k}" if where else k)
+        elif a != b:
+            changed.append(f"{where}: {a!r} then, {b!r} now")
+
+    walk(recorded, now, "")
+    if changed:
+        told, fixes = _images_changed(recorded, now, image_id)
+        raise UserError(
+            "the versions this series runs under changed since it started:\n  "
+            + "\n  ".join(changed + told),
+            "; ".join(fixes + ["or resume where it started (same card, images and kit)"])
+            + ", or start a new series in a new directory (`micakit series --out NEW_DIR ...`)",
+        )
+
+
+def _images_changed(
+    recorded: Mapping[str, Any],
+    now: Mapping[str, Any],
+    image_id: Callable[[str], str | None] | None,
+) -> tuple[list[str], list[str]]:
+    """Each measured image whose id changed, in words, and how to get the series' own back:
+    by its id where the engine still holds it, else by its registry digest (versions.json)."""
+    told, fixes = [], []
+    for name, then in sorted((recorded.get("images") or {}).items()):
+        later = (now.get("images") or {}).get(name) or {}
+        old, new, ref = then.get("image_id"), later.get("image_id"), then.get("image")
+        if not old or old == new:
+            continue
+        line = (
+            f"the {name} image {ref} is {str(new)[:19]}… now; the series started with {old[:19]}…"
+        )
+        program = (recorded.get(name) or {}).get("program_sha256")
+        if program and program == (now.get(name) or {}).get("program_sha256"):
+            line += (
+                f": the program in it is the same (SHA-256 {program[:12]}…), only the image "
+                "around it changed (its libraries or its base)"
+            )
+        told.append(line)
+        digests = list(then.get(REPO_DIGESTS) or [])
+        if image_id is not None and image_id(old) is not None:
+            fixes.append(f"get the series' {name} image back: `docker tag {old} {ref}`")
+        elif digests:
+            fixes.append(
+                f"get the series' {name} image back by its digest in versions.json: `docker "
+                f"pull {digests[0]} && docker tag {digests[0]} {ref}`"
+            )
+        else:
+            fixes.append(
+                f"the series' {name} image ({old[:19]}…, in versions.json) is on no registry "
+                "and no longer on this engine: it cannot be had back"
+            )
+    return told, fixes

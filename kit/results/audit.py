@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.engine import fanout, judging
-from kit.engine.records import RunRecord
-from kit.engine.scheduler import PlannedRun
-from kit.engine.store import (
+from kit.errors import DirectoryDiffers, UserError
+from kit.measure import stamped, timing
+from kit.results import fanout, judging
+from kit.results.planned import PlannedRun
+from kit.results.records import RunRecord
+from kit.results.store import (
     ADJUSTMENTS,
     FINAL,
     NOT_RUN,
@@ -28,8 +30,6 @@ from kit.engine.store import (
     load_protocol,
     sha256_file,
 )
-from kit.errors import DirectoryDiffers, UserError
-from kit.measure import stamped, timing
 
 
 def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -> list[str]:
@@ -194,7 +194,7 @@ class Examined:
 
 class Examination:
     """`verify`'s first part, started at once, in forked processes where the directory is
-    large (kit.engine.fanout): the run folders listed and audited; and, a slice of the records
+    large (kit.results.fanout): the run folders listed and audited; and, a slice of the records
     each, every raw file hashed against its record and each run judged again from the bytes
     read for the hash, so no log is read twice, and its judgement compared with its record's.
     `result()` waits and gives the `Examined`."""

@@ -1,6 +1,6 @@
 """Rule 4, §6: the versions of the PyTorch side, read where its runs run.
 
-Run there as `python -m kit.engine.versions_probe` (kit.executors.programs ships it with
+Run there as `python -m kit.sides.versions_probe` (kit.executors.programs ships it with
 kit.telemetry.sdpa_probe): it imports nothing else of the kit. It prints one marked JSON line of
 versions, then the SDPA probe's line; a missing torch is reported in the first and fails the
 second, so the kit says where torch is missing.

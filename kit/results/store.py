@@ -30,18 +30,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kit.engine.documents import SCHEMA, Manifest, Plan, Versions, refuse_newer
-from kit.engine.lock import LOCK, WriterLock
-from kit.engine.records import RunRecord
 from kit.errors import UserError
 from kit.protocol import load as protocol_mod
 from kit.protocol.load import Protocol
+from kit.results.documents import SCHEMA, Manifest, Plan, Versions, refuse_newer
+from kit.results.lock import LOCK, WriterLock
+from kit.results.records import RunRecord
 from kit.status import RunStatus
 
 T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
 NOT_RUN = "not-run.json"  # in a run folder: why the kit did not start that run (its status)
-VERSIONS = "versions.json"  # rule 4: kit.engine.documents.Versions
+VERSIONS = "versions.json"  # rule 4: kit.results.documents.Versions
 # JSON files whose "schema" the store writes and strips on reading (their readers see only
 # their data); manifest.json, plan.json, summary.json and each record carry theirs as a field
 STAMPED = ("versions.json", "gating.json", "publication.json", "adjustments.json",
@@ -163,7 +163,7 @@ class ResultsDir:
         self._documents: dict[str, tuple[tuple[int, int, int], Any]] = {}
 
     def lock(self, what: str = "a series") -> ResultsDir:
-        """Become this directory's one writer, or be refused at once (kit.engine.lock)."""
+        """Become this directory's one writer, or be refused at once (kit.results.lock)."""
         self.writer.acquire(what)
         return self
 
@@ -352,7 +352,7 @@ class ResultsDir:
                 )
 
     def runs(self) -> list[RunRecord]:
-        """Every finished run's record, typed (kit.engine.records); the audit reads the lines
+        """Every finished run's record, typed (kit.results.records); the audit reads the lines
         as they are (`records`), to name what is wrong with one."""
         records = self.records()
         key = self._records[0] if self._records is not None else None

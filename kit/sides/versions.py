@@ -1,42 +1,35 @@
-"""Every software version a number carries (rule 4, §6), recorded once per series.
+"""Each side's software versions (rule 4, §6), read where its runs run.
 
 Each side's versions are read where its runs run (its image, or this machine's Python), by a
 short probe run through the same executor. A resumed series reads them again and refuses to
-go on if any changed: a series' numbers all carry one set of conditions.
+go on if any changed (kit.results.documents.check_unchanged): a series' numbers all carry one
+set of conditions.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
-from collections.abc import Callable, Mapping
-from importlib import resources
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kit import __version__
-from kit.engine import versions_probe
-from kit.engine.documents import Versions
 from kit.errors import SeriesFailed, UserError
 from kit.executors import programs
 from kit.executors.base import Executor, Mount, RunSpec
 from kit.measure import timing
 from kit.measure.stamped import read_stamped
 from kit.protocol.load import Protocol
+from kit.results.documents import ANSWERS
+from kit.sides import versions_probe
 from kit.telemetry import kernels
-
-ANSWERS = "answers"  # a program's answers when it gave no version: recorded, never compared
-# the registry names an image has: a push after the start adds one to the same image, whose id
-# is compared; recorded, never compared
-REPO_DIGESTS = "repo_digests"
 
 # The PyTorch side's probe: a module of the kit run where nanoGPT's runs run (rule 4), with the
 # SDPA probe it imports (§6); the rest of the kit is not there.
-PROBE = "kit.engine.versions_probe"
-PROBE_FILES = ("engine/versions_probe.py", "telemetry/sdpa_probe.py")
+PROBE = "kit.sides.versions_probe"
+PROBE_FILES = ("sides/versions_probe.py", "telemetry/sdpa_probe.py")
 MARKER = versions_probe.MARKER
 
 
@@ -168,107 +161,3 @@ def _refuse_buffered(stdout_log: Path, protocol: Protocol, asked: RunSpec) -> No
             "first run",
             f"{fix}; then `micakit series --resume` its results directory",
         )
-
-
-def collect(
-    kit_commit: str, card: Mapping[str, Any], executor: Executor, sides: Mapping[str, Any]
-) -> Versions:
-    return Versions(
-        kit={"version": __version__, "commit": kit_commit},
-        card=card,
-        executor={"name": executor.name, **executor.versions()},
-        sides=sides,
-    )
-
-
-def check_unchanged(
-    recorded: dict, now: dict, image_id: Callable[[str], str | None] | None = None
-) -> None:
-    """Refuse to resume when any version differs; name every one that did. A measured image
-    that changed is named with how to get the series' own back (`image_id`: whether the engine
-    still holds an image, by its id)."""
-    changed = []
-
-    def walk(a: Any, b: Any, where: str) -> None:
-        if isinstance(a, dict) and isinstance(b, dict):
-            for k in sorted((set(a) | set(b)) - {ANSWERS, REPO_DIGESTS}):
-                walk(a.get(k), b.get(k), f"{where}.{k}" if where else k)
-        elif a != b:
-            changed.append(f"{where}: {a!r} then, {b!r} now")
-
-    walk(recorded, now, "")
-    if changed:
-        told, fixes = _images_changed(recorded, now, image_id)
-        raise UserError(
-            "the versions this series runs under changed since it started:\n  "
-            + "\n  ".join(changed + told),
-            "; ".join(fixes + ["or resume where it started (same card, images and kit)"])
-            + ", or start a new series in a new directory (`micakit series --out NEW_DIR ...`)",
-        )
-
-
-def _images_changed(
-    recorded: Mapping[str, Any],
-    now: Mapping[str, Any],
-    image_id: Callable[[str], str | None] | None,
-) -> tuple[list[str], list[str]]:
-    """Each measured image whose id changed, in words, and how to get the series' own back:
-    by its id where the engine still holds it, else by its registry digest (versions.json)."""
-    told, fixes = [], []
-    for name, then in sorted((recorded.get("images") or {}).items()):
-        later = (now.get("images") or {}).get(name) or {}
-        old, new, ref = then.get("image_id"), later.get("image_id"), then.get("image")
-        if not old or old == new:
-            continue
-        line = (
-            f"the {name} image {ref} is {str(new)[:19]}… now; the series started with {old[:19]}…"
-        )
-        program = (recorded.get(name) or {}).get("program_sha256")
-        if program and program == (now.get(name) or {}).get("program_sha256"):
-            line += (
-                f": the program in it is the same (SHA-256 {program[:12]}…), only the image "
-                "around it changed (its libraries or its base)"
-            )
-        told.append(line)
-        digests = list(then.get(REPO_DIGESTS) or [])
-        if image_id is not None and image_id(old) is not None:
-            fixes.append(f"get the series' {name} image back: `docker tag {old} {ref}`")
-        elif digests:
-            fixes.append(
-                f"get the series' {name} image back by its digest in versions.json: `docker "
-                f"pull {digests[0]} && docker tag {digests[0]} {ref}`"
-            )
-        else:
-            fixes.append(
-                f"the series' {name} image ({old[:19]}…, in versions.json) is on no registry "
-                "and no longer on this engine: it cannot be had back"
-            )
-    return told, fixes
-
-
-def kit_commit() -> str:
-    """The kit's own commit: read from its checkout without running git, else from the image.
-
-    The runner image has no .git; its build argument KIT_COMMIT becomes MICAKIT_COMMIT there.
-    """
-    git = Path(str(resources.files("kit"))).parent / ".git"
-    try:
-        if git.is_file():  # a worktree: "gitdir: PATH"
-            git = Path(git.read_text().split(":", 1)[1].strip())
-        head = (git / "HEAD").read_text().strip()
-        if not head.startswith("ref: "):
-            return head
-        ref = head[5:]
-        common = git / "commondir"
-        roots = [git] + ([git / common.read_text().strip()] if common.is_file() else [])
-        for root in roots:
-            if (root / ref).is_file():
-                return (root / ref).read_text().strip()
-            packed = root / "packed-refs"
-            if packed.is_file():
-                for line in packed.read_text().splitlines():
-                    if line.endswith(" " + ref):
-                        return line.split()[0]
-    except (OSError, IndexError):
-        pass
-    return os.environ.get("MICAKIT_COMMIT") or "unknown"
