@@ -60,10 +60,10 @@ def images_build(
     """
     from kit.executors.docker import building, connection
     from kit.executors.docker.failures import guard
-    from kit.protocol import load as protocol_mod
+    from kit.protocol.load import load
     from kit.sides import workspace
 
-    p = protocol_mod.load(protocol_path)
+    p = load(protocol_path)
     if not kinds:
         kinds = ["pytorch", "runner"] + (["mica"] if contender else [])
     client = connection.connect(docker_host)
@@ -126,17 +126,16 @@ def images_push(registry, kinds, suffix, also, digests_path, protocol_path, dock
       micakit images push --registry 127.0.0.1:5000/ci --only runner --tag ci
       docker run ghcr.io/OWNER/micakit:TAG series --help    (once pushed)
     """
-    from kit.executors.docker import building
-    from kit.executors.docker import registry as registry_mod
+    from kit.executors.docker import building, registries
     from kit.executors.docker.connection import connect
     from kit.executors.docker.failures import guard
-    from kit.protocol import load as protocol_mod
+    from kit.protocol.load import load
     from kit.results import store
 
-    registry = registry_mod.check_registry(registry)  # before the engine is asked anything
+    registry = registries.check_registry(registry)  # before the engine is asked anything
     for t in (suffix, *also) if suffix else also:
-        registry_mod.check_tag(t)
-    p = protocol_mod.load(protocol_path)
+        registries.check_tag(t)
+    p = load(protocol_path)
     client = connect(docker_host)
     with guard("pushing the images"):
         record = building.push(
@@ -170,16 +169,15 @@ def footprint(out: Path, pytorch_ref, mica_ref, protocol_path, docker_host, as_j
     Example:
       micakit footprint results/footprint-L4 --json
     """
-    from kit.executors.docker import connection, inventory
-    from kit.executors.docker import images as images_mod
+    from kit.executors.docker import connection, inventory, kit_images
     from kit.executors.docker.failures import guard
-    from kit.protocol import load as protocol_mod
+    from kit.protocol.load import load
 
-    p = protocol_mod.load(protocol_path)
+    p = load(protocol_path)
     client = connection.connect(docker_host)
     refs = {
-        "pytorch": pytorch_ref or images_mod.ref("pytorch", p),
-        "mica": mica_ref or images_mod.ref("mica", p),
+        "pytorch": pytorch_ref or kit_images.ref("pytorch", p),
+        "mica": mica_ref or kit_images.ref("mica", p),
     }
     with guard("measuring the images' footprints (§8)"):
         ratio = inventory.measure_footprints(client, refs, out / "footprint")

@@ -296,8 +296,7 @@ def series(ctx: click.Context, **opts) -> None:
     from rich.console import Console
 
     from kit.cli import assemble
-    from kit.report import publish
-    from kit.report import tables as report
+    from kit.report import publish, tables
     from kit.results import store
 
     console = Console(stderr=True, quiet=options.level(ctx) == options.QUIET)
@@ -315,7 +314,7 @@ def series(ctx: click.Context, **opts) -> None:
     finally:
         hooks.close()
         if s.rd.records() and not disk_failed:
-            publish.write(s.rd, report.tables(s.rd))
+            publish.write(s.rd, tables.tables(s.rd))
         store.publish_modes(s.rd.root)  # whatever the umask, the results are readable (D6)
     click.echo(f"{s.rd.root / 'report.md'}")
     if not s.complete():  # pragma: no cover - run() either finishes or raises
@@ -373,14 +372,13 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
       micakit publish results/L4 --preview
     """
     # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.report import publish
-    from kit.report import tables as report
+    from kit.report import publish, tables
     from kit.results import store
 
     rd = _series_dir(results)
-    rd.write_json(report.PUBLICATION, {"preview": preview})
+    rd.write_json(tables.PUBLICATION, {"preview": preview})
     if check_dirs:  # the statuses and the checks (directory, program) that gave them
-        rd.write_json(report.GATING, _gating(results, check_dirs))
+        rd.write_json(tables.GATING, _gating(results, check_dirs))
     for path in publish.write(rd, _tables(rd, results)):
         click.echo(path)
     store.publish_modes(rd.root)
@@ -394,10 +392,10 @@ def _gating(results: Path, check_dirs: tuple[Path, ...]) -> dict:
 
 
 def _tables(rd: ResultsDir, results: Path, checks=None, preview: bool | None = None):
-    from kit.report import tables as report  # lazy: pandas (start-up speed)
+    from kit.report import tables  # lazy: pandas (start-up speed)
 
     try:
-        return report.tables(rd, checks, preview)
+        return tables.tables(rd, checks, preview)
     except ValueError as e:
         raise UserError(
             f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"
@@ -435,7 +433,7 @@ def verify(results: Path, as_json: bool) -> None:
     """
     options.reads_only()
     if _holds_check(results):
-        from kit.correctness import verify as check_verify  # lazy: pandas (start-up speed)
+        from kit.correctness import check_verify  # lazy: pandas (start-up speed)
 
         _differences(results, check_verify.verify_check(results), as_json)
         return

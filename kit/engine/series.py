@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.engine import separate as extras
+from kit.engine import extras
 from kit.engine.conditions import CardConditions, MachineConditions
 from kit.engine.engine import Engine, Judged, Kind
 from kit.engine.scheduler import plan

@@ -14,9 +14,8 @@ import math
 
 import pandas as pd
 
-from kit.report import overview, states
-from kit.report import separate as sidetables
-from kit.report.footprint import footprint_lines
+from kit.report import overview, sidetables, states
+from kit.report.footprint_report import footprint_lines
 from kit.report.tables import GATING
 from kit.report.words import (
     attention_by_config,

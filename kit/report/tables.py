@@ -18,8 +18,7 @@ import pandas as pd
 from kit.engine.conditions import SAMPLES
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import compile_cost, states, verdict
-from kit.report import separate as sidetables
+from kit.report import compile_cost, sidetables, states, verdict
 from kit.results import audit, fanout, judging, store
 from kit.results.documents import Plan
 from kit.results.planned import CONTENDER, PYTORCH, Config, PlannedRun

@@ -68,7 +68,7 @@ class Manifest:
     executor_versions: Mapping[str, Any] = field(default_factory=dict)
     kind: str | None = None  # None: a series; "correctness": a check
     series: Mapping[str, Any] | None = None  # a series' spec (kit.engine.series.SeriesSpec)
-    check: Mapping[str, Any] | None = None  # a check's spec (kit.correctness.plan.CheckSpec)
+    check: Mapping[str, Any] | None = None  # a check's spec (kit.correctness.check_plan.CheckSpec)
     options: Mapping[str, Any] = field(default_factory=dict)  # as resolved from the command
     inputs_sha256: Mapping[str, str] | None = None  # a series': every file read beside it
     schema: int = SCHEMA

@@ -45,7 +45,7 @@ DISCARDED, TIMED, PROFILE, GRAPH_BREAKS = "discarded", "timed", "profile", "grap
 @dataclass(frozen=True)
 class PlannedRun:
     """A planned run, as the engine runs it and plan.json keeps it. A series' run names its
-    configuration and round; a correctness check's (kit.correctness.plan.CheckRun) is kept in
+    configuration and round; a correctness check's (kit.correctness.check_plan.CheckRun) is kept in
     plan.json by its side and seed, and read back as one of these with those two set."""
 
     run_id: int  # the run's place in the series, fixed before the first run

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kit.errors import UserError
-from kit.protocol import load as protocol_mod
-from kit.protocol.load import Protocol
+from kit.protocol.load import Protocol, load
 from kit.results.documents import SCHEMA, Manifest, Plan, Versions, refuse_newer
 from kit.results.lock import LOCK, WriterLock
 from kit.results.records import RunRecord
@@ -429,7 +428,7 @@ def _refuse_foreign(root: Path) -> None:
 
 def load_protocol(rd: ResultsDir) -> Protocol:
     """The protocol the series ran under, from its own copy, checked against the manifest."""
-    p = protocol_mod.load(rd.root / PROTOCOL)
+    p = load(rd.root / PROTOCOL)
     recorded = rd.manifest().protocol_sha256
     if p.sha256 != recorded:
         raise UserError(

@@ -24,7 +24,7 @@ import pytest
 
 from kit.errors import UserError
 from kit.executors.base import Mount, RunOutcome, RunSpec
-from kit.executors.docker import building, images, inventory
+from kit.executors.docker import building, inventory, kit_images
 from kit.executors.docker.containers import (
     LABEL_OWNER,
     LABEL_RUN,
@@ -380,7 +380,7 @@ def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_pa
     building.build_image(
         client,
         ROOT / "Dockerfile.runner",
-        images.runner_context(tmp_path / "context"),  # the context `micakit images build` makes
+        kit_images.runner_context(tmp_path / "context"),  # the context `micakit images build` makes
         ref,
         {"BASE": base_image, "KIT_COMMIT": commit},
         wheelhouse,

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import load
 from kit.report import compile_cost
 from kit.results import judging
 from kit.results.records import RunRecord
 
-GRAMMAR = judging.grammar(protocol_mod.load(), "pytorch")
+GRAMMAR = judging.grammar(load(), "pytorch")
 STEPS = 400
 
 

@@ -10,15 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit.correctness import checks, curves
-from kit.correctness import methods as c
+from kit.correctness import checks, curves, methods
 from kit.errors import UserError
-from kit.protocol import load as protocol
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import load
 from kit.results import store
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "correctness"
-P = protocol.load()
+P = load()
 SEEDS = list(range(1337, 1342))
 M1_STEPS = list(range(0, 5001, 250))
 
@@ -46,7 +44,7 @@ def family(
 
 
 def test_identical_families_pass():
-    r = c.method_a(family(), family())
+    r = methods.method_a(family(), family())
     assert r.passed and r.verdict is True and r.reason == "passed"
     assert r.first_failing_step is None
     assert r.seeds == tuple(SEEDS)
@@ -60,7 +58,7 @@ def test_identical_families_pass():
 
 def test_difference_equal_to_the_larger_range_passes():
     # PyTorch's range 0.02, the contender's 0.01; medians 0.02 apart: exactly at the edge
-    r = c.method_a(family(), family(offsets=(-0.005, -0.0025, 0, 0.0025, 0.005), shift=0.02))
+    r = methods.method_a(family(), family(offsets=(-0.005, -0.0025, 0, 0.0025, 0.005), shift=0.02))
     assert r.passed, r.reason
     judged = r.table[r.table["judged"]]
     assert judged["difference"].to_numpy() == pytest.approx(0.02, abs=1e-12)
@@ -68,7 +66,9 @@ def test_difference_equal_to_the_larger_range_passes():
 
 
 def test_difference_just_above_the_larger_range_fails():
-    r = c.method_a(family(), family(offsets=(-0.005, -0.0025, 0, 0.0025, 0.005), shift=0.0201))
+    r = methods.method_a(
+        family(), family(offsets=(-0.005, -0.0025, 0, 0.0025, 0.005), shift=0.0201)
+    )
     assert r.verdict is False and not r.passed
     assert r.first_failing_step == 1000
     assert r.reason == "method A failed at step 1000: medians differ by 0.0201 > larger range 0.02"
@@ -77,38 +77,38 @@ def test_difference_just_above_the_larger_range_fails():
 def test_the_larger_of_the_two_ranges_is_allowed():
     # the contender's range (0.04) is the larger; PyTorch's alone (0.02) would fail 0.03
     wide = (-0.02, -0.01, 0.0, 0.01, 0.02)
-    r = c.method_a(family(), family(offsets=wide, shift=0.03))
+    r = methods.method_a(family(), family(offsets=wide, shift=0.03))
     assert r.passed, r.reason
     assert r.table["allowed"].iloc[-1] == pytest.approx(0.04)
-    r = c.method_a(family(offsets=wide, shift=0.03), family())  # and from either side
+    r = methods.method_a(family(offsets=wide, shift=0.03), family())  # and from either side
     assert r.passed, r.reason
 
 
 def test_step_750_is_not_judged_and_step_1000_is():
     apart = (0.5, (-0.01, -0.005, 0.0, 0.005, 0.01))
-    r = c.method_a(family(), family(at={750: apart}))
+    r = methods.method_a(family(), family(at={750: apart}))
     assert r.passed, r.reason
     row = r.table.set_index("step").loc[750]
     assert not row["judged"] and not row["ok"]  # shown, not judged
-    r = c.method_a(family(), family(at={1000: apart}))
+    r = methods.method_a(family(), family(at={1000: apart}))
     assert r.first_failing_step == 1000 and not r.passed
 
 
 def test_failure_reason_names_step_difference_and_range():
     shifted = (0.031, (-0.01, -0.005, 0.0, 0.005, 0.01))
-    r = c.method_a(family(), family(at={1250: shifted, 1500: shifted}))
+    r = methods.method_a(family(), family(at={1250: shifted, 1500: shifted}))
     assert r.reason == "method A failed at step 1250: medians differ by 0.031 > larger range 0.02"
     assert r.first_failing_step == 1250
 
 
 def test_from_step_is_a_parameter():
     shifted = (0.5, (-0.01, -0.005, 0.0, 0.005, 0.01))
-    r = c.method_a(family(), family(at={1000: shifted}), from_step=1250)
+    r = methods.method_a(family(), family(at={1000: shifted}), from_step=1250)
     assert r.passed
 
 
 def test_final_losses_as_median_and_range():
-    r = c.method_a(family(), family(shift=0.002))
+    r = methods.method_a(family(), family(shift=0.002))
     f = r.final.set_index("side")
     assert f.loc["pytorch", "step"] == 5000 and f.loc["pytorch", "seeds"] == 5
     assert f.loc["pytorch", "val_loss_median"] == pytest.approx(base(5000))
@@ -119,7 +119,7 @@ def test_final_losses_as_median_and_range():
 
 def test_one_seed_a_side_is_read_not_judged():
     one = {1337: family()[1337]}
-    r = c.method_a(one, {1337: family(shift=0.3)[1337]})
+    r = methods.method_a(one, {1337: family(shift=0.3)[1337]})
     assert r.verdict is None and not r.passed
     assert r.reason == "one seed a side: read, not judged"
     assert r.seeds == (1337,)
@@ -128,7 +128,7 @@ def test_one_seed_a_side_is_read_not_judged():
 
 def test_curves_as_lists_of_tuples():
     rows = [(s, base(s) - 0.05, base(s)) for s in M1_STEPS]
-    r = c.method_a([(1337, rows), (1338, rows)], {1337: rows, 1338: rows})
+    r = methods.method_a([(1337, rows), (1338, rows)], {1337: rows, 1338: rows})
     assert r.passed
 
 
@@ -138,13 +138,13 @@ def test_curves_as_lists_of_tuples():
 def test_seeds_out_of_order():
     f = family()
     with pytest.raises(UserError, match="contender seed 1338 comes after seed 1339"):
-        c.method_a(f, {1337: f[1337], 1339: f[1339], 1338: f[1338]})
+        methods.method_a(f, {1337: f[1337], 1339: f[1339], 1338: f[1338]})
 
 
 def test_seed_repeated():
     f = family()
     with pytest.raises(UserError, match="pytorch seed 1338 appears twice"):
-        c.method_a([(1337, f[1337]), (1338, f[1338]), (1338, f[1339])], f)
+        methods.method_a([(1337, f[1337]), (1338, f[1338]), (1338, f[1339])], f)
 
 
 def test_sides_with_different_seeds():
@@ -153,18 +153,18 @@ def test_sides_with_different_seeds():
         UserError,
         match=r"different seeds: pytorch \[1337, 1338, 1339, 1340, 1341\], contender \[1337, 1338, 1339, 1340\]",
     ):
-        c.method_a(f, {s: f[s] for s in SEEDS[:4]})
+        methods.method_a(f, {s: f[s] for s in SEEDS[:4]})
 
 
 def test_nan_loss_names_side_seed_and_step():
     f = family()
     f[1340].loc[f[1340]["step"] == 2500, "val_loss"] = float("nan")
     with pytest.raises(UserError, match="contender seed 1340 has a val loss of nan at step 2500"):
-        c.method_a(family(), f)
+        methods.method_a(family(), f)
     g = family()
     g[1337].loc[g[1337]["step"] == 250, "train_loss"] = float("inf")
     with pytest.raises(UserError, match="pytorch seed 1337 has a train loss of inf at step 250"):
-        c.method_a(g, family())
+        methods.method_a(g, family())
 
 
 def test_a_side_that_stopped_early_names_its_last_step():
@@ -175,22 +175,22 @@ def test_a_side_that_stopped_early_names_its_last_step():
         UserError,
         match="contender seed 1339 stopped early: its last evaluation is at step 3000, pytorch seed 1337 goes on to step 5000",
     ):
-        c.method_a(family(), f)
+        methods.method_a(family(), f)
     # the reference itself stopped early
     with pytest.raises(
         UserError, match="pytorch seed 1337 stopped early: its last evaluation is at step 3000"
     ):
-        c.method_a(short, family())
+        methods.method_a(short, family())
 
 
 def test_both_sides_stopped_early_against_the_schedule():
     short = family(steps=list(range(0, 3001, 250)))
-    assert c.method_a(short, short).passed  # without the schedule, nothing to tell
+    assert methods.method_a(short, short).passed  # without the schedule, nothing to tell
     with pytest.raises(
         UserError,
         match="both sides stopped early: the last evaluation is at step 3000, the schedule ends at step 5000",
     ):
-        c.method_a(short, short, last_step=5000)
+        methods.method_a(short, short, last_step=5000)
 
 
 def test_missing_evaluation_point_in_one_curve():
@@ -200,16 +200,16 @@ def test_missing_evaluation_point_in_one_curve():
         UserError,
         match="contender seed 1338 has different evaluation steps: no evaluation at step 1250 where pytorch seed 1337 has one",
     ):
-        c.method_a(family(), f)
+        methods.method_a(family(), f)
 
 
 def test_missing_evaluation_point_in_every_curve():
     steps = [s for s in M1_STEPS if s != 1250]
     f = family(steps=steps)
     with pytest.raises(UserError, match="missing evaluation point at step 1250"):
-        c.method_a(f, f)
+        methods.method_a(f, f)
     with pytest.raises(UserError, match="missing evaluation point at step 1250"):
-        c.method_a(f, f, eval_interval=250, last_step=5000)
+        methods.method_a(f, f, eval_interval=250, last_step=5000)
 
 
 def test_curves_with_different_evaluation_steps():
@@ -220,7 +220,7 @@ def test_curves_with_different_evaluation_steps():
         UserError,
         match="contender seed 1339 has different evaluation steps: no evaluation at step 1250 where pytorch seed 1337 has one; an evaluation at step 1300 that pytorch seed 1337 lacks",
     ):
-        c.method_a(family(), f)
+        methods.method_a(family(), f)
 
 
 def test_between_seeds_of_one_side():
@@ -230,7 +230,7 @@ def test_between_seeds_of_one_side():
         UserError,
         match="pytorch seed 1341 has different evaluation steps: no evaluation at step 4000",
     ):
-        c.method_a(f, family())
+        methods.method_a(f, family())
 
 
 def test_repeated_or_falling_steps_in_a_curve():
@@ -238,7 +238,7 @@ def test_repeated_or_falling_steps_in_a_curve():
     df = f[1337]
     f[1337] = pd.concat([df.iloc[:5], df.iloc[4:]], ignore_index=True)
     with pytest.raises(UserError, match="pytorch seed 1337 has step 1000 after step 1000"):
-        c.method_a(f, family())
+        methods.method_a(f, family())
 
 
 def test_no_evaluation_from_the_judged_step_on():
@@ -246,12 +246,12 @@ def test_no_evaluation_from_the_judged_step_on():
     with pytest.raises(
         UserError, match="no evaluation from step 1000 on: the curves end at step 750"
     ):
-        c.method_a(f, f)
+        methods.method_a(f, f)
 
 
 def test_a_side_without_curves():
     with pytest.raises(UserError, match="the contender side has no curve"):
-        c.method_a(family(), {})
+        methods.method_a(family(), {})
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ def with_loss(curve: pd.DataFrame, **at: float) -> pd.DataFrame:
 
 
 def test_method_b_identical_curves_pass():
-    r = c.method_b(train_curve(), train_curve())
+    r = methods.method_b(train_curve(), train_curve())
     assert r.passed and r.reason == "passed" and r.beside is None
     assert r.judged.window == (1, 200)
     assert r.step0_relative_difference == 0
@@ -340,13 +340,13 @@ def test_method_b_identical_curves_pass():
 
 
 def test_step0_exactly_1e5_relative_passes():
-    r = c.method_b(train_curve(), with_loss(train_curve(), s0=4.00004))
+    r = methods.method_b(train_curve(), with_loss(train_curve(), s0=4.00004))
     assert r.step0_relative_difference == pytest.approx(1e-5, rel=1e-9)
     assert r.passed, r.reason
 
 
 def test_step0_just_above_1e5_fails():
-    r = c.method_b(train_curve(), with_loss(train_curve(), s0=4.0000401))
+    r = methods.method_b(train_curve(), with_loss(train_curve(), s0=4.0000401))
     assert not r.passed and r.first_failing_step == 0
     assert r.reason == (
         "method B failed at step 0 (window 1 to 200): the contender's loss 4.00004 "
@@ -356,8 +356,8 @@ def test_step0_just_above_1e5_fails():
 
 def test_a_step_exactly_1pct_passes_and_just_above_fails():
     p = with_loss(train_curve(), s50=2.0)
-    assert c.method_b(p, with_loss(p, s50=2.02)).passed
-    r = c.method_b(p, with_loss(p, s50=2.0201))
+    assert methods.method_b(p, with_loss(p, s50=2.02)).passed
+    r = methods.method_b(p, with_loss(p, s50=2.0201))
     assert r.first_failing_step == 50
     assert r.reason == (
         "method B failed at step 50 (window 1 to 200): the contender's loss 2.0201 "
@@ -367,14 +367,14 @@ def test_a_step_exactly_1pct_passes_and_just_above_fails():
 
 def test_relative_to_pytorchs_loss():
     p = with_loss(train_curve(), s50=2.0)
-    assert c.method_b(p, with_loss(p, s50=1.98)).passed  # 0.02 / 2.0 = 1%
+    assert methods.method_b(p, with_loss(p, s50=1.98)).passed  # 0.02 / 2.0 = 1%
     q = with_loss(train_curve(), s50=1.98)
-    assert not c.method_b(q, with_loss(q, s50=2.0)).passed  # 0.02 / 1.98 > 1%
+    assert not methods.method_b(q, with_loss(q, s50=2.0)).passed  # 0.02 / 1.98 > 1%
 
 
 def test_steps_after_the_window_judge_nothing():
     long = train_curve(400)
-    r = c.method_b(long, with_loss(long, s300=9.0))
+    r = methods.method_b(long, with_loss(long, s300=9.0))
     assert r.passed and len(r.table) == 201
 
 
@@ -382,10 +382,10 @@ def test_m2b_window_judges_to_step_100_and_200_steps_stand_beside():
     # amendment 6: step 150 differs by 1.2%: passes steps 1 to 100, fails §7 B's 200 steps
     p = with_loss(train_curve(), s150=3.0)
     q = with_loss(p, s150=3.036)
-    protocol = protocol_mod.load()  # amendment 6's windows are the protocol file's
+    protocol = load()  # amendment 6's windows are the protocol file's
     assert protocol.method_b_window("gpt2-medium") == (1, 100)
     assert protocol.method_b_beside_window("gpt2-medium") == (1, 200)
-    r = c.method_b_for(protocol, "gpt2-medium", p, q)
+    r = methods.method_b_for(protocol, "gpt2-medium", p, q)
     assert r.passed and r.judged.window == (1, 100)
     assert r.beside is not None and not r.beside.passed
     assert r.beside.window == (1, 200) and r.beside.first_failing_step == 150
@@ -397,13 +397,13 @@ def test_m2b_window_judges_to_step_100_and_200_steps_stand_beside():
     for model in ("shakespeare-char", "gpt2-small"):
         assert protocol.method_b_window(model) == (1, 200)
         assert protocol.method_b_beside_window(model) is None
-        small = c.method_b_for(protocol, model, p, q)
+        small = methods.method_b_for(protocol, model, p, q)
         assert not small.passed and small.first_failing_step == 150
 
 
 def test_method_b_max_difference_is_reported():
     p = train_curve()
-    r = c.method_b(p, with_loss(p, s77=p["loss"].iloc[77] * 1.004))
+    r = methods.method_b(p, with_loss(p, s77=p["loss"].iloc[77] * 1.004))
     assert r.judged.max_at_step == 77
     assert r.judged.max_relative_difference == pytest.approx(0.004)
 
@@ -414,25 +414,25 @@ def test_method_b_missing_step():
         UserError,
         match="the contender curve has no loss at step 57; method B needs every step from 0 to 200",
     ) as e:
-        c.method_b(train_curve(), q)
+        methods.method_b(train_curve(), q)
     assert "--log_interval=1" in str(e.value.fix)
 
 
 def test_method_b_side_that_stopped_early():
     with pytest.raises(UserError, match="the pytorch side stopped early: its last step is 120"):
-        c.method_b(train_curve(121), train_curve())
+        methods.method_b(train_curve(121), train_curve())
 
 
 def test_method_b_nan():
     with pytest.raises(UserError, match="the contender loss at step 33 is nan"):
-        c.method_b(train_curve(), with_loss(train_curve(), s33=float("nan")))
+        methods.method_b(train_curve(), with_loss(train_curve(), s33=float("nan")))
 
 
 def test_method_b_steps_out_of_order():
     q = train_curve()
     q = pd.concat([q.iloc[:10], q.iloc[9:]], ignore_index=True)
     with pytest.raises(UserError, match="the contender curve has step 9 after step 9"):
-        c.method_b(train_curve(), q)
+        methods.method_b(train_curve(), q)
 
 
 def test_method_b_refuses_losses_printed_too_coarsely():
@@ -448,17 +448,17 @@ def test_method_b_refuses_losses_printed_too_coarsely():
         UserError,
         match=r"the pytorch loss at step 0 is printed to 0.0001 \(2.4e-05 relative\), too coarse to judge the rule of 1e-05 at step 0",
     ) as e:
-        c.method_b(nano, mica, window=(1, 12))
+        methods.method_b(nano, mica, window=(1, 12))
     assert "more digits" in str(e.value.fix)
     # full digits on both sides are judged
     full = mica.assign(loss_resolution=1e-9)
-    r = c.method_b(full, full.assign(loss=full["loss"] * (1 + 5e-6)), window=(1, 12))
+    r = methods.method_b(full, full.assign(loss=full["loss"] * (1 + 5e-6)), window=(1, 12))
     assert r.passed
 
 
 def test_method_b_from_tuples():
     rows = [(s, 4.0 - s / 100) for s in range(201)]
-    assert c.method_b(rows, rows).passed
+    assert methods.method_b(rows, rows).passed
 
 
 # -- records and the verdict gate (amendment 7.3) ---------------------------------------------
@@ -547,7 +547,7 @@ def test_statuses_feed_the_comparison_table():
 
 def test_records_round_trip(tmp_path: Path):
     ra = checks.record_method_a(
-        c.method_a(family(), family()),
+        methods.method_a(family(), family()),
         R4090,
         "shakespeare-char",
         "float32",
@@ -556,7 +556,7 @@ def test_records_round_trip(tmp_path: Path):
     )
     p = with_loss(train_curve(), s150=3.0)
     rb = checks.record_method_b(
-        c.method_b_for(protocol_mod.load(), "gpt2-medium", p, with_loss(p, s150=3.036)),
+        methods.method_b_for(load(), "gpt2-medium", p, with_loss(p, s150=3.036)),
         R4090,
         "gpt2-medium",
         logs="b/",
@@ -643,7 +643,7 @@ def test_products_dir_that_is_no_results_dir(tmp_path: Path):
 def test_plots_are_png_and_deterministic(tmp_path: Path):
     from kit.correctness import plots
 
-    r = c.method_a(family(), family(shift=0.003))
+    r = methods.method_a(family(), family(shift=0.003))
     a1 = plots.plot_method_a(r, tmp_path / "a1.png", title="M1 float32")
     a2 = plots.plot_method_a(r, tmp_path / "a2.png", title="M1 float32")
     assert a1.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -661,11 +661,11 @@ def test_plots_are_png_and_deterministic(tmp_path: Path):
 
 # -- amendments 4.2, 7.1 and 7.3 read from the protocol file ---------------------------------
 
-SEEDS = protocol_mod.load().correctness.seeds
+SEEDS = load().correctness.seeds
 
 
 def gate(records, card=R4090, build="mica-half-intermediates", precision="bfloat16"):
-    c_ = protocol_mod.load().correctness
+    c_ = load().correctness
     return checks.check_status(
         "gpt2-small",
         precision,
@@ -683,7 +683,7 @@ def five(card=R4090, seeds=tuple(SEEDS), build="mica-half-intermediates", passed
 
 
 def test_the_protocol_names_the_five_seed_card_and_its_seeds():
-    c_ = protocol_mod.load().correctness
+    c_ = load().correctness
     assert c_.five_seed_card == R4090 and c_.seeds == [1337, 1338, 1339, 1340, 1341]
 
 
@@ -807,13 +807,13 @@ def test_a_record_of_schema_1_is_read_and_never_gates(tmp_path: Path):
 
 
 def test_a_check_records_its_program_and_under_docker_its_image(tmp_path: Path):
-    from kit.correctness import verdict
+    from kit.correctness import check_verdict
 
     rd = store.ResultsDir(tmp_path)
     rd.write_json(
         store.VERSIONS, {"contender": {"program_sha256": MINE, "identity": f"sha256:{MINE}"}}
     )
-    assert verdict.identity(rd) == {"contender_sha256": MINE, "contender_image_id": ""}
+    assert check_verdict.identity(rd) == {"contender_sha256": MINE, "contender_image_id": ""}
     image = "sha256:" + "c" * 64  # the measured image's id (kit.sides.side)
     rd.write_json(store.VERSIONS, {"contender": {"program_sha256": MINE, "identity": image}})
-    assert verdict.identity(rd) == {"contender_sha256": MINE, "contender_image_id": image}
+    assert check_verdict.identity(rd) == {"contender_sha256": MINE, "contender_image_id": image}

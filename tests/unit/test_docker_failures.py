@@ -16,10 +16,9 @@ from click.testing import CliRunner
 from kit.cli.main import main
 from kit.errors import UserError
 from kit.executors.base import Mount, RunSpec
-from kit.executors.docker import connection
-from kit.executors.docker import executor as executor_mod
+from kit.executors.docker import connection, executor
 from kit.executors.docker.executor import DockerExecutor
-from kit.executors.docker.images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
+from kit.executors.docker.kit_images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
 from tests.fakes.docker_engine import LINK, FakeEngine, FakeImage, api_error
 
 PROGRAM = b"#!/bin/sh\necho mica\n"
@@ -100,7 +99,7 @@ class _Watchdog:
 
 @pytest.fixture(autouse=True)
 def _no_watchdog(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor_mod, "Watchdog", _Watchdog)
+    monkeypatch.setattr(executor, "Watchdog", _Watchdog)
 
 
 def test_every_method_that_asks_the_engine_is_in_the_table() -> None:

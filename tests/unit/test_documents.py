@@ -10,8 +10,7 @@ import json
 import pytest
 
 from kit.errors import UserError
-from kit.report import summary
-from kit.report import tables as report
+from kit.report import summary, tables
 from kit.results.documents import SCHEMA, Manifest, NotMeasured, Plan, Versions
 from kit.results.planned import PlannedRun
 from kit.results.store import ResultsDir
@@ -59,7 +58,7 @@ def test_readers_ask_by_attribute(series):
 
 def test_summary_dates_the_series_from_the_manifest(series):
     rd = ResultsDir.open(series)
-    doc = summary.build(rd, report.tables(rd, preview=True))
+    doc = summary.build(rd, tables.tables(rd, preview=True))
     assert doc["date"] == rd.manifest().date_utc and doc["date"].startswith("20")
 
 

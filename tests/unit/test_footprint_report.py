@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit.executors.docker import footprint as fp
-from kit.report.footprint import footprint_lines, measured
+from kit.executors.docker import footprint
+from kit.report.footprint_report import footprint_lines, measured
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "footprint"
 
@@ -45,10 +45,10 @@ def added(side: str, minimum: str) -> pd.DataFrame:
 def test_pytorch_image_beyond_pip_torch_numpy_is_the_compiler_and_nanogpt():
     extra = {
         a.what: a
-        for a in fp.beyond_minimum(
+        for a in footprint.beyond_minimum(
             "pytorch",
-            fp.read_files(FIXTURE / "pytorch" / "files.tsv"),
-            fp.read_files(FIXTURE / "pytorch" / "base" / "files.tsv"),
+            footprint.read_files(FIXTURE / "pytorch" / "files.tsv"),
+            footprint.read_files(FIXTURE / "pytorch" / "base" / "files.tsv"),
         )
     }
     expected = added("pytorch", "/opt/venv")
@@ -68,10 +68,10 @@ def test_pytorch_image_beyond_pip_torch_numpy_is_the_compiler_and_nanogpt():
 
 def test_the_contender_image_holds_nothing_beyond_its_minimum():
     assert (
-        fp.beyond_minimum(
+        footprint.beyond_minimum(
             "contender",
-            fp.read_files(FIXTURE / "contender" / "files.tsv"),
-            fp.read_files(FIXTURE / "contender" / "base" / "files.tsv"),
+            footprint.read_files(FIXTURE / "contender" / "files.tsv"),
+            footprint.read_files(FIXTURE / "contender" / "base" / "files.tsv"),
         )
         == []
     )

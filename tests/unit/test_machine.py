@@ -11,8 +11,7 @@ import pytest
 
 from kit.engine import conditions
 from kit.protocol.load import Conditions
-from kit.report import markdown
-from kit.report import separate as sidetables
+from kit.report import markdown, sidetables
 from kit.telemetry import machine
 from kit.telemetry.procfs import ProcFiles, parse_stat
 

@@ -12,10 +12,10 @@ import pytest
 from kit.cli import assemble
 from kit.errors import UserError
 from kit.executors.docker.executor import DockerExecutor
-from kit.executors.docker.images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
-from kit.protocol import load as protocol_mod
+from kit.executors.docker.kit_images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
+from kit.protocol.load import load
 from kit.results import documents
-from kit.results.options import SideInputs
+from kit.results.run_options import SideInputs
 from kit.sides.side import ContenderSide
 from tests.conftest import FAKE_NANOGPT, TEXT_INPUT, fake_nanogpt_protocol, write_protocol
 from tests.fakes.docker_engine import LINK, FakeEngine, FakeImage
@@ -31,7 +31,7 @@ def sha(data: bytes) -> str:
 def contender(tmp_path: Path, image: FakeImage, name: str = "mica") -> ContenderSide:
     program = tmp_path / name
     program.write_bytes(PROGRAM)
-    p = protocol_mod.load(write_protocol(tmp_path / "protocol.toml"))
+    p = load(write_protocol(tmp_path / "protocol.toml"))
     o = SideInputs(
         sides=("contender",),
         models=("shakespeare-char",),
@@ -86,7 +86,7 @@ def test_an_image_of_another_program_is_refused_before_any_run(
 
 
 def test_a_pytorch_image_without_python_is_refused_before_any_run(tmp_path: Path) -> None:
-    p = protocol_mod.load(fake_nanogpt_protocol(tmp_path / "protocol.toml"))
+    p = load(fake_nanogpt_protocol(tmp_path / "protocol.toml"))
     o = SideInputs(
         sides=("pytorch",),
         models=("shakespeare-char",),

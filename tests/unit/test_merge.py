@@ -13,8 +13,7 @@ from click.testing import CliRunner
 
 from kit.cli.main import main
 from kit.errors import UserError
-from kit.report import merge
-from kit.report import tables as report
+from kit.report import merge, tables
 from kit.results.store import ResultsDir
 from tests.conftest import contender_args, write_protocol
 
@@ -79,7 +78,7 @@ def test_release_holds_every_rows_recomputed_in_order_with_its_source(made, tmp_
     ]
     # every number is the recomputation from the raw logs, to the last digit
     for d in (made["f32"], made["f16"]):
-        fresh = report.tables(ResultsDir.open(d)).comparison
+        fresh = tables.tables(ResultsDir.open(d)).comparison
         mine = table[table["source"] == str(d)].drop(columns="source").reset_index(drop=True)
         for col in (
             "contender_runs",
@@ -106,7 +105,7 @@ def test_published_tables_are_never_trusted(made, tmp_path):
     doctored.to_csv(published, index=False)
     merge.merge([d], tmp_path / "release")
     table = pd.read_csv(tmp_path / "release" / "release.csv")
-    fresh = report.tables(ResultsDir.open(made["f32"])).comparison
+    fresh = tables.tables(ResultsDir.open(made["f32"])).comparison
     assert table["contender_median_step_s"][0] == fresh["contender_median_step_s"][0]
     assert table["verdict"][0] == fresh["verdict"][0] != "faster"
 

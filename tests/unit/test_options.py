@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kit.errors import UserError
-from kit.results.options import CheckOptions, SeriesOptions
+from kit.results.run_options import CheckOptions, SeriesOptions
 
 KEPT = {
     "protocol": "/p/protocol.toml",

@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit.engine import separate as extras
+from kit.engine import extras
 from kit.executors.base import Mount, RunSpec
 from kit.executors.docker.containers import NSYS_DIR, NSYS_ENV, HostPaths, host_nsys
 from kit.executors.docker.executor import DockerExecutor
-from kit.protocol import load as protocol_mod
-from kit.report import separate as sidetables
+from kit.protocol.load import load
+from kit.report import sidetables
 from kit.results.planned import PROFILE
 from kit.results.store import ResultsDir
 
@@ -143,7 +143,7 @@ def test_a_kernel_table_that_fails_to_parse_is_listed_with_its_reason(tmp_path):
             for m, d in (("eager", good), ("default", bad), ("max-autotune", gone))
         ]
     )
-    kernel, _, attention, unreadable = sidetables.kernel_tables(rd, runs, protocol_mod.load(None))
+    kernel, _, attention, unreadable = sidetables.kernel_tables(rd, runs, load(None))
     assert set(kernel["config"]) == {"m1/float32/pytorch/eager"}
     assert list(attention) == ["m1/float32/pytorch/eager"]
     assert len(unreadable) == 2

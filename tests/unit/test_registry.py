@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from kit.cli.main import main
 from kit.errors import UserError
-from kit.executors.docker import registry
+from kit.executors.docker import registries
 from kit.results import documents
 
 
@@ -22,7 +22,7 @@ from kit.results import documents
     ],
 )
 def test_a_registry_and_namespace_are_kept(given, kept):
-    assert registry.check_registry(given) == kept
+    assert registries.check_registry(given) == kept
 
 
 @pytest.mark.parametrize(
@@ -36,15 +36,15 @@ def test_a_registry_and_namespace_are_kept(given, kept):
 )
 def test_a_registry_images_cannot_name_says_what_would_do(given, fix):
     with pytest.raises(UserError) as e:
-        registry.check_registry(given)
+        registries.check_registry(given)
     assert fix in (e.value.fix or "")
 
 
 def test_tags():
-    assert registry.check_tag("0.1.0-0123456789ab") == "0.1.0-0123456789ab"
+    assert registries.check_tag("0.1.0-0123456789ab") == "0.1.0-0123456789ab"
     for bad in ("", "-x", ".x", "a/b", "x" * 129):
         with pytest.raises(UserError):
-            registry.check_tag(bad)
+            registries.check_tag(bad)
 
 
 @pytest.mark.parametrize(
@@ -59,23 +59,23 @@ def test_tags():
     ],
 )
 def test_which_references_are_pulled(ref, named):
-    assert registry.names_registry(ref) is named
+    assert registries.names_registry(ref) is named
 
 
 def test_references_split_into_repository_tag_and_digest():
     d = "sha256:" + "b" * 64
-    assert registry._split("127.0.0.1:5000/ci/micakit:v1") == (
+    assert registries._split("127.0.0.1:5000/ci/micakit:v1") == (
         "127.0.0.1:5000/ci/micakit",
         "v1",
         "",
     )
-    assert registry._split("127.0.0.1:5000/ci/micakit") == (
+    assert registries._split("127.0.0.1:5000/ci/micakit") == (
         "127.0.0.1:5000/ci/micakit",
         "latest",
         "",
     )
-    assert registry._split(f"ghcr.io/o/micakit@{d}") == ("ghcr.io/o/micakit", "latest", d)
-    assert registry._split(f"ghcr.io/o/micakit:v1@{d}") == ("ghcr.io/o/micakit", "v1", d)
+    assert registries._split(f"ghcr.io/o/micakit@{d}") == ("ghcr.io/o/micakit", "latest", d)
+    assert registries._split(f"ghcr.io/o/micakit:v1@{d}") == ("ghcr.io/o/micakit", "v1", d)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_references_split_into_repository_tag_and_digest():
     ],
 )
 def test_a_refused_push_is_the_users_to_fix(error, fix):
-    e = registry._refused("ghcr.io/o/micakit:v1", "ghcr.io", error)
+    e = registries._refused("ghcr.io/o/micakit:v1", "ghcr.io", error)
     assert isinstance(e, UserError) and error in e.message
     assert fix in (e.fix or "")
 

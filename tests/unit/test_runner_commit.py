@@ -10,7 +10,7 @@ import pytest
 
 import kit
 from kit.executors.docker import building
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import load
 from tests.conftest import ROOT
 
 
@@ -24,7 +24,7 @@ def test_images_build_passes_the_kits_commit(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(building, "build_image", build_image)
     monkeypatch.setattr(building, "tag_image", lambda *a: None)
     monkeypatch.setattr(building, "kit_commit", lambda: "c0ffee" * 6 + "abcd")
-    building.build_images(None, protocol_mod.load(), ["runner"], base="micakit-base:bookworm")
+    building.build_images(None, load(), ["runner"], base="micakit-base:bookworm")
     assert seen == {
         "Dockerfile.runner": {"KIT_COMMIT": "c0ffee" * 6 + "abcd", "BASE": "micakit-base:bookworm"}
     }

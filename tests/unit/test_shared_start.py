@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from kit.correctness import shared_start as ss  # noqa: E402
+from kit.correctness import shared_start  # noqa: E402
 from kit.errors import UserError  # noqa: E402
 
 STAND_IN = Path(__file__).resolve().parent.parent / "fixtures" / "correctness" / "nanogpt"
@@ -23,7 +23,7 @@ TINY = dict(n_layer=2, n_head=2, n_embd=16, block_size=32, bias=False, vocab_siz
 
 @pytest.fixture
 def ckpt(tmp_path: Path) -> Path:
-    return ss.make_init_checkpoint(TINY, tmp_path / "out", nanogpt_dir=STAND_IN)
+    return shared_start.make_init_checkpoint(TINY, tmp_path / "out", nanogpt_dir=STAND_IN)
 
 
 def test_checkpoint_holds_what_nanogpts_resume_path_reads(ckpt: Path):
@@ -40,35 +40,39 @@ def test_checkpoint_holds_what_nanogpts_resume_path_reads(ckpt: Path):
 
 
 def test_weights_are_nanogpts_initialization_under_the_seed(ckpt: Path, tmp_path: Path):
-    module = ss.load_model_module(STAND_IN)
+    module = shared_start.load_model_module(STAND_IN)
     torch.manual_seed(1337)
     direct = module.GPT(module.GPTConfig(**TINY)).state_dict()
-    saved = ss.state_dict_of(ckpt)
+    saved = shared_start.state_dict_of(ckpt)
     assert set(saved) == set(direct)
     assert all(torch.equal(saved[k], direct[k]) for k in direct)
-    other = ss.make_init_checkpoint(TINY, tmp_path / "other", seed=1338, nanogpt_dir=STAND_IN)
-    assert not torch.equal(ss.state_dict_of(other)["lm_head.weight"], saved["lm_head.weight"])
+    other = shared_start.make_init_checkpoint(
+        TINY, tmp_path / "other", seed=1338, nanogpt_dir=STAND_IN
+    )
+    assert not torch.equal(
+        shared_start.state_dict_of(other)["lm_head.weight"], saved["lm_head.weight"]
+    )
 
 
 def test_callers_random_state_is_untouched(tmp_path: Path):
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)
-    ss.make_init_checkpoint(TINY, tmp_path, nanogpt_dir=STAND_IN)
+    shared_start.make_init_checkpoint(TINY, tmp_path, nanogpt_dir=STAND_IN)
     assert torch.equal(torch.rand(3), expected)
 
 
 def test_model_prints_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    ss.make_init_checkpoint(TINY, tmp_path, nanogpt_dir=STAND_IN)
+    shared_start.make_init_checkpoint(TINY, tmp_path, nanogpt_dir=STAND_IN)
     out, err = capsys.readouterr()
     assert out == "" and "stand-in GPT" in err
 
 
 def test_round_trip_ckpt_to_safetensors(ckpt: Path, tmp_path: Path):
-    st = ss.export_safetensors(ckpt, tmp_path / "init.safetensors")
+    st = shared_start.export_safetensors(ckpt, tmp_path / "init.safetensors")
     tensors = load_file(st)
-    saved = ss.state_dict_of(ckpt)
-    assert set(tensors) == set(saved) == set(ss.expected_shapes(TINY))
+    saved = shared_start.state_dict_of(ckpt)
+    assert set(tensors) == set(saved) == set(shared_start.expected_shapes(TINY))
     for name, t in saved.items():
         assert torch.equal(tensors[name], t), name
         assert tensors[name].dtype == torch.float32
@@ -78,7 +82,7 @@ def test_round_trip_ckpt_to_safetensors(ckpt: Path, tmp_path: Path):
 
     with safe_open(str(st), framework="pt") as f:
         assert f.metadata()["tied"] == "lm_head.weight=transformer.wte.weight"
-    ss.check_init_shapes(st, TINY)
+    shared_start.check_init_shapes(st, TINY)
 
 
 def test_orig_mod_prefix_is_stripped(ckpt: Path, tmp_path: Path):
@@ -86,12 +90,12 @@ def test_orig_mod_prefix_is_stripped(ckpt: Path, tmp_path: Path):
     c["model"] = {f"_orig_mod.{k}": v for k, v in c["model"].items()}
     compiled = tmp_path / "compiled.pt"
     torch.save(c, compiled)
-    tensors = load_file(ss.export_safetensors(compiled, tmp_path / "init.safetensors"))
-    assert set(tensors) == set(ss.expected_shapes(TINY))
+    tensors = load_file(shared_start.export_safetensors(compiled, tmp_path / "init.safetensors"))
+    assert set(tensors) == set(shared_start.expected_shapes(TINY))
 
 
 def test_expected_shapes_with_bias():
-    shapes = ss.expected_shapes({**TINY, "bias": True})
+    shapes = shared_start.expected_shapes({**TINY, "bias": True})
     assert shapes["transformer.h.1.mlp.c_fc.bias"] == (64,)
     assert shapes["transformer.ln_f.bias"] == (16,)
     assert shapes["transformer.h.0.attn.c_attn.weight"] == (48, 16)
@@ -99,15 +103,15 @@ def test_expected_shapes_with_bias():
 
 
 def test_init_weights_of_the_wrong_shape(ckpt: Path, tmp_path: Path):
-    st = ss.export_safetensors(ckpt, tmp_path / "init.safetensors")
+    st = shared_start.export_safetensors(ckpt, tmp_path / "init.safetensors")
     wider = {**TINY, "n_embd": 32}
     with pytest.raises(
         UserError, match=r"tensor transformer.wte.weight has shape \(65, 16\), expected \(65, 32\)"
     ) as e:
-        ss.check_init_shapes(st, wider)
+        shared_start.check_init_shapes(st, wider)
     assert "make the init weights again" in str(e.value.fix)
     with pytest.raises(UserError, match=r"no tensor transformer.h.2.ln_1.weight \(shape \(16,\)\)"):
-        ss.check_init_shapes(st, {**TINY, "n_layer": 3})
+        shared_start.check_init_shapes(st, {**TINY, "n_layer": 3})
     tensors = load_file(st)
     tensors["transformer.h.1.mlp.c_proj.weight"] = torch.zeros(16, 48)
     save_file(tensors, str(tmp_path / "bad.safetensors"))
@@ -115,42 +119,44 @@ def test_init_weights_of_the_wrong_shape(ckpt: Path, tmp_path: Path):
         UserError,
         match=r"tensor transformer.h.1.mlp.c_proj.weight has shape \(16, 48\), expected \(16, 64\)",
     ):
-        ss.check_init_shapes(tmp_path / "bad.safetensors", TINY)
+        shared_start.check_init_shapes(tmp_path / "bad.safetensors", TINY)
 
 
 def test_init_weights_with_an_extra_tensor_or_dtype(ckpt: Path, tmp_path: Path):
-    tensors = load_file(ss.export_safetensors(ckpt, tmp_path / "init.safetensors"))
+    tensors = load_file(shared_start.export_safetensors(ckpt, tmp_path / "init.safetensors"))
     save_file({**tensors, "extra.weight": torch.zeros(2)}, str(tmp_path / "extra.safetensors"))
     with pytest.raises(UserError, match=r"unexpected tensor extra.weight \(2,\)"):
-        ss.check_init_shapes(tmp_path / "extra.safetensors", TINY)
+        shared_start.check_init_shapes(tmp_path / "extra.safetensors", TINY)
     save_file(
         {**tensors, "transformer.h.0.attn.bias": torch.ones(1, 1, 32, 32)},
         str(tmp_path / "mask.safetensors"),
     )
-    ss.check_init_shapes(tmp_path / "mask.safetensors", TINY)  # nanoGPT's mask buffer is allowed
+    shared_start.check_init_shapes(
+        tmp_path / "mask.safetensors", TINY
+    )  # nanoGPT's mask buffer is allowed
     half = {k: v.to(torch.bfloat16) for k, v in tensors.items()}
     save_file(half, str(tmp_path / "half.safetensors"))
     with pytest.raises(UserError, match="is BF16, expected F32"):
-        ss.check_init_shapes(tmp_path / "half.safetensors", TINY)
+        shared_start.check_init_shapes(tmp_path / "half.safetensors", TINY)
 
 
 def test_not_a_safetensors_file(tmp_path: Path):
     bad = tmp_path / "init.safetensors"
     bad.write_bytes(b"not a safetensors file")
     with pytest.raises(UserError, match="is not a safetensors file"):
-        ss.check_init_shapes(bad, TINY)
+        shared_start.check_init_shapes(bad, TINY)
 
 
 def test_bad_checkpoint_and_source(tmp_path: Path):
     with pytest.raises(UserError, match="does not exist"):
-        ss.export_safetensors(tmp_path / "ckpt.pt", tmp_path / "x.safetensors")
+        shared_start.export_safetensors(tmp_path / "ckpt.pt", tmp_path / "x.safetensors")
     (tmp_path / "ckpt.pt").write_bytes(b"junk")
     with pytest.raises(UserError, match="is not a nanoGPT checkpoint"):
-        ss.export_safetensors(tmp_path / "ckpt.pt", tmp_path / "x.safetensors")
+        shared_start.export_safetensors(tmp_path / "ckpt.pt", tmp_path / "x.safetensors")
     with pytest.raises(UserError, match="holds no model.py"):
-        ss.make_init_checkpoint(TINY, tmp_path, nanogpt_dir=tmp_path)
+        shared_start.make_init_checkpoint(TINY, tmp_path, nanogpt_dir=tmp_path)
     with pytest.raises(UserError, match="the model arguments lack vocab_size"):
-        ss.make_init_checkpoint(
+        shared_start.make_init_checkpoint(
             {k: v for k, v in TINY.items() if k != "vocab_size"}, tmp_path, nanogpt_dir=STAND_IN
         )
 
@@ -159,31 +165,33 @@ def test_bad_checkpoint_and_source(tmp_path: Path):
 
 
 def test_batch_order_shape_range_and_determinism():
-    order = ss.make_batch_order(data_len=1000, block_size=32, batch_size=4, steps=202, seed=1337)
+    order = shared_start.make_batch_order(
+        data_len=1000, block_size=32, batch_size=4, steps=202, seed=1337
+    )
     assert order.shape == (202, 4) and order.dtype == np.int64
     assert order.min() >= 0 and order.max() < 1000 - 32
-    again = ss.make_batch_order(1000, 32, 4, 202, 1337)
+    again = shared_start.make_batch_order(1000, 32, 4, 202, 1337)
     assert np.array_equal(order, again)
-    assert not np.array_equal(order, ss.make_batch_order(1000, 32, 4, 202, 1338))
+    assert not np.array_equal(order, shared_start.make_batch_order(1000, 32, 4, 202, 1338))
 
 
 def test_batch_order_is_drawn_like_get_batch():
     # row r is torch.randint(len(data) - block_size, (batch_size,)) from one seeded generator
     g = torch.Generator().manual_seed(5)
     rows = [torch.randint(968, (4,), generator=g).numpy() for _ in range(3)]
-    assert np.array_equal(ss.make_batch_order(1000, 32, 4, 3, 5), np.stack(rows))
+    assert np.array_equal(shared_start.make_batch_order(1000, 32, 4, 3, 5), np.stack(rows))
 
 
 def test_rows_the_patched_train_py_needs():
     # train.patch asserts len(rows) > (max_iters + 1) * gradient_accumulation_steps
-    assert ss.batch_rows_needed(200) == 202
-    assert ss.batch_rows_needed(200, 2) == 403
+    assert shared_start.batch_rows_needed(200) == 202
+    assert shared_start.batch_rows_needed(200, 2) == 403
 
 
 def test_batch_order_round_trip(tmp_path: Path):
-    order = ss.make_batch_order(1000, 32, 4, 10, 1337)
-    path = ss.save_batch_order(tmp_path / "batches.npy", order)
-    back = ss.load_batch_order(path, batch_size=4, data_len=1000, block_size=32)
+    order = shared_start.make_batch_order(1000, 32, 4, 10, 1337)
+    path = shared_start.save_batch_order(tmp_path / "batches.npy", order)
+    back = shared_start.load_batch_order(path, batch_size=4, data_len=1000, block_size=32)
     assert back.dtype == np.int64 and np.array_equal(back, order)
     assert np.load(path).dtype.str == "<i8"
 
@@ -192,33 +200,33 @@ def test_batch_order_bad_files(tmp_path: Path):
     p = tmp_path / "b.npy"
     np.save(p, np.zeros((10, 4), dtype=np.int32))
     with pytest.raises(UserError, match="batch offsets must be int64, not int32"):
-        ss.load_batch_order(p)
+        shared_start.load_batch_order(p)
     np.save(p, np.zeros(40, dtype=np.int64))
     with pytest.raises(UserError, match=r"two dimensions \(steps, batch_size\), not 1"):
-        ss.load_batch_order(p)
+        shared_start.load_batch_order(p)
     np.save(p, np.zeros((10, 4), dtype=np.int64))
     with pytest.raises(UserError, match="rows of 4 offsets, but the batch size is 8"):
-        ss.load_batch_order(p, batch_size=8)
+        shared_start.load_batch_order(p, batch_size=8)
     np.save(p, np.full((10, 4), 990, dtype=np.int64))
     with pytest.raises(UserError, match="an offset 990 beyond the data's last context start 967"):
-        ss.load_batch_order(p, data_len=1000, block_size=32)
+        shared_start.load_batch_order(p, data_len=1000, block_size=32)
     np.save(p, np.full((10, 4), -1, dtype=np.int64))
     with pytest.raises(UserError, match="a batch offset is negative"):
-        ss.load_batch_order(p)
+        shared_start.load_batch_order(p)
     (tmp_path / "junk.npy").write_bytes(b"junk")
     with pytest.raises(UserError, match="is not a NumPy .npy file"):
-        ss.load_batch_order(tmp_path / "junk.npy")
+        shared_start.load_batch_order(tmp_path / "junk.npy")
     with pytest.raises(UserError, match="does not exist"):
-        ss.load_batch_order(tmp_path / "absent.npy")
+        shared_start.load_batch_order(tmp_path / "absent.npy")
     with pytest.raises(UserError, match="must be int64"):
-        ss.save_batch_order(p, np.zeros((2, 2), dtype=np.float64))
+        shared_start.save_batch_order(p, np.zeros((2, 2), dtype=np.float64))
 
 
 def test_batch_order_bad_arguments():
     with pytest.raises(UserError, match="no more than one context of 32"):
-        ss.make_batch_order(32, 32, 4, 10, 1)
+        shared_start.make_batch_order(32, 32, 4, 10, 1)
     with pytest.raises(UserError, match="batch_size must be at least 1"):
-        ss.make_batch_order(1000, 32, 0, 10, 1)
+        shared_start.make_batch_order(1000, 32, 0, 10, 1)
 
 
 # -- with the real nanoGPT ------------------------------------------------------------------
@@ -231,11 +239,11 @@ needs_nanogpt = pytest.mark.skipif(not NANOGPT, reason="MICAKIT_NANOGPT names no
 @needs_nanogpt
 def test_real_model_matches_the_expected_shapes(tmp_path: Path):
     for args in (TINY, {**TINY, "bias": True}):
-        ckpt = ss.make_init_checkpoint(
+        ckpt = shared_start.make_init_checkpoint(
             args, tmp_path / str(args["bias"]), nanogpt_dir=Path(str(NANOGPT))
         )
-        shapes = {k: tuple(v.shape) for k, v in ss.state_dict_of(ckpt).items()}
-        assert shapes == ss.expected_shapes(args)
+        shapes = {k: tuple(v.shape) for k, v in shared_start.state_dict_of(ckpt).items()}
+        assert shapes == shared_start.expected_shapes(args)
 
 
 @pytest.mark.nanogpt
@@ -256,11 +264,12 @@ def test_real_train_py_resumes_from_the_shared_start(tmp_path: Path):
     tokens.tofile(data / "train.bin")
     rng.integers(0, 65, 1000).astype(np.uint16).tofile(data / "val.bin")
     (data / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": 65}))
-    ckpt = ss.make_init_checkpoint(
+    ckpt = shared_start.make_init_checkpoint(
         TINY, run / "out", nanogpt_dir=run, device_type="cpu", learning_rate=1e-3, betas=(0.9, 0.99)
     )
-    order = ss.save_batch_order(
-        run / "batches.npy", ss.make_batch_order(5000, 32, 4, ss.batch_rows_needed(3), 1337)
+    order = shared_start.save_batch_order(
+        run / "batches.npy",
+        shared_start.make_batch_order(5000, 32, 4, shared_start.batch_rows_needed(3), 1337),
     )
     args = [
         "--dataset=tiny",
@@ -293,20 +302,22 @@ def test_real_train_py_resumes_from_the_shared_start(tmp_path: Path):
         check=True,
     ).stdout
     from kit.correctness import curves
-    from kit.protocol import load as protocol
+    from kit.protocol.load import load
 
-    p = protocol.load()
+    p = load()
     curve = curves.parse_train_lines(out.splitlines(), p.pytorch.line_regex, p.pytorch.step_prefix)
     assert curve["step"].tolist() == [0, 1, 2, 3]
 
     sys.path.insert(0, str(run))
     try:
-        module = ss.load_model_module(run)
+        module = shared_start.load_model_module(run)
     finally:
         sys.path.remove(str(run))
     model = module.GPT(module.GPTConfig(**TINY))
-    model.load_state_dict(load_file(ss.export_safetensors(ckpt, tmp_path / "init.safetensors")))
-    rows = ss.load_batch_order(order, batch_size=4)
+    model.load_state_dict(
+        load_file(shared_start.export_safetensors(ckpt, tmp_path / "init.safetensors"))
+    )
+    rows = shared_start.load_batch_order(order, batch_size=4)
     x = torch.stack([torch.from_numpy(tokens[i : i + 32].astype(np.int64)) for i in rows[0]])
     y = torch.stack([torch.from_numpy(tokens[i + 1 : i + 33].astype(np.int64)) for i in rows[0]])
     _, loss = model(x, y)

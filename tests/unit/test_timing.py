@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 
 from kit.measure import timing
-from kit.protocol import load as protocol
+from kit.protocol.load import load
 
-P = protocol.load()
+P = load()
 T = P.timing
 
 

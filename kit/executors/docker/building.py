@@ -1,6 +1,6 @@
 """Building the measured images and the runner through the engine, and looking them up.
 
-What goes into each image's build context, and its name, is `kit.executors.docker.images`'s
+What goes into each image's build context, and its name, is `kit.executors.docker.kit_images`'s
 (the PyTorch image's, `kit.sides.workspace`'s, passed in);
 this module sends a context to the engine's builder, streams its output, and explains a
 failed build.
@@ -21,8 +21,7 @@ import docker.utils.build
 
 from kit import __version__, kit_commit
 from kit.errors import UserError
-from kit.executors.docker import images
-from kit.executors.docker import registry as registry_mod
+from kit.executors.docker import kit_images, registries
 from kit.executors.docker.connection import explain
 from kit.protocol.load import FILES, Protocol
 
@@ -197,40 +196,40 @@ def build_images(
     arguments (kit.sides.workspace.image_context: nanoGPT's trees are the side's to make)."""
     built = {}
     for kind in kinds:
-        dockerfile = FILES / images.DOCKERFILES[kind]
+        dockerfile = FILES / kit_images.DOCKERFILES[kind]
         with tempfile.TemporaryDirectory(prefix=f"micakit-{kind}-") as tmp:
             context = Path(tmp)
-            if kind == images.PYTORCH:
+            if kind == kit_images.PYTORCH:
                 if pytorch_context is None:
                     raise ValueError("the PyTorch image's context was not given")
                 args = pytorch_context(context)
-            elif kind == images.MICA:
+            elif kind == kit_images.MICA:
                 if contender is None:
                     raise UserError(
                         "the Mica image holds the contender program, and none was named",
                         "pass --contender PATH (and --libs DIR for the libraries it opens)",
                     )
-                args = images.mica_context(Path(contender), libs, context)
+                args = kit_images.mica_context(Path(contender), libs, context)
             else:
                 # the runner has no .git: the kit's commit travels as a build argument, and
                 # becomes a label and MICAKIT_COMMIT, which kit.kit_commit() reads there
                 context, args = (
-                    images.runner_context(context),
+                    kit_images.runner_context(context),
                     {"KIT_COMMIT": kit_commit()},
                 )
             if base:
                 args["BASE"] = base
-            name = images.ref(kind, protocol, suffix)
+            name = kit_images.ref(kind, protocol, suffix)
             image_id = build_image(client, dockerfile, context, name, args, wheelhouse, on_line)
-            tag_image(client, image_id, images.NAMES[kind], "latest")
+            tag_image(client, image_id, kit_images.NAMES[kind], "latest")
             built[name] = image_id
     return built
 
 
 def built_kinds(client, protocol: Protocol, suffix: str | None = None) -> list[str]:
     """The images built under this tag, in the order they are built."""
-    kinds = (images.PYTORCH, images.MICA, images.RUNNER)
-    return [k for k in kinds if image_id(client, images.ref(k, protocol, suffix)) is not None]
+    kinds = (kit_images.PYTORCH, kit_images.MICA, kit_images.RUNNER)
+    return [k for k in kinds if image_id(client, kit_images.ref(k, protocol, suffix)) is not None]
 
 
 def push(
@@ -248,9 +247,9 @@ def push(
 
     `kinds`: default, every image built under the tag (the Mica image only where a contender
     was given to `images build`)."""
-    registry = registry_mod.check_registry(registry)
-    image_tag = registry_mod.check_tag(suffix or images.tag(protocol))
-    tags = list(dict.fromkeys([image_tag, *(registry_mod.check_tag(t) for t in also)]))
+    registry = registries.check_registry(registry)
+    image_tag = registries.check_tag(suffix or kit_images.tag(protocol))
+    tags = list(dict.fromkeys([image_tag, *(registries.check_tag(t) for t in also)]))
     if kinds is None:
         kinds = built_kinds(client, protocol, suffix)
         if not kinds:
@@ -261,9 +260,9 @@ def push(
             )
     pushed = {}
     for kind in kinds:
-        local = images.ref(kind, protocol, suffix)
-        repository = f"{registry}/{images.NAMES[kind]}"
-        digest = registry_mod.push(client, local, repository, tags, on_line)
+        local = kit_images.ref(kind, protocol, suffix)
+        repository = f"{registry}/{kit_images.NAMES[kind]}"
+        digest = registries.push(client, local, repository, tags, on_line)
         pushed[kind] = {
             "local": local,
             "image_id": client.api.inspect_image(local)["Id"],
@@ -273,7 +272,7 @@ def push(
             "pinned": f"{repository}@{digest}",  # what rerun.sh and `docker pull` name
         }
     return {
-        "schema": images.PUSHED_SCHEMA,
+        "schema": kit_images.PUSHED_SCHEMA,
         "kit_version": __version__,
         "protocol_sha256": protocol.sha256,
         "registry": registry,

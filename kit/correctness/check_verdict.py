@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.correctness import checks, curves
-from kit.correctness import methods as corr
-from kit.correctness.plan import SHARED_START, TRAINING, CheckRun, CheckSpec, method_b_windows
+from kit.correctness import checks, curves, methods
+from kit.correctness.check_plan import SHARED_START, TRAINING, CheckRun, CheckSpec, method_b_windows
 from kit.engine.engine import now
 from kit.errors import UserError
 from kit.protocol.load import Grammar, Protocol
@@ -31,7 +30,7 @@ class Verdict:
     the tables published beside it (tables/<name>.csv)."""
 
     record: checks.CheckRecord
-    result: corr.MethodAResult | corr.MethodBResult
+    result: methods.MethodAResult | methods.MethodBResult
     tables: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
     curves: tuple[pd.DataFrame, pd.DataFrame] | None = None  # method B: PyTorch's, contender's
 
@@ -77,7 +76,7 @@ def evaluate(
             curves[run.side][run.seed] = curve(s, run, grammars[run.side], log)
     common = {"contender_build": s.contender_build, "logs": "runs", **identity(rd)}
     if s.method == "A":
-        a = corr.method_a(
+        a = methods.method_a(
             curves[PYTORCH],
             curves[CONTENDER],
             s.from_step,
@@ -89,7 +88,7 @@ def evaluate(
         return Verdict(record, a, tables)
     window, beside = method_b_windows(p, s)
     pt, ct = curves[PYTORCH][s.seeds[0]], curves[CONTENDER][s.seeds[0]]
-    b = corr.method_b(pt, ct, c.step0_tolerance, c.step_tolerance, window, beside)
+    b = methods.method_b(pt, ct, c.step0_tolerance, c.step_tolerance, window, beside)
     record = checks.record_method_b(b, s.card, s.model, **common)
     return Verdict(record, b, {"method_b": b.table}, (pt, ct))
 
@@ -110,7 +109,7 @@ def plot(rd: ResultsDir, p: Protocol, s: CheckSpec, v: Verdict, where: Path) -> 
     from kit.correctness import plots  # lazy: matplotlib, only once every run has finished
 
     title = f"{p.model(s.model).label} ({s.model}), {s.precision}, {s.card}"
-    if isinstance(v.result, corr.MethodAResult):
+    if isinstance(v.result, methods.MethodAResult):
         return plots.plot_method_a(v.result, where / "method_a.png", f"§7 A: {title}")
     window, beside = method_b_windows(p, s)
     assert v.curves is not None  # method B's verdict keeps both curves

@@ -7,8 +7,8 @@ appended (fsynced) only once it ended, so a check stopped at any point resumes w
 finished run kept. Method B's shared start (nanoGPT's own initialization as `ckpt.pt`, its
 safetensors export, one batch order) is made once, by run 0, in the PyTorch side's environment.
 When every run has finished, the curves are parsed from the stamped logs and judged
-(`kit.correctness.verdict`); the verdict is appended to `checks.jsonl` beside its plot and tables
-(the command renders `correctness.md`).
+(`kit.correctness.check_verdict`); the verdict is appended to `checks.jsonl` beside its plot and
+tables (the command renders `correctness.md`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kit.correctness import verdict
-from kit.correctness.nanogpt_config import meta_vocab, nanogpt_config
-from kit.correctness.plan import (
+from kit.correctness import check_verdict
+from kit.correctness.check_plan import (
     BATCHES,
     CKPT,
     INIT,
@@ -33,6 +32,7 @@ from kit.correctness.plan import (
     make_spec,
     plan_runs,
 )
+from kit.correctness.nanogpt_config import meta_vocab, nanogpt_config
 from kit.engine.engine import Engine, Judged, Kind
 from kit.errors import UserError
 from kit.executors import programs
@@ -41,9 +41,9 @@ from kit.measure import timing
 from kit.measure.stamped import read_stamped
 from kit.protocol.load import Grammar, Protocol
 from kit.results import store
-from kit.results.options import CheckOptions
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.records import RunRecord
+from kit.results.run_options import CheckOptions
 from kit.results.store import ResultsDir
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, fill_template
 from kit.sides.workspace import PATCHED
@@ -100,11 +100,11 @@ class CheckRunner(Kind[CheckRun]):
     def check_resume(self) -> None:
         self.engine.check_resume()
 
-    def run(self) -> verdict.Verdict:
+    def run(self) -> check_verdict.Verdict:
         """Every planned run without a finished record, in order; then the verdict."""
         self.engine.run()
         grammars = {side: self._grammar(side) for side in (PYTORCH, CONTENDER)}
-        return verdict.judge(self.rd, self.p, self.spec, self.plan, grammars)
+        return check_verdict.judge(self.rd, self.p, self.spec, self.plan, grammars)
 
     # -- what the engine asks of a check ----------------------------------------------------------
 
@@ -278,7 +278,7 @@ class CheckRunner(Kind[CheckRun]):
 
     def shared_outputs(self) -> dict[str, str]:
         """The shared start's files and SHA-256, as run 0 recorded them."""
-        return verdict.shared_outputs(self.rd)
+        return check_verdict.shared_outputs(self.rd)
 
     def _check_shared_start(self) -> None:
         """What the sides read is what run 0 made: this model's shapes, the same bytes."""
@@ -309,7 +309,7 @@ class CheckRunner(Kind[CheckRun]):
         if run.kind == SHARED_START:
             return timing.OK, ""
         try:
-            verdict.curve(self.spec, run, self._grammar(run.side), outcome.stdout_log)
+            check_verdict.curve(self.spec, run, self._grammar(run.side), outcome.stdout_log)
         except UserError as e:
             return timing.FAILED, e.message
         return timing.OK, ""

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from kit.errors import UserError
-from kit.report import tables as tables_mod
+from kit.report import tables
 from kit.results.store import ResultsDir
 
 SCHEMA = 1
@@ -38,7 +38,7 @@ class Side:
 def read(root: Path, *, preview: bool = False) -> Side:
     """A directory's configurations; rule 6 withholds unchecked times unless `preview`."""
     rd = ResultsDir.open(root)
-    t = tables_mod.tables(rd, preview=preview)
+    t = tables.tables(rd, preview=preview)
     return Side(root, rd.manifest().protocol_sha256, t.configurations)
 
 

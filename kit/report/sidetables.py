@@ -13,15 +13,14 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from kit.engine import conditions
-from kit.engine import separate as extras
+from kit.engine import conditions, extras
 from kit.protocol.load import FAMILIES, Protocol
 from kit.results.documents import Plan
 from kit.results.planned import GRAPH_BREAKS, PROFILE
 from kit.results.store import RECORDS, ResultsDir
 from kit.status import RunStatus
 from kit.telemetry import kernels, libraries
-from kit.telemetry import samples as telemetry
+from kit.telemetry.samples import flag_runs
 
 SEPARATE = (PROFILE, GRAPH_BREAKS)
 
@@ -81,7 +80,7 @@ def flags(runs: pd.DataFrame) -> pd.DataFrame:
     timed = runs[(runs["kind"] == "timed") & (runs["sample_count"] > 0)]
     parts = []
     if not timed.empty:
-        flagged = telemetry.flag_runs(timed.rename(columns={"config": "configuration"}))
+        flagged = flag_runs(timed.rename(columns={"config": "configuration"}))
         parts.append(flagged[["run_id", "flagged", "flag_reasons"]])
     cpu = runs[(runs["kind"] == "timed") & runs["busy_share"].notna()]
     if not cpu.empty:

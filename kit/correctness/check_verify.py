@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.correctness import checks, verdict
-from kit.correctness import markdown as check_md
-from kit.correctness.plan import KIND, CheckSpec, make_spec, plan_runs
+from kit.correctness import check_md, check_verdict, checks
+from kit.correctness.check_plan import KIND, CheckSpec, make_spec, plan_runs
 from kit.errors import UserError
 from kit.protocol.load import Protocol
 from kit.results import judging, store
-from kit.results.options import CheckOptions
 from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.run_options import CheckOptions
 from kit.results.store import ResultsDir
 from kit.results.tablefile import csv_text
 
@@ -43,7 +42,7 @@ class Recomputed:
     protocol: Protocol
     spec: CheckSpec
     options: CheckOptions
-    verdict: verdict.Verdict | None  # None: see `problems`
+    verdict: check_verdict.Verdict | None  # None: see `problems`
     problems: list[str]  # raw files gone or changed, the plan not as the manifest says
 
 
@@ -71,7 +70,7 @@ def recompute(root: Path, outputs: bool = True) -> Recomputed:
         return Recomputed(rd, protocol, spec, options, None, problems)
     grammars = {side: judging.grammar(protocol, side) for side in (PYTORCH, CONTENDER)}
     try:
-        v = verdict.evaluate(rd, protocol, spec, plan, grammars)
+        v = check_verdict.evaluate(rd, protocol, spec, plan, grammars)
     except (UserError, ValueError) as e:
         said = e.message if isinstance(e, UserError) else str(e)
         return Recomputed(rd, protocol, spec, options, None, [f"cannot recompute: {said}"])
@@ -178,10 +177,10 @@ def verify_check(root: Path) -> list[str]:
     for name, df in v.tables.items():
         problems += _table_differences(rd.root, f"tables/{name}.csv", csv_text(df))
     with tempfile.TemporaryDirectory() as tmp:
-        plotted = verdict.plot(rd, found.protocol, found.spec, v, Path(tmp))
+        plotted = check_verdict.plot(rd, found.protocol, found.spec, v, Path(tmp))
         problems += _file_differences(rd.root, plotted.name, plotted.read_bytes())
     said = check_md.Described(
-        found.spec, found.options, found.protocol, v.record, verdict.shared_outputs(rd)
+        found.spec, found.options, found.protocol, v.record, check_verdict.shared_outputs(rd)
     )
     text = "\n".join(check_md.markdown(said, v.result))
     problems += _file_differences(rd.root, check_md.CORRECTNESS_MD, text.encode("utf-8"))

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from kit.correctness import checks
-from kit.correctness import methods as corr
-from kit.correctness.plan import CheckSpec
+from kit.correctness import checks, methods
+from kit.correctness.check_plan import CheckSpec
 from kit.protocol.load import Protocol
-from kit.results.options import CheckOptions
+from kit.results.run_options import CheckOptions
 
 CORRECTNESS_MD = "correctness.md"
 
@@ -31,9 +30,9 @@ class Described:
     shared: Mapping[str, str]  # §7 B: the shared start's files and SHA-256 (run 0's record)
 
 
-def markdown(d: Described, result: corr.MethodAResult | corr.MethodBResult) -> list[str]:
+def markdown(d: Described, result: methods.MethodAResult | methods.MethodBResult) -> list[str]:
     """correctness.md's lines for either method."""
-    if isinstance(result, corr.MethodAResult):
+    if isinstance(result, methods.MethodAResult):
         return markdown_a(d, result)
     return markdown_b(d, result)
 
@@ -77,7 +76,7 @@ def _program(r: checks.CheckRecord) -> str:
     return f"SHA-256 `{r.contender_sha256}`{image}"
 
 
-def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
+def markdown_a(d: Described, a: methods.MethodAResult) -> list[str]:
     s, c = d.spec, d.protocol.correctness
     verdict = {
         True: "**passed**",
@@ -155,7 +154,7 @@ def markdown_a(d: Described, a: corr.MethodAResult) -> list[str]:
     return lines + ["", "![All curves on one plot (§7 A)](method_a.png)", ""]
 
 
-def markdown_b(d: Described, b: corr.MethodBResult) -> list[str]:
+def markdown_b(d: Described, b: methods.MethodBResult) -> list[str]:
     lo, hi = b.judged.window
     verdict = "**passed**" if b.passed else f"**failed**: {b.reason}"
     lines = _about(d, f"{verdict} (step 0 and steps {lo} to {hi})")

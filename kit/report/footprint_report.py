@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.executors.docker import footprint as fp
+from kit.executors.docker import footprint
 
 FOLDER = "footprint"
 SIDE_NAMES = {"pytorch": "PyTorch", "contender": "the contender", "mica": "Mica"}
@@ -24,7 +24,7 @@ class Measured:
     image: str
     size_bytes: int
     files: int
-    additions: tuple[fp.Addition, ...] | None  # None: its base's file list was not recorded
+    additions: tuple[footprint.Addition, ...] | None  # None: its base's file list was not recorded
 
 
 def measured(root: Path) -> list[Measured]:
@@ -32,14 +32,16 @@ def measured(root: Path) -> list[Measured]:
     out = []
     folder = root / FOLDER
     for side in ("pytorch", "contender", "mica"):
-        record = folder / side / fp.JSON_NAME
+        record = folder / side / footprint.JSON_NAME
         if not record.is_file():
             continue
         info = json.loads(record.read_text("utf-8"))
-        files = fp.read_files(folder / side / info["files"]["list"])
-        base = folder / side / fp.BASE / fp.FILES_NAME
+        files = footprint.read_files(folder / side / info["files"]["list"])
+        base = folder / side / footprint.BASE / footprint.FILES_NAME
         additions = (
-            tuple(fp.beyond_minimum(side, files, fp.read_files(base))) if base.is_file() else None
+            tuple(footprint.beyond_minimum(side, files, footprint.read_files(base)))
+            if base.is_file()
+            else None
         )
         out.append(Measured(side, info["image"], int(info["size_bytes"]), len(files), additions))
     return out
@@ -106,7 +108,7 @@ def footprint_lines(root: Path) -> list[str]:
     mica = by_side.get("contender") or by_side.get("mica")
     torch = by_side.get("pytorch")
     if mica and torch:
-        ratio = fp.footprint_ratio(
+        ratio = footprint.footprint_ratio(
             {"image": mica.image, "size_bytes": mica.size_bytes},
             {"image": torch.image, "size_bytes": torch.size_bytes},
         )
@@ -116,7 +118,7 @@ def footprint_lines(root: Path) -> list[str]:
             f"{ratio['pytorch_over_mica']:.2f}"
         )
         if mica.additions is not None and torch.additions is not None:
-            without = fp.ratio_without(
+            without = footprint.ratio_without(
                 mica.size_bytes, torch.size_bytes, list(mica.additions), list(torch.additions)
             )
             lines.append(

@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from kit.protocol.load import Protocol
-from kit.results.options import CheckOptions
 from kit.results.planned import CONTENDER, PYTORCH, Config
+from kit.results.run_options import CheckOptions
 
 KIND = "correctness"  # the manifest's kind: a check's results directory, not a series'
 SHARED_START, TRAINING = "shared-start", "training"  # the kinds of a check's runs
