@@ -13,7 +13,7 @@ import pytest
 
 from kit.telemetry.graphbreaks import GRAPH_BREAK_ENV, GraphBreakCounts, parse_graph_break_log
 
-LOGS = Path(__file__).parent.parent / "fixtures" / "torchlogs"
+LOGS = Path(__file__).parents[2] / "fixtures" / "torchlogs"
 
 
 def _counts(name: str) -> GraphBreakCounts:

@@ -13,7 +13,7 @@ import pytest
 from kit.executors.docker import footprint
 from kit.report.footprint_report import footprint_lines, measured
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "footprint"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "footprint"
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from kit.telemetry.nvml import (
 )
 from kit.telemetry.recorded import FakeCard, fixture_from_samples
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "nvml"
 
 
 def _real_card_error() -> str | None:

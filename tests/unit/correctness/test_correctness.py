@@ -15,7 +15,7 @@ from kit.errors import UserError
 from kit.protocol.load import load
 from kit.results import store
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "correctness"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "correctness"
 P = load()
 SEEDS = list(range(1337, 1342))
 M1_STEPS = list(range(0, 5001, 250))

@@ -9,8 +9,8 @@ import pytest
 
 from kit.errors import UserError
 from kit.sides import by_hand, data
-from tests.unit.test_data import FakeSession
-from tests.unit.test_nanogpt_source import Server, download
+from tests.unit.sides.test_data import FakeSession
+from tests.unit.sides.test_nanogpt_source import Server, download
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from kit.report import sidetables
 from kit.results.planned import PROFILE
 from kit.results.store import ResultsDir
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nsys"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
 
 
 def installation(root: Path) -> Path:

@@ -14,7 +14,7 @@ from kit.telemetry.recorded import FakeCard
 from kit.telemetry.sampler import CardBusy, Sampler, wait_until_idle
 from kit.telemetry.samples import flag_runs, read_samples, summarize_samples
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "nvml"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "nvml"
 GiB = 2**30
 
 

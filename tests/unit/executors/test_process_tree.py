@@ -15,7 +15,7 @@ import pytest
 from kit.executors.base import RunSpec
 from kit.executors.local import LocalExecutor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _wrapper(tmp_path: Path, then: str = "sleep 300") -> tuple[Path, Path]:

@@ -25,7 +25,7 @@ from kit.telemetry.kernels import (
     parse_sdpa_probe,
 )
 
-ROOT = Path(__file__).parent.parent.parent
+ROOT = Path(__file__).parents[3]
 NSYS = ROOT / "tests" / "fixtures" / "nsys"
 FAMILIES = ROOT / "benchmarks" / "NanoGpt" / "families.tsv"
 

@@ -15,7 +15,7 @@ from kit.telemetry.libraries import (
     tables_by_configuration,
 )
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ld_debug"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ld_debug"
 
 
 def test_python_ctypes_opens_libz_and_a_library_by_full_path() -> None:

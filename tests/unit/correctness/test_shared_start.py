@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from kit.correctness import shared_start  # noqa: E402
 from kit.errors import UserError  # noqa: E402
 
-STAND_IN = Path(__file__).resolve().parent.parent / "fixtures" / "correctness" / "nanogpt"
+STAND_IN = Path(__file__).resolve().parents[2] / "fixtures" / "correctness" / "nanogpt"
 TINY = dict(n_layer=2, n_head=2, n_embd=16, block_size=32, bias=False, vocab_size=65, dropout=0.0)
 
 

@@ -12,7 +12,7 @@ import pytest
 from kit.errors import UserError
 from kit.sides import nanogpt, patch
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "nanogpt" / "train.py.txt"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nanogpt" / "train.py.txt"
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ time.sleep(60)
 
 
 def _holder(root: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(root)], stdout=subprocess.PIPE, env=env, text=True
     )
