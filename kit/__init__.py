@@ -1,3 +1,39 @@
-"""micakit: the TR-2 measurement protocol, carried out and left behind as a results directory."""
+"""micakit: the TR-2 measurement protocol, carried out and left behind as a results directory.
+
+This package itself holds the kit's identity, its version and its commit (written into every
+results directory and every image), and imports nothing of the kit.
+"""
+
+import os
+from importlib import resources
+from pathlib import Path
 
 __version__ = "0.1.0"
+
+
+def kit_commit() -> str:
+    """The kit's own commit: read from its checkout without running git, else from the image.
+
+    The runner image has no .git; its build argument KIT_COMMIT becomes MICAKIT_COMMIT there.
+    """
+    git = Path(str(resources.files("kit"))).parent / ".git"
+    try:
+        if git.is_file():  # a worktree: "gitdir: PATH"
+            git = Path(git.read_text().split(":", 1)[1].strip())
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        common = git / "commondir"
+        roots = [git] + ([git / common.read_text().strip()] if common.is_file() else [])
+        for root in roots:
+            if (root / ref).is_file():
+                return (root / ref).read_text().strip()
+            packed = root / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(" " + ref):
+                        return line.split()[0]
+    except (OSError, IndexError):
+        pass
+    return os.environ.get("MICAKIT_COMMIT") or "unknown"

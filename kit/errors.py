@@ -37,7 +37,7 @@ class UserError(Exception):
         return self.message if not self.fix else f"{self.message}\n  fix: {self.fix}"
 
     def __reduce__(self) -> tuple:
-        # whole across processes (kit.engine.fanout's workers): the fix too, not the message alone
+        # whole across processes (kit.results.fanout's workers): the fix too, not the message alone
         return (type(self), (self.message, self.fix))
 
 

@@ -45,7 +45,7 @@ image_tag() {
     [ -f "$PROTOCOL" ] || die "no protocol file at $PROTOCOL" "run this script from a micakit checkout"
     command -v "$PY" >/dev/null 2>&1 ||
         die "no Python named $PY" "install Python 3, or name one with PYTHON=/path/to/python3"
-    # kit/__init__.py imports nothing, so any Python 3 reads the version
+    # kit/__init__.py imports only the standard library, so any Python 3 reads the version
     version=$(cd "$ROOT" && "$PY" -c 'import kit; print(kit.__version__)')
     protocol_hash=$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()[:12])' "$PROTOCOL")
     printf '%s-%s\n' "$version" "$protocol_hash"

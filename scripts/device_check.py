@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kit.engine import series as series_mod  # noqa: E402
+from kit.engine.series import files_beside  # noqa: E402
 from kit.errors import UserError  # noqa: E402
 from kit.measure import timing  # noqa: E402
-from kit.protocol import load as protocol_mod  # noqa: E402
+from kit.protocol.load import DEFAULT_PATH, load  # noqa: E402
 
 # the library opens worth a fixture (amendment 2): the driver, cuBLAS, NVRTC
 WANTED_LIBS = ("libcuda", "libcublas", "libnvrtc")
@@ -146,9 +146,9 @@ def one_round_protocol(src: Path, folder: Path, *, extra_args: list[str] | None 
     series reads and hashes there (`files_beside`), so it reads what the original reads; a file
     the protocol names by an absolute path it names the same way.
     """
-    p = protocol_mod.load(src)
+    p = load(src)
     folder.mkdir(parents=True, exist_ok=True)
-    for name in series_mod.files_beside(p):
+    for name in files_beside(p):
         if not Path(name).is_absolute():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p.beside(name), folder / name)
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", type=Path, required=True, help="tiny Shakespeare's input.txt")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "device-check"))
-    parser.add_argument("--protocol", type=Path, default=protocol_mod.DEFAULT_PATH)
+    parser.add_argument("--protocol", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--contender", type=Path, help="a contender program, run beside nanoGPT")
     parser.add_argument(
         "--keep-work", action="store_true", help="keep the series' nanoGPT trees and datasets"

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import DEFAULT_PATH
 
 # Every program a test starts runs under the kit's own interpreter: the fakes' `#!/usr/bin/env
 # python3` finds this one first, never whichever python3 the machine happens to have.
@@ -63,7 +63,7 @@ def write_protocol(path: Path, runs: int = 5, tolerance: float = 0.10, **replace
 
     It pins TEXT_INPUT's SHA-256 as the input's, so a series under it reads the shipped text.
     """
-    text = protocol_mod.DEFAULT_PATH.read_text()
+    text = DEFAULT_PATH.read_text()
     text, n = re.subn(
         r'(?m)^input_sha256 = "[0-9a-f]{64}"', f'input_sha256 = "{TEXT_INPUT_SHA256}"', text
     )
@@ -120,7 +120,7 @@ def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
 
 
 def raw_records(out: Path) -> list[dict]:
-    """runs.jsonl's lines as the kit wrote them (kit.engine.records)."""
+    """runs.jsonl's lines as the kit wrote them (kit.results.records)."""
     path = out / "runs.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kit.protocol import load as protocol_mod  # noqa: E402
+from kit.protocol.load import DEFAULT_PATH  # noqa: E402
 
 FAKES = ROOT / "tests" / "fakes"
 INPUT = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
@@ -52,7 +52,7 @@ DONE = ("ok", "not profiled")
 
 
 def protocol(path: Path) -> Path:
-    text = protocol_mod.DEFAULT_PATH.read_text()
+    text = DEFAULT_PATH.read_text()
     path.write_text(re.sub(r"\[timing\].*?(?=\n\[)", TIMING.strip(), text, flags=re.S))
     return path
 

@@ -40,8 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kit.engine import store  # noqa: E402
-from kit.protocol import load as protocol_mod  # noqa: E402
+from kit.protocol.load import DEFAULT_PATH  # noqa: E402
+from kit.results import store  # noqa: E402
 
 FAKES = ROOT / "tests" / "fakes"
 INPUT = Path(
@@ -65,7 +65,7 @@ cross_check_tolerance = 0.2
 verdict_margin = 0.05
 stall_s = 60.0
 """
-    text = protocol_mod.DEFAULT_PATH.read_text()
+    text = DEFAULT_PATH.read_text()
     path.write_text(re.sub(r"\[timing\].*?(?=\n\[)", timing.strip(), text, flags=re.S))
     return path
 

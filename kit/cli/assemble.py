@@ -16,17 +16,17 @@ from typing import Any
 from rich.console import Console
 
 from kit.cli import progress
-from kit.engine import store
 from kit.engine.conditions import CardConditions, MachineConditions
-from kit.engine.options import SeriesOptions, SideInputs
-from kit.engine.scheduler import CONTENDER, PYTORCH
 from kit.engine.series import Series, SeriesSpec
-from kit.engine.store import ResultsDir
 from kit.errors import UserError
 from kit.executors.base import Executor
-from kit.executors.docker import images
+from kit.executors.docker import kit_images
 from kit.executors.local import LocalExecutor
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import DEFAULT_PATH, Protocol, load
+from kit.results import store
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.run_options import SeriesOptions, SideInputs
+from kit.results.store import ResultsDir
 from kit.sides import workspace
 from kit.sides.side import ContenderSide, PyTorchSide, RunContext, Side
 
@@ -52,7 +52,7 @@ def executor(name: str | None, host: str | None = None) -> Executor:
 
 
 def _card(
-    o: SeriesOptions, p: protocol_mod.Protocol, ex: Executor
+    o: SeriesOptions, p: Protocol, ex: Executor
 ) -> tuple[dict, CardConditions | MachineConditions | None, str | None]:
     """The card's record, its conditions around every run (§5), and the Docker device request;
     on a CPU, the machine's conditions instead."""
@@ -118,7 +118,7 @@ DERIVED = {
 
 def resolve(args: SeriesArgs) -> SeriesOptions:
     """The options of a new series, made absolute and complete, as the manifest keeps them."""
-    p = protocol_mod.load(args.protocol_path)
+    p = load(args.protocol_path)
     smoke = args.smoke
     device = args.device or (p.smoke.device if smoke else "cuda")
     models = list(args.models or ([next(iter(p.models))] if smoke else p.models))
@@ -197,7 +197,7 @@ def _absolute(path: Path | str | None) -> str | None:
 
 
 def build_sides(
-    p: protocol_mod.Protocol,
+    p: Protocol,
     o: SideInputs,
     work: Path,
     ex: Executor,
@@ -233,12 +233,12 @@ def build_sides(
 def _image(
     ex: Executor,
     kind: str,
-    p: protocol_mod.Protocol,
+    p: Protocol,
     o: SideInputs,
     say: Callable[[str], None] | None = None,
 ) -> str:
     """The measured image of a side, which must exist; its id is recorded with the versions."""
-    ref = (o.pytorch_image if kind == "pytorch" else o.mica_image) or images.ref(kind, p)
+    ref = (o.pytorch_image if kind == "pytorch" else o.mica_image) or kit_images.ref(kind, p)
     # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
     # `docker run` does
     if ex.image_id(ref) is None and ex.pull_image(ref, say) is None:
@@ -251,9 +251,7 @@ def _image(
     return ref
 
 
-def _pytorch_in_image(
-    ex: Executor, ref: str, python: str, p: protocol_mod.Protocol, o: SideInputs
-) -> None:
+def _pytorch_in_image(ex: Executor, ref: str, python: str, p: Protocol, o: SideInputs) -> None:
     """Before any run: every run of the PyTorch side starts `python` from its image's PATH
     (nanoGPT's trees are mounted), so the image must hold it."""
     if not ex.image_files(ref, [python]):
@@ -265,17 +263,22 @@ def _pytorch_in_image(
         )
 
 
-def _contender_in_image(
-    ex: Executor, ref: str, program: Path, p: protocol_mod.Protocol, o: SideInputs
-) -> str:
+def _contender_in_image(ex: Executor, ref: str, program: Path, p: Protocol, o: SideInputs) -> str:
     """Before any run: the contender's image must hold the program --contender names, the same
     by SHA-256; where the image holds it. Its build recorded the program in labels; an image
     built otherwise (by hand, or by an older kit) has its program folder read instead."""
     want = store.sha256_file(program)
     labels = ex.image_labels(ref)
-    path, recorded = labels.get(images.PROGRAM_LABEL), labels.get(images.PROGRAM_SHA256_LABEL)
-    held = {path: recorded} if path and recorded else ex.image_files(ref, [images.MICA_PROGRAM_DIR])
-    usual = f"{images.MICA_PROGRAM_DIR}/{program.name}"
+    path, recorded = (
+        labels.get(kit_images.PROGRAM_LABEL),
+        labels.get(kit_images.PROGRAM_SHA256_LABEL),
+    )
+    held = (
+        {path: recorded}
+        if path and recorded
+        else ex.image_files(ref, [kit_images.MICA_PROGRAM_DIR])
+    )
+    usual = f"{kit_images.MICA_PROGRAM_DIR}/{program.name}"
     same = sorted(where for where, sha in held.items() if sha == want)
     if same:
         # the same program under another name runs as the image holds it
@@ -284,28 +287,29 @@ def _contender_in_image(
         f"{where} {sha}" if sha.startswith("->") else f"{where} (SHA-256 {sha[:12]}…)"
         for where, sha in sorted(held.items())
     )
+    holds = holds or f"nothing under {kit_images.MICA_PROGRAM_DIR}"
     raise ImageUnfit(
         f"the mica side's image {ref} does not hold the program --contender names, {program} "
-        f"(SHA-256 {want[:12]}…): it holds {holds or 'nothing under ' + images.MICA_PROGRAM_DIR}",
+        f"(SHA-256 {want[:12]}…): it holds {holds}",
         f"build the image from that program (with --libs DIR, the libraries it opens): "
         f"`{_build_command('mica', ref, p, o)}`, or name the program the image holds with "
         "--contender",
     )
 
 
-def _build_command(kind: str, ref: str, p: protocol_mod.Protocol, o: SideInputs) -> str:
+def _build_command(kind: str, ref: str, p: Protocol, o: SideInputs) -> str:
     """The command that builds the image a series names for a side, under the name it uses
     (or, for a name of the user's own, the kit's name and the `docker tag` that gives it)."""
     words = ["micakit", "images", "build", "--only", kind]
     if kind == "mica":
         words += ["--contender", o.contender or "PROGRAM"]
-    if p.path.resolve() != protocol_mod.DEFAULT_PATH.resolve():
+    if p.path.resolve() != DEFAULT_PATH.resolve():
         words += ["--protocol", str(p.path)]  # the images' tag carries the protocol's hash
     name, _, tag = ref.rpartition(":")
-    if name == images.NAMES[kind] and tag != images.tag(p):
+    if name == kit_images.NAMES[kind] and tag != kit_images.tag(p):
         words += ["--tag", tag]
-    if name != images.NAMES[kind] and ref != images.ref(kind, p):
-        return f"{shlex.join(words)} && docker tag {images.ref(kind, p)} {ref}"
+    if name != kit_images.NAMES[kind] and ref != kit_images.ref(kind, p):
+        return f"{shlex.join(words)} && docker tag {kit_images.ref(kind, p)} {ref}"
     return shlex.join(words)
 
 
@@ -349,10 +353,10 @@ def series(args: SeriesArgs, argv: list[str], console: Console) -> tuple[Series,
         rd = ResultsDir.open(Path(resume).resolve()).lock()
         o = SeriesOptions.from_json(rd.manifest().options)
         # the protocol file: the one named now, else the series' own copy; hashes must agree
-        p = protocol_mod.load(args.protocol_path or rd.root / store.PROTOCOL)
+        p = load(args.protocol_path or rd.root / store.PROTOCOL)
     else:
         o = resolve(args)
-        p = protocol_mod.load(Path(o.protocol))
+        p = load(Path(o.protocol))
     ex = executor(o.executor, o.docker_host)
     ex.use_series(series_id(Path(o.out)))
     card_info, conditions, gpu = _card(o, p, ex)

@@ -1,4 +1,4 @@
-"""`micakit compare A B`: two results directories side by side (kit/report/compare.py)."""
+"""`micakit compare A B`: two results directories side by side (kit/report/comparison.py)."""
 
 from __future__ import annotations
 
@@ -37,15 +37,15 @@ def compare(a: Path, b: Path, allow_protocol_change: bool, preview: bool, as_jso
     """
     options.reads_only()
     # lazy import for start-up speed: pandas and the report load only when the command runs
-    from kit.report import compare as compare_mod
+    from kit.report import comparison
 
-    result = compare_mod.compare(
-        compare_mod.read(a, preview=preview),
-        compare_mod.read(b, preview=preview),
+    result = comparison.compare(
+        comparison.read(a, preview=preview),
+        comparison.read(b, preview=preview),
         allow_protocol_change=allow_protocol_change,
         preview=preview,
     )
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo(compare_mod.markdown(result), nl=False)
+        click.echo(comparison.markdown(result), nl=False)

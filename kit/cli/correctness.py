@@ -1,7 +1,7 @@
 """`micakit correctness`: the protocol's correctness.sh (§7) as one command.
 
 Parse, make the options whole (as `kit.cli.assemble` does for a series), run the check
-(`kit.correctness.run`), render `correctness.md` (`kit.correctness.markdown`), print the
+(`kit.correctness.check_run`), render `correctness.md` (`kit.correctness.check_md`), print the
 verdict. Exit codes as `micakit
 series`: 0 the
 check ran (passed or not: the verdict says), 2 bad input, 3 a run failed (finished runs are kept,
@@ -20,22 +20,18 @@ from typing import Any
 
 import click
 
-from kit.cli import assemble as assemble_mod
 from kit.cli import options
+from kit.cli.assemble import build_sides, executor
 from kit.cli.options import say
-from kit.correctness import checks
-from kit.correctness import markdown as check_md
-from kit.correctness import plan as checkplan
-from kit.correctness import run as checkrun
-from kit.engine import store
-from kit.engine.lock import LOCK
-from kit.engine.options import CheckOptions
-from kit.engine.scheduler import CONTENDER, PYTORCH
+from kit.correctness import check_md, check_plan, check_run, checks
 from kit.engine.series import ADJUSTMENTS
-from kit.engine.store import ResultsDir
 from kit.errors import ExitCode, Interrupted, UserError
-from kit.protocol import load as protocol_mod
-from kit.protocol.load import Protocol
+from kit.protocol.load import Protocol, load
+from kit.results import store
+from kit.results.lock import LOCK
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.run_options import CheckOptions
+from kit.results.store import ResultsDir
 
 # -- a new check's options, made absolute and complete, as its manifest keeps them ---------------
 
@@ -110,7 +106,7 @@ DERIVED = {
 
 
 def resolve(args: CheckArgs) -> CheckOptions:
-    p = protocol_mod.load(args.protocol_path)
+    p = load(args.protocol_path)
     method = (args.method or "").upper()
     if method not in ("A", "B"):
         raise UserError(
@@ -213,7 +209,7 @@ def _products(p: Protocol, o: CheckOptions, products: Path | None) -> str | None
             f"(SHA-256 {want[:12]}…)",
             "name the program that series ran: a check runs the build it compares (7.1)",
         )
-    config = checkplan.make_spec(p, o).config(CONTENDER)
+    config = check_plan.make_spec(p, o).config(CONTENDER)
     if not (root / "work" / "products" / f"{config.slug}.products").is_file():
         raise UserError(
             f"{root} holds no products record for {config.id}",
@@ -222,7 +218,7 @@ def _products(p: Protocol, o: CheckOptions, products: Path | None) -> str | None
     return str(root)
 
 
-def assemble(args: CheckArgs, argv: list[str]) -> checkrun.CheckRunner:
+def assemble(args: CheckArgs, argv: list[str]) -> check_run.CheckRunner:
     """A new check (with --out) or a resumed one (with --resume), ready to run."""
     resume = args.resume
     if resume and args.out:
@@ -233,18 +229,18 @@ def assemble(args: CheckArgs, argv: list[str]) -> checkrun.CheckRunner:
         )
     if resume:
         rd = ResultsDir.open(Path(resume).resolve()).lock("a check")  # absolute, as --out is
-        if rd.manifest().kind != checkplan.KIND:
+        if rd.manifest().kind != check_plan.KIND:
             raise UserError(
                 f"{resume} is not a correctness check's results directory",
                 f"a series resumes with `micakit series --resume {resume}`",
             )
         o = CheckOptions.from_json(rd.manifest().options)
-        p = protocol_mod.load(args.protocol_path or rd.root / store.PROTOCOL)
+        p = load(args.protocol_path or rd.root / store.PROTOCOL)
         if o.device == "cuda":  # the card it started on, checked again (versions, rule 4)
             o = dataclasses.replace(o, card_info=_card_info("cuda", o.card))
     else:
         o = resolve(args)
-        p = protocol_mod.load(Path(o.protocol))
+        p = load(Path(o.protocol))
         root = Path(o.out)
         unstarted = (root / store.STARTING).exists() and not (root / store.MANIFEST).exists()
         if root.is_dir() and any(p.name != LOCK for p in root.iterdir()) and not unstarted:
@@ -253,12 +249,12 @@ def assemble(args: CheckArgs, argv: list[str]) -> checkrun.CheckRunner:
                 f"resume it with `micakit correctness --resume {root}`, or name a new --out",
             )
         rd = ResultsDir.create(root, "a check")
-    ex = assemble_mod.executor(o.executor, o.docker_host)
+    ex = executor(o.executor, o.docker_host)
     if ex.name == "docker":  # the cache volume of Inductor and the driver, kept across resumes
         digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
         ex.use_series(f"{rd.root.name}-{digest}")
-    sides = assemble_mod.build_sides(p, o.inputs(), rd.root / "work", ex)
-    runner = checkrun.CheckRunner(rd, p, o, {s.name: s for s in sides}, ex, say)
+    sides = build_sides(p, o.inputs(), rd.root / "work", ex)
+    runner = check_run.CheckRunner(rd, p, o, {s.name: s for s in sides}, ex, say)
     if resume:
         runner.check_resume()
     else:

@@ -5,6 +5,7 @@ when it runs (start-up speed)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -67,9 +68,10 @@ def images_build(
     """
     from kit.executors.docker import building, connection
     from kit.executors.docker.failures import guard
-    from kit.protocol import load as protocol_mod
+    from kit.protocol.load import load
+    from kit.sides import workspace
 
-    p = protocol_mod.load(protocol_path)
+    p = load(protocol_path)
     if not kinds:
         kinds = ("pytorch", "runner") + (("mica",) if contender else ())
     client = connection.connect(docker_host)
@@ -82,7 +84,9 @@ def images_build(
             wheelhouse=wheelhouse,
             contender=contender,
             libs=libs,
-            nanogpt_checkout=str(nanogpt) if nanogpt else None,
+            pytorch_context=functools.partial(
+                workspace.image_context, p, str(nanogpt) if nanogpt else None
+            ),
             suffix=suffix,
             on_line=options.say,
         )
@@ -138,17 +142,16 @@ def images_push(
       micakit images push --registry 127.0.0.1:5000/ci --only runner --tag ci
       docker run ghcr.io/OWNER/micakit:TAG series --help    (once pushed)
     """
-    from kit.engine import store
-    from kit.executors.docker import building
-    from kit.executors.docker import registry as registry_mod
+    from kit.executors.docker import building, registries
     from kit.executors.docker.connection import connect
     from kit.executors.docker.failures import guard
-    from kit.protocol import load as protocol_mod
+    from kit.protocol.load import load
+    from kit.results import store
 
-    registry = registry_mod.check_registry(registry)  # before the engine is asked anything
+    registry = registries.check_registry(registry)  # before the engine is asked anything
     for t in (suffix, *also) if suffix else also:
-        registry_mod.check_tag(t)
-    p = protocol_mod.load(protocol_path)
+        registries.check_tag(t)
+    p = load(protocol_path)
     client = connect(docker_host)
     with guard("pushing the images"):
         record = building.push(
@@ -189,16 +192,15 @@ def footprint(
     Example:
       micakit footprint results/footprint-L4 --json
     """
-    from kit.executors.docker import connection, inventory
-    from kit.executors.docker import images as images_mod
+    from kit.executors.docker import connection, inventory, kit_images
     from kit.executors.docker.failures import guard
-    from kit.protocol import load as protocol_mod
+    from kit.protocol.load import load
 
-    p = protocol_mod.load(protocol_path)
+    p = load(protocol_path)
     client = connection.connect(docker_host)
     refs = {
-        "pytorch": pytorch_ref or images_mod.ref("pytorch", p),
-        "mica": mica_ref or images_mod.ref("mica", p),
+        "pytorch": pytorch_ref or kit_images.ref("pytorch", p),
+        "mica": mica_ref or kit_images.ref("mica", p),
     }
     with guard("measuring the images' footprints (§8)"):
         ratio = inventory.measure_footprints(client, refs, out / "footprint")

@@ -27,8 +27,8 @@ from kit.errors import (
 
 if TYPE_CHECKING:
     from kit.correctness.gate import GatingJson
-    from kit.engine.store import ResultsDir
     from kit.report.tables import Tables
+    from kit.results.store import ResultsDir
 
 # `micakit --help` and `--version` import nothing but click: pandas, matplotlib, rich, docker and
 # the kit's engine and report are imported inside the commands that use them (start-up speed,
@@ -140,7 +140,7 @@ class KitGroup(click.Group):
             ctx.exit(int(ExitCode.INTERRUPTED))
         finally:
             # the one writer's locks, where a command took one (its module is then imported)
-            lock = sys.modules.get("kit.engine.lock")
+            lock = sys.modules.get("kit.results.lock")
             if lock is not None:
                 lock.release_all()
 
@@ -174,7 +174,7 @@ def _say_error(message: str, fix: str | None) -> None:
 def _started(ctx: click.Context) -> bool:
     """Whether the command's results directory has its manifest: a directory without one
     never started, and the same command starts it again (kit.engine.engine)."""
-    from kit.engine.store import MANIFEST  # lazy: the store imports numpy (start-up speed)
+    from kit.results.store import MANIFEST  # lazy: the store imports numpy (start-up speed)
 
     return (Path(ctx.meta["resume_hint"]) / MANIFEST).is_file()
 
@@ -300,9 +300,8 @@ def series(ctx: click.Context, **opts: Any) -> None:
     from rich.console import Console
 
     from kit.cli import assemble
-    from kit.engine import audit, store
-    from kit.report import publish
-    from kit.report import tables as report
+    from kit.report import publish, tables
+    from kit.results import audit, store
 
     console = Console(stderr=True, quiet=options.level(ctx) == options.QUIET)
     s, hooks = assemble.series(assemble.SeriesArgs(**opts), sys.argv, console)
@@ -320,7 +319,7 @@ def series(ctx: click.Context, **opts: Any) -> None:
         hooks.close()
         if s.rd.records() and not disk_failed:
             # D6: numbers only from what a series wrote
-            publish.write(s.rd, report.tables(s.rd, listing=audit.refuse_if_altered(s.rd)))
+            publish.write(s.rd, tables.tables(s.rd, listing=audit.refuse_if_altered(s.rd)))
         store.publish_modes(s.rd.root)  # whatever the umask, the results are readable (D6)
     click.echo(f"{s.rd.root / 'report.md'}")
     if not s.complete():  # pragma: no cover - run() either finishes or raises
@@ -349,9 +348,9 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     """
     options.reads_only()
     # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.engine import audit
     from kit.report import summary
     from kit.report.markdown import markdown_report
+    from kit.results import audit
 
     rd = _series_dir(results)
     gating = _gating(results, check_dirs) if check_dirs else None
@@ -378,14 +377,13 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
       micakit publish results/L4 --preview
     """
     # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.engine import store
-    from kit.report import publish
-    from kit.report import tables as report
+    from kit.report import publish, tables
+    from kit.results import store
 
     rd = _series_dir(results)
-    rd.write_json(report.PUBLICATION, {"preview": preview})
+    rd.write_json(tables.PUBLICATION, {"preview": preview})
     if check_dirs:  # the statuses and the checks (directory, program) that gave them
-        rd.write_json(report.GATING, _gating(results, check_dirs))
+        rd.write_json(tables.GATING, _gating(results, check_dirs))
     for path in publish.write(rd, _tables(rd, results)):
         click.echo(path)
     store.publish_modes(rd.root)
@@ -405,11 +403,11 @@ def _tables(
     preview: bool | None = None,
 ) -> Tables:
     """The tables of an audited directory (D6: numbers only from what a series wrote)."""
-    from kit.engine import audit  # lazy: the store (start-up speed)
-    from kit.report import tables as report  # lazy: pandas (start-up speed)
+    from kit.report import tables  # lazy: pandas (start-up speed)
+    from kit.results import audit  # lazy: the store (start-up speed)
 
     try:
-        return report.tables(rd, checks, preview, listing=audit.refuse_if_altered(rd))
+        return tables.tables(rd, checks, preview, listing=audit.refuse_if_altered(rd))
     except ValueError as e:
         raise UserError(
             f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"
@@ -418,7 +416,7 @@ def _tables(
 
 def _series_dir(results: Path) -> ResultsDir:
     # lazy: the store imports numpy (start-up speed)
-    from kit.engine.store import ResultsDir
+    from kit.results.store import ResultsDir
 
     rd = ResultsDir.open(results)
     if rd.manifest().is_check:
@@ -447,12 +445,12 @@ def verify(results: Path, as_json: bool) -> None:
     """
     options.reads_only()
     if _holds_check(results):
-        from kit.correctness import verify as check_verify  # lazy: pandas (start-up speed)
+        from kit.correctness import check_verify  # lazy: pandas (start-up speed)
 
         _differences(results, check_verify.verify_check(results), as_json)
         return
     rd = _series_dir(results)
-    from kit.engine import audit  # lazy: the store (start-up speed)
+    from kit.results import audit  # lazy: the store (start-up speed)
 
     # a large directory's folders are audited and its raw files hashed by forked processes
     # while the report's modules load
@@ -468,7 +466,7 @@ def verify(results: Path, as_json: bool) -> None:
 
 
 def _holds_check(results: Path) -> bool:
-    from kit.engine.store import ResultsDir  # lazy: the store imports numpy (start-up speed)
+    from kit.results.store import ResultsDir  # lazy: the store imports numpy (start-up speed)
 
     return ResultsDir.open(results).manifest().is_check
 

@@ -9,9 +9,9 @@ from typing import IO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from kit.engine.records import RunRecord
-from kit.engine.scheduler import Config, PlannedRun
 from kit.engine.series import Hooks
+from kit.results.planned import Config, PlannedRun
+from kit.results.records import RunRecord
 from kit.status import RunStatus
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.correctness.methods import MethodAResult, MethodBResult
-from kit.engine import store
 from kit.errors import UserError
+from kit.results import store
 
 # 2: each record names the program it checked (contender_sha256, contender_image_id); a record
 # of schema 1 is read, and gates nothing (it names no program)

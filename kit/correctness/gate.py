@@ -1,7 +1,7 @@
 """The verdict gate (§3 rule 6, amendment 7.3): a series' configurations judged by the checks
 that ran under its protocol file, of the very program the series measured.
 
-Each check's verdict is computed again from its raw logs (`kit.correctness.verify.confirmed`),
+Each check's verdict is computed again from its raw logs (`kit.correctness.check_verify.confirmed`),
 and a check counts for a series only where it ran the program whose SHA-256 the series'
 versions.json records: a check of another program (the same build name, other bytes) never
 gates it. gating.json keeps, per configuration, the status and the checks that gave it (their
@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from kit.correctness import checks
-from kit.correctness import verify as check_verify
-from kit.correctness.plan import KIND
-from kit.engine import store
-from kit.engine.scheduler import CONTENDER
-from kit.engine.store import ResultsDir
+from kit.correctness import check_verify, checks
+from kit.correctness.check_plan import KIND
 from kit.errors import UserError
+from kit.results import store
+from kit.results.planned import CONTENDER
+from kit.results.store import ResultsDir
 
 GATING = "gating.json"  # as kit.report.tables.GATING, which reads its statuses
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.correctness import shared_start as s
+from kit.correctness import shared_start
 from kit.errors import UserError
 
 
 def make(request: dict) -> tuple[int, int]:
     """Write ckpt.pt, init.safetensors (where safetensors is installed) and batch_order.npy."""
     out, a = Path(request["out"]), request["model_args"]
-    ckpt = s.make_init_checkpoint(
+    ckpt = shared_start.make_init_checkpoint(
         a,
         out,
         request["seed"],
@@ -31,15 +31,17 @@ def make(request: dict) -> tuple[int, int]:
         config=request["config"],
     )
     try:
-        s.export_safetensors(ckpt, out / "init.safetensors")
+        shared_start.export_safetensors(ckpt, out / "init.safetensors")
     except ModuleNotFoundError as e:  # a measured image holds torch and numpy, nothing more
         if e.name != "safetensors":
             raise
         print("safetensors export left to the kit's own environment", flush=True)
     n = len(np.memmap(request["train_bin"], dtype=np.uint16, mode="r"))
-    rows = s.batch_rows_needed(request["steps"], request["gradient_accumulation_steps"])
-    order = s.make_batch_order(n, a["block_size"], request["batch_size"], rows, request["seed"])
-    s.save_batch_order(out / "batch_order.npy", order)
+    rows = shared_start.batch_rows_needed(request["steps"], request["gradient_accumulation_steps"])
+    order = shared_start.make_batch_order(
+        n, a["block_size"], request["batch_size"], rows, request["seed"]
+    )
+    shared_start.save_batch_order(out / "batch_order.npy", order)
     return len(a), rows
 
 

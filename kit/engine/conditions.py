@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kit.engine import store
 from kit.protocol.load import Conditions
+from kit.results import store
 from kit.telemetry import machine, sampler, samples
 from kit.telemetry.nvml import Card
 from kit.telemetry.procfs import ProcFiles

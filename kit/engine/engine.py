@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from kit import __version__
-from kit.engine import store, versions
-from kit.engine.documents import Manifest, Plan
-from kit.engine.records import RunRecord
-from kit.engine.store import ResultsDir
+from kit import __version__, kit_commit
 from kit.errors import Interrupted, SeriesFailed, UserError, sigterm_as_interrupt, writing
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.protocol.load import Protocol as ProtocolFile
+from kit.results import store
+from kit.results.documents import Manifest, Plan, Versions, check_unchanged
+from kit.results.records import RunRecord
+from kit.results.store import ResultsDir
 from kit.sides.side import RunContext, Side
 
 
@@ -154,7 +154,7 @@ class Engine(Generic[R]):
         return Manifest(
             kind=self.kind.manifest_kind,
             kit_version=__version__,
-            kit_commit=versions.kit_commit(),
+            kit_commit=kit_commit(),
             protocol_name=p.name,
             protocol_sha256=p.sha256,
             amendments_in_force=tuple(a.number for a in p.amendments),
@@ -197,8 +197,8 @@ class Engine(Generic[R]):
         scratch = self.rd.root / "work" / "versions"
         started = (self.rd.root / store.VERSIONS).exists()
         before = self.rd.versions()
-        found = versions.collect(
-            versions.kit_commit(),
+        found = collect(
+            kit_commit(),
             card_info,
             self.executor,
             {
@@ -216,7 +216,7 @@ class Engine(Generic[R]):
                 found = dataclasses.replace(found, images=measured)
         shutil.rmtree(scratch, ignore_errors=True)
         if started:
-            versions.check_unchanged(before.to_json(), found.to_json(), self.executor.image_id)
+            check_unchanged(before.to_json(), found.to_json(), self.executor.image_id)
         else:
             self.rd.write_json(store.VERSIONS, found.to_json())
 
@@ -231,7 +231,7 @@ class Engine(Generic[R]):
 
     def run(self) -> None:
         """Every planned run without a finished record, in the planned order."""
-        self.rd.lock(f"a {self.kind.noun}")  # one writer (kit.engine.lock); the CLI may hold it
+        self.rd.lock(f"a {self.kind.noun}")  # one writer (kit.results.lock); the CLI may hold it
         # a full disk names itself; the run it stopped has no record and runs again on resume
         with sigterm_as_interrupt(), writing(self.rd.root, elsewhere="--out"):
             self.rd.cut_torn()  # the record it stopped while writing: its run is run again
@@ -330,3 +330,14 @@ class Engine(Generic[R]):
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def collect(
+    commit: str, card: Mapping[str, Any], executor: Executor, sides: Mapping[str, Any]
+) -> Versions:
+    return Versions(
+        kit={"version": __version__, "commit": commit},
+        card=card,
+        executor={"name": executor.name, **executor.versions()},
+        sides=sides,
+    )

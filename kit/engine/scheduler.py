@@ -1,86 +1,10 @@
-"""The scheduler (§5 "Runs", D3): configurations, the discarded runs, and rotating rounds."""
+"""The scheduler (§5 "Runs", D3): the discarded runs, then rounds that rotate."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Sequence
 
-PYTORCH, CONTENDER = "pytorch", "contender"
-
-
-@dataclass(frozen=True)
-class Config:
-    """One configuration: card x model x precision x side (a PyTorch mode or a contender build)."""
-
-    card: str
-    model: str
-    precision: str
-    side: str  # pytorch or contender
-    variant: str  # the PyTorch mode, or the contender build
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}/{self.precision}/{self.side}/{self.variant}"
-
-    @property
-    def slug(self) -> str:
-        """The id as a file name."""
-        return self.id.replace("/", ".")
-
-    def to_json(self) -> dict:
-        return asdict(self) | {"id": self.id}
-
-    @classmethod
-    def from_json(cls, d: dict) -> Config:
-        return cls(d["card"], d["model"], d["precision"], d["side"], d["variant"])
-
-
-DISCARDED, TIMED, PROFILE, GRAPH_BREAKS = "discarded", "timed", "profile", "graph-breaks"
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """A planned run, as the engine runs it and plan.json keeps it. A series' run names its
-    configuration and round; a correctness check's (kit.correctness.plan.CheckRun) is kept in
-    plan.json by its side and seed, and read back as one of these with those two set."""
-
-    run_id: int  # the run's place in the series, fixed before the first run
-    config: str = ""  # Config.id; "" for a check's run
-    round: int = 0  # 0 for discarded runs; 1..runs for the timed rounds; runs + 1 after them
-    kind: str = TIMED  # discarded, timed, or one of the separate records of §6; a check's kind
-    side: str = ""  # a check's run only
-    seed: int | None = None  # a check's run only
-
-    @property
-    def discarded(self) -> bool:
-        return self.kind == DISCARDED
-
-    @property
-    def timed(self) -> bool:
-        return self.kind == TIMED
-
-    def to_json(self) -> dict[str, Any]:
-        """Its line of plan.json, as written."""
-        if self.side:
-            return {"run_id": self.run_id, "kind": self.kind, "side": self.side, "seed": self.seed}
-        return {
-            "run_id": self.run_id,
-            "config": self.config,
-            "round": self.round,
-            "kind": self.kind,
-            "discarded": self.discarded,
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> PlannedRun:
-        if "side" in d and "config" not in d:
-            return cls(
-                int(d["run_id"]), kind=str(d["kind"]), side=str(d["side"]), seed=d.get("seed")
-            )
-        # schema 0: a series' runs were all timed or discarded, said by "discarded" alone
-        kind = d.get("kind") or (DISCARDED if d.get("discarded") else TIMED)
-        return cls(int(d["run_id"]), str(d["config"]), int(d["round"]), str(kind))
+from kit.results.planned import DISCARDED, TIMED, Config, PlannedRun
 
 
 def rotated(items: list, r: int) -> list:

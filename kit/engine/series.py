@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.engine import separate as extras
-from kit.engine import store
+from kit.engine import extras
 from kit.engine.conditions import CardConditions, MachineConditions
 from kit.engine.engine import Engine, Judged, Kind
-from kit.engine.records import RunRecord
-from kit.engine.scheduler import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun, plan
-from kit.engine.store import ResultsDir
+from kit.engine.scheduler import plan
 from kit.errors import SeriesFailed, UserError
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.executors.docker import footprint
 from kit.measure import timing
-from kit.protocol.load import Protocol
-from kit.report import separate as sidetables
+from kit.protocol.load import FAMILIES, Protocol
+from kit.results import store
+from kit.results.planned import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun
+from kit.results.records import RunRecord
+from kit.results.store import ResultsDir
 from kit.sides.side import RunContext, Side
 from kit.status import FINAL
 
@@ -109,7 +109,7 @@ def files_beside(p: Protocol) -> list[str]:
     """The files beside the protocol file that a series reads, by the names the protocol gives
     them, each once and only where it is there: the families' rules (§6), nanoGPT's patch (§4)
     and the models' configuration files (amendment 4.4)."""
-    names = [sidetables.FAMILIES, p.nanogpt.patch, *(m.config for m in p.models.values())]
+    names = [FAMILIES, p.nanogpt.patch, *(m.config for m in p.models.values())]
     return [name for name in dict.fromkeys(names) if p.beside(name).is_file()]
 
 
@@ -156,10 +156,10 @@ class Series(Kind[PlannedRun]):
     def write_start(self, argv: list[str], options: dict[str, Any] | None = None) -> None:
         """The protocol file, the families' rules, the plan, then the manifest (§3 rule 1)."""
         beside = {}
-        families = self.protocol.beside(sidetables.FAMILIES)
+        families = self.protocol.beside(FAMILIES)
         if families.exists():
             # §6: the rules file fixed before the first series travels with the results
-            beside[sidetables.FAMILIES] = families.read_text("utf-8")
+            beside[FAMILIES] = families.read_text("utf-8")
         plan_fields = {
             "configurations": [c.to_json() for c in self.configs],
             "primary": {c.id: self._primary(c) for c in self.configs},

@@ -18,8 +18,8 @@ ENV = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def ship(modules: Sequence[str], folder: Path) -> None:
-    """Copy `modules` (paths inside the package: "engine/versions_probe.py") into folder/kit,
-    with the `__init__.py` of every package they sit in, so `python -m kit.engine.versions_probe`
+    """Copy `modules` (paths inside the package: "sides/versions_probe.py") into folder/kit,
+    with the `__init__.py` of every package they sit in, so `python -m kit.sides.versions_probe`
     runs with `folder` on PYTHONPATH."""
     package = Path(str(resources.files("kit")))
     names = set()

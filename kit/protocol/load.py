@@ -23,6 +23,7 @@ SCHEMA = 1
 # the package as kit/files/, so an installed kit reads the same bytes as a checkout.
 FILES = Path(str(resources.files("kit") / "files"))
 DEFAULT_PATH = FILES / "protocol.toml"
+FAMILIES = "families.tsv"  # beside the protocol file (§6: fixed before the first series)
 
 
 @dataclass(frozen=True)

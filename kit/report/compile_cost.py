@@ -24,9 +24,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from kit.engine.store import ResultsDir
 from kit.measure import timing
 from kit.protocol.load import Grammar
+from kit.results.store import ResultsDir
 
 COLUMNS = [
     "config", "card", "model", "precision", "side", "variant", "runs", "median_warmup_s",

@@ -23,10 +23,6 @@ import markdown
 from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 
-from kit.engine import store
-from kit.engine.scheduler import CONTENDER, PYTORCH
-from kit.engine.store import ResultsDir
-from kit.report import markdown as render
 from kit.report import overview
 from kit.report.html_sections import (
     Context,
@@ -38,7 +34,11 @@ from kit.report.html_sections import (
     runs_of,
     sections,
 )
+from kit.report.markdown import GRAPH_BREAKS, KERNEL_FAMILY
 from kit.report.tables import Tables
+from kit.results import store
+from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.store import ResultsDir
 
 HTML = "report.html"
 PLOTS = "plots"  # the same PNGs as files, so they can be checked and reused (§3 rule 7)
@@ -216,11 +216,11 @@ class _Enrich(Treeprocessor):
 
 # the tables of render's other sections, told by a column, and the raw file behind each row
 SEPARATE = {
-    render.KERNEL_FAMILY: (
+    KERNEL_FAMILY: (
         "profile",
         "nsys-stats/stdout.log",
     ),  # §6: the kernel table as nsys printed it
-    render.GRAPH_BREAKS: ("graph-breaks", "stderr.log"),  # §6: TORCH_LOGS' output
+    GRAPH_BREAKS: ("graph-breaks", "stderr.log"),  # §6: TORCH_LOGS' output
     overview.WARMUP: ("timed", "stdout.log"),  # the stamps a warm-up is computed from
     "libnvrtc opened": ("discarded", "ld_debug/"),  # amendment 2: the loader's own log
 }

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kit.engine import judging, store
-from kit.engine.documents import Versions
-from kit.engine.store import ResultsDir
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import figures, words
 from kit.report.states import Publication
 from kit.report.tables import Tables
+from kit.results import judging, store
+from kit.results.documents import Versions
+from kit.results.store import ResultsDir
 from kit.status import RunStatus
-from kit.telemetry import samples as telemetry
 from kit.telemetry.kernels import KERNEL_TIME_LABEL
+from kit.telemetry.samples import read_samples
 
 Piece = str | tuple[str, str]  # caption text, or (text, relative link)
 CPU_NOTE = (
@@ -206,7 +206,7 @@ def conditions_section(ctx: Context) -> Section:
             # only the runs with samples are read (a CPU series has none)
             for _, r in timed[timed["log_dir"].isin(ctx.t.sampled)].iterrows():
                 path = ctx.rd.root / r["log_dir"] / "samples.jsonl"
-                trace = _trace(telemetry.read_samples(path)[1], r)
+                trace = _trace(read_samples(path)[1], r)
                 if trace is not None:
                     traces.append(trace)
                     used.append(r)

@@ -16,13 +16,9 @@ from collections.abc import Mapping
 import pandas as pd
 
 from kit.correctness.gate import GatingJson
-from kit.engine import store
-from kit.engine.documents import Versions
-from kit.engine.store import ResultsDir
 from kit.protocol.load import Model, Protocol
-from kit.report import overview, states
-from kit.report import separate as sidetables
-from kit.report.footprint import footprint_lines
+from kit.report import overview, sidetables, states
+from kit.report.footprint_report import footprint_lines
 from kit.report.states import Publication
 from kit.report.tables import GATING, Tables
 from kit.report.words import (
@@ -41,6 +37,9 @@ from kit.report.words import (
     step_cells,
     versions_line,
 )
+from kit.results import store
+from kit.results.documents import Versions
+from kit.results.store import ResultsDir
 from kit.status import RunStatus
 from kit.telemetry import kernels
 

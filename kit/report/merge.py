@@ -1,6 +1,6 @@
 """Several cards' results directories as one release table (§3 rules 4, 5 and 7; §9).
 
-`merge()` opens every directory, judges it again from its raw stamped logs (`report.tables`,
+`merge()` opens every directory, judges it again from its raw stamped logs (`tables.tables`,
 never the CSVs the directory publishes), refuses what a release cannot set side by side, and
 writes `release.csv` (every digit) and `release.md` into a new directory. Refused:
 
@@ -23,16 +23,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.engine import audit, store
-from kit.engine.documents import Manifest, Versions
-from kit.engine.store import ResultsDir
-from kit.engine.tablefile import csv_text
 from kit.errors import UserError
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import states
-from kit.report import tables as report
-from kit.report import words as render
+from kit.report import states, tables, words
+from kit.report.tables import Tables
+from kit.results import audit, store
+from kit.results.documents import Manifest, Versions
+from kit.results.store import ResultsDir
+from kit.results.tablefile import csv_text
 from kit.status import FINAL
 
 RELEASE_CSV, RELEASE_MD = "release.csv", "release.md"
@@ -56,7 +55,7 @@ class Source:
     rd: ResultsDir
     manifest: Manifest
     found: Versions  # versions.json: every software version the series recorded (rule 4)
-    tables: report.Tables
+    tables: Tables
 
 
 def merge(dirs: Sequence[Path], out: Path) -> list[Path]:
@@ -94,7 +93,7 @@ def open_sources(dirs: Sequence[Path]) -> list[Source]:
     for name, rd in opened:
         try:
             # D6: numbers only from what a series wrote
-            t = report.tables(rd, listing=audit.refuse_if_altered(rd))
+            t = tables.tables(rd, listing=audit.refuse_if_altered(rd))
         except ValueError as e:  # a raw log that no longer parses
             raise UserError(
                 f"cannot recompute {name}: {e}", f"`micakit verify {name}` names what changed"
@@ -141,8 +140,8 @@ def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.Da
         f"# {protocol.name} release: {len(sources)} series ({cards})",
         "",
         f"- protocol {protocol.name} sha256 {first.protocol_sha256}, kit {first.kit_version}",
-        f"- {render.DOMAIN}: every number below links its results directory (raw logs column)",
-        f"- how kernels are made (§9): “{render.KERNELS_SENTENCE}”",
+        f"- {words.DOMAIN}: every number below links its results directory (raw logs column)",
+        f"- how kernels are made (§9): “{words.KERNELS_SENTENCE}”",
         "- every number below was recomputed by `micakit merge` from the raw stamped logs of the "
         "directory its row names, never read from that directory's published tables; "
         "`micakit verify DIR` checks each directory, `micakit report DIR` prints its report",
@@ -161,8 +160,8 @@ def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.Da
     if table.empty:
         lines += ["No contender configuration ran in these series, so there is no comparison.", ""]
     else:
-        labels = sorted({x for s in sources for x in render.labels(s.tables)})
-        lines += [render.caption_words("Release comparison (D1), every row recomputed", labels)]
+        labels = sorted({x for s in sources for x in words.labels(s.tables)})
+        lines += [words.caption_words("Release comparison (D1), every row recomputed", labels)]
         lines += ["", _comparison_table(sources, protocol, table), ""]
         lines += _notes(table)
     return "\n".join(lines)
@@ -192,7 +191,7 @@ def _short_hash(value: object) -> str:
     return f"{value}"[:12] if value else "(not recorded)"
 
 
-def _check_complete(name: str, rd: ResultsDir, t: report.Tables) -> None:
+def _check_complete(name: str, rd: ResultsDir, t: Tables) -> None:
     """Every planned run has a result, or its configuration ran out of memory (amendment 8)."""
     plan = rd.plan()
     runs = t.runs
@@ -211,7 +210,7 @@ def _check_complete(name: str, rd: ResultsDir, t: report.Tables) -> None:
         )
 
 
-def _check_no_void(name: str, t: report.Tables) -> None:
+def _check_no_void(name: str, t: Tables) -> None:
     """§5 cross-checks: a void run's cause is found before anything is published."""
     void = t.runs[t.runs["status"] == timing.VOID]
     if len(void):
@@ -245,9 +244,9 @@ def _check_one_series_each(sources: Sequence[Source]) -> None:
 def _labels(s: Source) -> list[str]:
     """What a series is when it is not a protocol measurement on a released compiler (rule 9)."""
     labels = []
-    if render.is_preparation(s.found):
-        labels.append(render.preparation_label(s.found))
-    labels += render.labels(s.tables)  # rule 6's preview, D3's card not named
+    if words.is_preparation(s.found):
+        labels.append(words.preparation_label(s.found))
+    labels += words.labels(s.tables)  # rule 6's preview, D3's card not named
     if s.manifest.smoke:
         labels.append("CPU smoke series: scaled-down models, not a protocol measurement")
     return labels
@@ -271,7 +270,7 @@ def _series_table(sources: Sequence[Source]) -> str:
                 "kit commit": m.kit_commit[:12],
                 "executor": m.executor,
                 "contender": extra.get("contender", "none given"),
-                "versions": render.versions_line(s.found),
+                "versions": words.versions_line(s.found),
                 "notes": "; ".join(_labels(s)),
             }
         )
@@ -285,7 +284,7 @@ def _comparison_table(sources: Sequence[Source], protocol: Protocol, table: pd.D
         s = by_name[r[SOURCE]]
         if r["pytorch_fastest_mode"]:
             attention = r.get("pytorch_attention", "") or "not profiled"
-            against = render.pytorch_name(
+            against = words.pytorch_name(
                 s.found, r["pytorch_fastest_mode"], r["precision"], attention
             )
         else:
@@ -294,14 +293,14 @@ def _comparison_table(sources: Sequence[Source], protocol: Protocol, table: pd.D
         configs = s.tables.configurations.set_index("config")
         torch_id = f"{r['model']}/{r['precision']}/pytorch/{r['pytorch_fastest_mode']}"
         torch_pub = configs.loc[torch_id, "publication"] if torch_id in configs.index else ""
-        median, spread = render.step_cells(
+        median, spread = words.step_cells(
             r["contender_median_step_s"],
             r["contender_min_step_s"],
             r["contender_max_step_s"],
             str(r["contender_state"]).split(":")[0],
             r["publication"],
         )
-        p_median, p_spread = render.step_cells(
+        p_median, p_spread = words.step_cells(
             r["pytorch_median_step_s"],
             r["pytorch_min_step_s"],
             r["pytorch_max_step_s"],
@@ -311,12 +310,12 @@ def _comparison_table(sources: Sequence[Source], protocol: Protocol, table: pd.D
         card = str(r["card"])
         if not r["card_named"]:
             card += f" ({states.NOT_NAMED})"
-        smoke = render.smoke_args(s.rd, protocol)
+        smoke = words.smoke_args(s.rd, protocol)
         rows.append(
             {
                 "card": card,
                 # §9: every M1 number travels with its model's size, in its own row
-                "model": render.model_words(protocol.models, r["model"], smoke),
+                "model": words.model_words(protocol.models, r["model"], smoke),
                 "precision": r["precision"],
                 "contender build": f"{r['contender_build']} ({r['build_role']})",
                 "state": r["contender_state"],

@@ -13,11 +13,11 @@ import math
 
 import pandas as pd
 
-from kit.engine.store import ResultsDir
 from kit.protocol.load import Protocol
 from kit.report import compile_cost, states, words
 from kit.report.tables import Tables
 from kit.report.verdict import FASTER, LEVEL, SLOWER
+from kit.results.store import ResultsDir
 
 # report.md's collapsible block; report.html turns these two paragraphs into <details>
 DETAILS_SUMMARY = "How this series was run: metadata and versions"

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.engine import audit, fanout, store
-from kit.engine.store import ResultsDir
-from kit.engine.tablefile import csv_text, read_table
 from kit.errors import UserError
 from kit.report import html, rerun, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
 from kit.report.tables import Tables
+from kit.results import audit, fanout, store
+from kit.results.store import ResultsDir
+from kit.results.tablefile import csv_text, read_table
 
 
 def render(rd: ResultsDir, t: Tables) -> dict[str, bytes]:

@@ -23,9 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kit.engine import store
-from kit.engine.documents import Manifest
-from kit.engine.store import ResultsDir
+from kit.results import store
+from kit.results.documents import Manifest
+from kit.results.store import ResultsDir
 
 RERUN = "rerun.sh"
 BODY = "rerun-body.sh"  # in kit/files

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from kit.correctness.checks import UNBOUND
-from kit.engine.documents import Plan
 from kit.measure import timing
+from kit.results.documents import Plan
 
 # §3 rule 6 and the preview that shows what it withholds
 WITHHELD = "withheld"  # the first word of every withheld cell: "withheld: why"

@@ -17,9 +17,9 @@ from typing import Any
 import pandas as pd
 
 from kit import __version__
-from kit.engine import store
-from kit.engine.store import ResultsDir
 from kit.report.tables import Tables
+from kit.results import store
+from kit.results.store import ResultsDir
 
 SUMMARY = "summary.json"
 SCHEMA = 1

@@ -15,16 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kit.engine import fanout, judging, store
 from kit.engine.conditions import SAMPLES
-from kit.engine.documents import Plan
-from kit.engine.records import RunRecord
-from kit.engine.scheduler import CONTENDER, PYTORCH, Config, PlannedRun
-from kit.engine.store import ResultsDir
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import compile_cost, states, verdict
-from kit.report import separate as sidetables
+from kit.report import compile_cost, sidetables, states, verdict
+from kit.results import fanout, judging, store
+from kit.results.documents import Plan
+from kit.results.planned import CONTENDER, PYTORCH, Config, PlannedRun
+from kit.results.records import RunRecord
+from kit.results.store import ResultsDir
 
 TABLES = (
     "runs", "configurations", "comparison", "libraries", "kernels", "kernel_families",
@@ -122,7 +121,7 @@ def _judged_again(
         return judging.rejudge(rd.root, record, grammar, protocol.timing, held)
 
     todo = [j for j in jobs if j[1] not in judged]
-    # thousands of runs: judged on every core (kit.engine.fanout), in the plan's order
+    # thousands of runs: judged on every core (kit.results.fanout), in the plan's order
     fresh = dict(zip((j[1] for j in todo), fanout.map_in_order(again, todo)))
     outcomes: list[timing.Outcome] = []
     for _, i, _, _ in jobs:

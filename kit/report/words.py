@@ -12,11 +12,11 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from kit.engine.documents import Versions
-from kit.engine.store import ResultsDir
 from kit.protocol.load import Model, Protocol
 from kit.report import states
 from kit.report.tables import Tables
+from kit.results.documents import Versions
+from kit.results.store import ResultsDir
 from kit.telemetry import kernels
 
 PREPARATION = "preparation (a development build, rule 9)"

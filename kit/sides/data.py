@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import requests
 
-from kit.engine.store import sha256_file
 from kit.errors import UserError, writing
+from kit.results.store import sha256_file
 from kit.sides import by_hand
 
 if TYPE_CHECKING:

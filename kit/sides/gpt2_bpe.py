@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import requests
 
-from kit.engine.store import sha256_file
 from kit.errors import UserError, writing
+from kit.results.store import sha256_file
 from kit.sides.data import download_file
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from pathlib import Path, PurePosixPath
 
 import requests
 
-from kit.engine.store import sha256_file
 from kit.errors import UserError, machine_error
 from kit.protocol.load import FILES
+from kit.results.store import sha256_file
 from kit.sides import by_hand
 from kit.sides.data import download_file  # one streamed download, whole or nothing
 

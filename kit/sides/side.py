@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.engine import store, versions
-from kit.engine.scheduler import CONTENDER, PYTORCH, Config
 from kit.errors import UserError
 from kit.executors.base import Executor, Mount, RunSpec
 from kit.protocol.load import Grammar, Protocol
+from kit.results import store
+from kit.results.planned import CONTENDER, PYTORCH, Config
+from kit.sides import versions
 from kit.sides.workspace import PATCHED, SHIPPED
 
 SEED = 1337  # nanoGPT's own seed; timing runs use it on both sides

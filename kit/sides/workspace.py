@@ -18,12 +18,11 @@ import os
 import shutil
 from pathlib import Path
 
-from kit.engine import store
-from kit.engine.options import SideInputs
 from kit.errors import UserError, writing
 from kit.protocol.load import Protocol
-from kit.sides import data as data_mod
-from kit.sides import gpt2_bpe, nanogpt, patch
+from kit.results import store
+from kit.results.run_options import SideInputs
+from kit.sides import data, gpt2_bpe, nanogpt, patch
 
 SHIPPED, PATCHED = "shipped", "patched"
 
@@ -42,25 +41,23 @@ def datasets(p: Protocol, o: SideInputs) -> Path:
     """The datasets the series' models need, prepared once into the kit's data cache."""
     root = Path(o.data_dir)
     needed = {p.model(m).dataset for m in o.models}
-    input_path = data_mod.fetch_input(
+    input_path = data.fetch_input(
         cache_dir() / "input",
         Path(o.input) if o.input else None,
         expected_sha256=p.data.input_sha256,
         url=p.data.input_url,
     )
-    if data_mod.CHAR_DATASET in needed:
-        data_mod.prepare_char(
-            input_path, root / data_mod.CHAR_DATASET, input_sha256=p.data.input_sha256
-        )
-    if data_mod.BPE_DATASET in needed:
+    if data.CHAR_DATASET in needed:
+        data.prepare_char(input_path, root / data.CHAR_DATASET, input_sha256=p.data.input_sha256)
+    if data.BPE_DATASET in needed:
         encoding = gpt2_bpe.gpt2_encoding(
             cache_dir() / "tiktoken",
             Path(o.tiktoken_files) if o.tiktoken_files else None,
         )
-        data_mod.prepare_bpe(
-            input_path, root / data_mod.BPE_DATASET, encoding, input_sha256=p.data.input_sha256
+        data.prepare_bpe(
+            input_path, root / data.BPE_DATASET, encoding, input_sha256=p.data.input_sha256
         )
-    unknown = needed - {data_mod.CHAR_DATASET, data_mod.BPE_DATASET}
+    unknown = needed - {data.CHAR_DATASET, data.BPE_DATASET}
     if unknown:
         raise UserError(f"the protocol names datasets the kit cannot prepare: {sorted(unknown)}")
     return root
@@ -126,3 +123,22 @@ def _check_unchanged(dest: Path, record: dict) -> None:
 def cache_dir() -> Path:
     """The kit's cache (nanoGPT's source, datasets, encodings): $MICAKIT_CACHE or ~/.cache."""
     return Path(os.environ.get("MICAKIT_CACHE") or Path.home() / ".cache" / "micakit")
+
+
+def image_context(protocol: Protocol, checkout: str | None, dest: Path) -> dict[str, str]:
+    """The PyTorch image's build context (§8): nanoGPT's shipped and patched trees, checked,
+    as the image's /opt/nanogpt, and the build arguments that pin torch, numpy and nanoGPT."""
+    src = source(protocol, checkout)
+    tree = dest / "nanogpt"
+    nanogpt.copy_run_files(src, tree / SHIPPED)
+    patch.apply_patch(src, protocol.beside(protocol.nanogpt.patch), tree / PATCHED)
+    for sub in (SHIPPED, PATCHED):
+        for model in protocol.models.values():
+            if not (tree / sub / model.config).exists():
+                shutil.copyfile(protocol.beside(model.config), tree / sub / model.config)
+    shutil.copyfile(protocol.beside(protocol.nanogpt.patch), tree / "train.patch")
+    return {
+        "TORCH_VERSION": protocol.pytorch.torch,
+        "NUMPY_VERSION": protocol.pytorch.numpy,
+        "NANOGPT_COMMIT": protocol.nanogpt.commit,
+    }

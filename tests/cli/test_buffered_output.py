@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine import judging
-from kit.engine.records import RunRecord
 from kit.errors import ExitCode
 from kit.measure.stamped import read_stamped
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import load
+from kit.results import judging
+from kit.results.records import RunRecord
 from tests.conftest import FAKES, TEXT_INPUT, raw_records, records
 
 SOURCE = FAKES / "buffered_contender.c"
@@ -59,7 +59,7 @@ def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
     assert recs[0]["reason"].startswith("its output is buffered: 8 of 8 step lines")
 
     # `verify` judges it again from its raw stamped log alone, to the same reason
-    protocol = protocol_mod.load(out / "protocol.toml")
+    protocol = load(out / "protocol.toml")
     raw = raw_records(out)[0]
     again = judging.rejudge(out, RunRecord.from_json(raw), protocol.contender, protocol.timing)
     assert (again.status, again.reason) == (recs[0]["status"], recs[0]["reason"])
@@ -112,7 +112,7 @@ def test_a_buffered_run_is_stopped_at_its_first_lines(
     assert "step lines arrived in bursts before the kit stopped it" in res.output
     (rec,) = records(out)
     assert rec["status"] == "void" and rec["stopped"].startswith("its output is buffered")
-    protocol = protocol_mod.load(out / "protocol.toml")
+    protocol = load(out / "protocol.toml")
     lines = [x.text for x in read_stamped(out / rec["log_dir"] / "stdout.log")]
     assert "step 5000 " not in "\n".join(lines)  # it never trained to its end
     again = judging.rejudge(

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from kit.cli.main import main
 from kit.correctness import checks, gate
-from kit.engine import store
 from kit.errors import ExitCode, UserError
+from kit.results import store
 from tests.cli.test_correctness_cmd import STAND_IN_MODEL, check_args, nanogpt_tree
 from tests.conftest import CONTENDER, FAKES, TEXT_INPUT
 

@@ -101,7 +101,7 @@ def _seam(command: str):
     # lazy: the commands' modules load the engine (start-up speed of the other tests)
     from kit.cli import assemble
     from kit.cli import correctness as check_cli
-    from kit.engine.options import CheckOptions, SeriesOptions
+    from kit.results.run_options import CheckOptions, SeriesOptions
 
     if command == "series":
         cmd, module, opts = main.commands["series"], assemble, SeriesOptions

@@ -22,11 +22,10 @@ from click.testing import CliRunner
 from kit.cli.correctness import correctness as correctness_cmd
 from kit.cli.correctness import parse_seeds
 from kit.cli.main import KitGroup
-from kit.correctness import checks, curves, gate, nanogpt_config
-from kit.correctness import plan as checkplan
-from kit.engine import store
+from kit.correctness import check_plan, checks, curves, gate, nanogpt_config
 from kit.errors import UserError
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import load
+from kit.results import store
 from tests.conftest import (
     CONTENDER,
     FAKE_NANOGPT,
@@ -383,8 +382,8 @@ def test_method_b_contender_apart_fails_at_its_step(tmp_path: Path, fakes):
 
 
 def test_method_b_gpt2_medium_window_scaled_with_the_verdict_beside():
-    p = protocol_mod.load()
-    spec = checkplan.CheckSpec(
+    p = load()
+    spec = check_plan.CheckSpec(
         method="B",
         model="gpt2-medium",
         precision="float32",
@@ -400,11 +399,11 @@ def test_method_b_gpt2_medium_window_scaled_with_the_verdict_beside():
         from_step=100,
     )
     # amendment 6: steps 1 to 100 judge, §7 B's 200 steps stand beside; a smoke check scales both
-    assert checkplan.method_b_windows(p, spec) == ((1, 10), (1, 20))
+    assert check_plan.method_b_windows(p, spec) == ((1, 10), (1, 20))
     full = dataclasses.replace(spec, steps=200, smoke=False)
-    assert checkplan.method_b_windows(p, full) == ((1, 100), (1, 200))
+    assert check_plan.method_b_windows(p, full) == ((1, 100), (1, 200))
     small = dataclasses.replace(full, model="gpt2-small")
-    assert checkplan.method_b_windows(p, small) == ((1, 200), None)
+    assert check_plan.method_b_windows(p, small) == ((1, 200), None)
 
 
 def test_init_weights_of_the_wrong_shape_are_refused(tmp_path: Path, fakes):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine import store
+from kit.results import store
 from tests.conftest import contender_args
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine import engine, store
+from kit.engine import engine
 from kit.errors import ExitCode
+from kit.results import store
 from kit.sides import nanogpt
 from tests.conftest import (
     ROOT,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine.store import ResultsDir
 from kit.report import rerun
+from kit.results.store import ResultsDir
 from tests.conftest import (
     CONTENDER,
     ROOT,

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from kit.errors import ExitCode
-from kit.report import separate as sidetables
+from kit.report import sidetables
 from tests.conftest import QUIET_CONDITIONS, contender_args, write_protocol
 
 # Spinners that no process of the kit's started: their launcher exits at once, so they are

@@ -14,13 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from kit.engine.documents import Plan
-from kit.engine.scheduler import PlannedRun
-from kit.engine.store import ResultsDir
 from kit.errors import ExitCode, UserError
 from kit.protocol.load import FILES
-from kit.report import html_sections, merge, overview, states
-from kit.report import tables as report
+from kit.report import html_sections, merge, overview, states, tables
+from kit.results.documents import Plan
+from kit.results.planned import PlannedRun
+from kit.results.store import ResultsDir
 from tests.cli.test_html_report import parse
 from tests.conftest import (
     CONTENDER,
@@ -119,7 +118,7 @@ def copy(src: Path, dest: Path) -> Path:
 
 def gate(d: Path, statuses: dict[str, str]) -> None:
     """The statuses `micakit report --checks` would save, written as it saves them."""
-    ResultsDir.open(d).write_json(report.GATING, {"check_dirs": [], "statuses": statuses})
+    ResultsDir.open(d).write_json(tables.GATING, {"check_dirs": [], "statuses": statuses})
 
 
 # -- a configuration's state -------------------------------------------------------------------
@@ -365,7 +364,7 @@ def test_the_preview_labels_the_title_every_table_caption_and_every_plot(made, t
     assert states.PREVIEW in (d / "report.html").read_text().split("</title>")[0]
     assert page.captions and all(states.PREVIEW in c for c in page.captions)
     rd = ResultsDir.open(d)
-    for section in html_sections.sections(html_sections.context(rd, report.tables(rd))):
+    for section in html_sections.sections(html_sections.context(rd, tables.tables(rd))):
         assert all(states.PREVIEW in plot.alt for plot in section.plots)
     assert invoke("verify", d).exit_code == 0
 

@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from kit.engine.documents import Versions
 from kit.executors.docker import connection
 from kit.report import markdown
+from kit.results.documents import Versions
 from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args
 
 # what the Docker SDK's client answers (client.version(), client.info()), as recorded

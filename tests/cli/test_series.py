@@ -276,7 +276,7 @@ def _no_info_contender(tmp_path):
 def test_a_contender_without_version_information_is_stopped_and_resumes(
     tmp_path, fast_protocol, fake_env, cli, monkeypatch
 ):
-    from kit.engine import versions
+    from kit.sides import versions
 
     monkeypatch.setattr(versions, "ANSWER_S", 1.5)
     fake_env(step_ms={"*": 1.0}, events={"mica#3": "crash"})

@@ -20,6 +20,7 @@ HEAVY = (
     "requests",
     "kit.report",
     "kit.engine",
+    "kit.results",
     "kit.cli.correctness",
 )
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine import store
 from kit.errors import ExitCode
+from kit.results import store
 from tests.conftest import ROOT, contender_args, records, write_protocol
 
 

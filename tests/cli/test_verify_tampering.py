@@ -188,11 +188,11 @@ def test_a_table_from_a_newer_kit_is_refused_by_name(series, cli):
 
 
 def test_forked_workers_judge_and_hash_as_a_plain_loop_does(series, cli, monkeypatch):
-    """Thousands of runs are judged and hashed by forked workers (kit.engine.fanout); forced
+    """Thousands of runs are judged and hashed by forked workers (kit.results.fanout); forced
     here on a small series, the tables are the same and a changed raw file is still caught."""
-    from kit.engine import fanout
-    from kit.engine.store import ResultsDir
     from kit.report import tables
+    from kit.results import fanout
+    from kit.results.store import ResultsDir
 
     plain = tables.tables(ResultsDir.open(series))
     monkeypatch.setattr(fanout, "LEAST", 1)
@@ -205,7 +205,7 @@ def test_forked_workers_judge_and_hash_as_a_plain_loop_does(series, cli, monkeyp
     refused(cli, series, f"{log.relative_to(series)}: raw file changed")
     # the examination judges every run's latest record from the bytes it hashed: none is
     # left for the report to judge again
-    from kit.engine import audit
+    from kit.results import audit
 
     rd = ResultsDir.open(series)
     found = audit.Examination(rd).result()
@@ -219,7 +219,7 @@ def test_a_raw_log_that_no_longer_parses_is_named_not_a_traceback(series, cli, m
     cannot, and `verify` says which line, in a plain loop and in forked workers alike."""
     import hashlib
 
-    from kit.engine import fanout
+    from kit.results import fanout
 
     if least is not None:
         monkeypatch.setattr(fanout, "LEAST", least)
@@ -460,8 +460,8 @@ def test_records_with_their_keys_sorted_verify_clean(series, cli):
 def test_the_tables_are_computed_alone_and_every_caller_audits_first(series, cli, tmp_path):
     """`tables()` computes tables only; report, publish, compare and merge audit the directory
     before they ask for them, and refuse an altered one as they always did."""
-    from kit.engine.store import ResultsDir
     from kit.report import tables
+    from kit.results.store import ResultsDir
 
     other = tmp_path / "other"
     shutil.copytree(series, other, symlinks=True)

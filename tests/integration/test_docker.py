@@ -24,7 +24,7 @@ import pytest
 
 from kit.errors import UserError
 from kit.executors.base import Mount, RunOutcome, RunSpec
-from kit.executors.docker import building, images, inventory
+from kit.executors.docker import building, inventory, kit_images
 from kit.executors.docker.containers import (
     LABEL_OWNER,
     LABEL_RUN,
@@ -380,7 +380,7 @@ def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_pa
     building.build_image(
         client,
         ROOT / "Dockerfile.runner",
-        images.runner_context(tmp_path / "context"),  # the context `micakit images build` makes
+        kit_images.runner_context(tmp_path / "context"),  # the context `micakit images build` makes
         ref,
         {"BASE": base_image, "KIT_COMMIT": commit},
         wheelhouse,
@@ -394,10 +394,10 @@ def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_pa
     # it names the commit it was built from and the engine's host, not the container's id
     code = (
         "import socket; from pathlib import Path; "
-        "from kit.executors.docker.connection import connect; from kit.engine import versions; "
+        "from kit.executors.docker.connection import connect; from kit import kit_commit; "
         "from kit.executors.docker.executor import DockerExecutor, detect_host_paths; "
         "c = connect(); p = detect_host_paths(c); "
-        "print(p.to_host(Path('/results/s1'))); print(versions.kit_commit()); "
+        "print(p.to_host(Path('/results/s1'))); print(kit_commit()); "
         "print(DockerExecutor(c).host()); print(socket.gethostname())"
     )
     volumes = {**sock, str(tmp_path): {"bind": "/results", "mode": "rw"}}

@@ -29,7 +29,7 @@ from kit.executors.docker.containers import (
     cache_volume_name,
     owner_label,
 )
-from kit.executors.docker.images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
+from kit.executors.docker.kit_images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.engine.options import SideInputs
-from kit.engine.scheduler import Config
 from kit.executors.local import LocalExecutor
 from kit.measure.stamped import read_stamped
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import load
+from kit.results.planned import Config
+from kit.results.run_options import SideInputs
 from kit.sides import workspace
 from kit.sides.side import PyTorchSide, RunContext
 from tests.conftest import REAL_INPUT, needs_real_input
@@ -31,7 +31,7 @@ pytestmark = [
 
 @pytest.mark.parametrize("mode", ["eager", "default", "reduce-overhead", "max-autotune"])
 def test_twenty_cpu_steps_in_each_mode(tmp_path: Path, mode: str):
-    p = protocol_mod.load()
+    p = load()
     inputs = SideInputs(
         sides=("pytorch",),
         models=("shakespeare-char",),

@@ -23,8 +23,7 @@ import docker.errors
 import pytest
 
 from kit.cli.assemble import series_id
-from kit.executors.docker import building as dockerapi
-from kit.executors.docker import registry as registry_mod
+from kit.executors.docker import building, registries
 from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES, cache_volume_name
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
@@ -96,7 +95,7 @@ def built(client, tmp_path_factory) -> Iterator[tuple[str, Path]]:
     ids = [line.split("\t")[1] for line in out.stdout.splitlines()]
     yield tag, program
     for image_id in ids:  # whatever the test left: the built or the pulled images
-        if dockerapi.image_id(client, image_id) is not None:
+        if building.image_id(client, image_id) is not None:
             client.api.remove_image(image_id, force=True)
 
 
@@ -246,11 +245,11 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
     # as on a machine that never built them: every local name of both images gone
     for image in (runner, mica):
         client.api.remove_image(image["image_id"], force=True)
-        assert dockerapi.image_id(client, image["image_id"]) is None
+        assert building.image_id(client, image["image_id"]) is None
     # the runner pulled by its digest is the image that was pushed; the Mica image is left to
     # the series, which pulls a side's image that names its registry
-    assert registry_mod.pull(client, runner["pinned"]) == runner["image_id"]
-    assert dockerapi.image_id(client, mica["pinned"]) is None
+    assert registries.pull(client, runner["pinned"]) == runner["image_id"]
+    assert building.image_id(client, mica["pinned"]) is None
 
     (tmp_path / "results").mkdir()
     fake = {"step_ms": {"*": 10.0}, "state": "/micakit/work/state"}
@@ -311,7 +310,7 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
         ],
         volumes,
     )
-    image_id = dockerapi.image_id(client, f"micakit-mica:{mine}")
+    image_id = building.image_id(client, f"micakit-mica:{mine}")
     try:
         assert image_id is not None and image_id in said
         assert client.api.inspect_image(image_id)["Config"]["Labels"]["org.micakit.side"] == "mica"

@@ -1,6 +1,7 @@
 """Building the measured images and the runner through the engine, and looking them up.
 
-What goes into each image's build context, and its name, is `kit.executors.docker.images`'s;
+What goes into each image's build context, and its name, is `kit.executors.docker.kit_images`'s
+(the PyTorch image's, `kit.sides.workspace`'s, passed in);
 this module sends a context to the engine's builder, streams its output, and explains a
 failed build.
 """
@@ -18,11 +19,9 @@ import docker
 import docker.errors
 import docker.utils.build
 
-from kit import __version__
-from kit.engine import versions
+from kit import __version__, kit_commit
 from kit.errors import UserError
-from kit.executors.docker import images
-from kit.executors.docker import registry as registry_mod
+from kit.executors.docker import kit_images, registries
 from kit.executors.docker.connection import explain
 from kit.protocol.load import FILES, Protocol
 
@@ -187,37 +186,42 @@ def build_images(
     wheelhouse: Path | None = None,
     contender: Path | None = None,
     libs: Path | None = None,
-    nanogpt_checkout: str | None = None,
+    pytorch_context: Callable[[Path], dict[str, str]] | None = None,
     suffix: str | None = None,
     on_line: Callable[[str], None] | None = None,
 ) -> dict[str, str]:
-    """Build the images named in `kinds`; returns each image's reference and id."""
+    """Build the images named in `kinds`; returns each image's reference and id.
+
+    `pytorch_context` writes the PyTorch image's context into a folder and returns its build
+    arguments (kit.sides.workspace.image_context: nanoGPT's trees are the side's to make)."""
     built = {}
     for kind in kinds:
-        dockerfile = FILES / images.DOCKERFILES[kind]
+        dockerfile = FILES / kit_images.DOCKERFILES[kind]
         with tempfile.TemporaryDirectory(prefix=f"micakit-{kind}-") as tmp:
             context = Path(tmp)
-            if kind == images.PYTORCH:
-                args = images.pytorch_context(protocol, nanogpt_checkout, context)
-            elif kind == images.MICA:
+            if kind == kit_images.PYTORCH:
+                if pytorch_context is None:
+                    raise ValueError("the PyTorch image's context was not given")
+                args = pytorch_context(context)
+            elif kind == kit_images.MICA:
                 if contender is None:
                     raise UserError(
                         "the Mica image holds the contender program, and none was named",
                         "pass --contender PATH (and --libs DIR for the libraries it opens)",
                     )
-                args = images.mica_context(Path(contender), libs, context)
+                args = kit_images.mica_context(Path(contender), libs, context)
             else:
                 # the runner has no .git: the kit's commit travels as a build argument, and
-                # becomes a label and MICAKIT_COMMIT, which versions.kit_commit() reads there
+                # becomes a label and MICAKIT_COMMIT, which kit.kit_commit() reads there
                 context, args = (
-                    images.runner_context(context),
-                    {"KIT_COMMIT": versions.kit_commit()},
+                    kit_images.runner_context(context),
+                    {"KIT_COMMIT": kit_commit()},
                 )
             if base:
                 args["BASE"] = base
-            name = images.ref(kind, protocol, suffix)
+            name = kit_images.ref(kind, protocol, suffix)
             image_id = build_image(client, dockerfile, context, name, args, wheelhouse, on_line)
-            tag_image(client, image_id, images.NAMES[kind], "latest")
+            tag_image(client, image_id, kit_images.NAMES[kind], "latest")
             built[name] = image_id
     return built
 
@@ -226,8 +230,8 @@ def built_kinds(
     client: docker.DockerClient, protocol: Protocol, suffix: str | None = None
 ) -> list[str]:
     """The images built under this tag, in the order they are built."""
-    kinds = (images.PYTORCH, images.MICA, images.RUNNER)
-    return [k for k in kinds if image_id(client, images.ref(k, protocol, suffix)) is not None]
+    kinds = (kit_images.PYTORCH, kit_images.MICA, kit_images.RUNNER)
+    return [k for k in kinds if image_id(client, kit_images.ref(k, protocol, suffix)) is not None]
 
 
 def push(
@@ -245,9 +249,9 @@ def push(
 
     `kinds`: default, every image built under the tag (the Mica image only where a contender
     was given to `images build`)."""
-    registry = registry_mod.check_registry(registry)
-    image_tag = registry_mod.check_tag(suffix or images.tag(protocol))
-    tags = list(dict.fromkeys([image_tag, *(registry_mod.check_tag(t) for t in also)]))
+    registry = registries.check_registry(registry)
+    image_tag = registries.check_tag(suffix or kit_images.tag(protocol))
+    tags = list(dict.fromkeys([image_tag, *(registries.check_tag(t) for t in also)]))
     if kinds is None:
         kinds = built_kinds(client, protocol, suffix)
         if not kinds:
@@ -258,9 +262,9 @@ def push(
             )
     pushed = {}
     for kind in kinds:
-        local = images.ref(kind, protocol, suffix)
-        repository = f"{registry}/{images.NAMES[kind]}"
-        digest = registry_mod.push(client, local, repository, tags, on_line)
+        local = kit_images.ref(kind, protocol, suffix)
+        repository = f"{registry}/{kit_images.NAMES[kind]}"
+        digest = registries.push(client, local, repository, tags, on_line)
         pushed[kind] = {
             "local": local,
             "image_id": client.api.inspect_image(local)["Id"],
@@ -270,7 +274,7 @@ def push(
             "pinned": f"{repository}@{digest}",  # what rerun.sh and `docker pull` name
         }
     return {
-        "schema": images.PUSHED_SCHEMA,
+        "schema": kit_images.PUSHED_SCHEMA,
         "kit_version": __version__,
         "protocol_sha256": protocol.sha256,
         "registry": registry,

@@ -22,7 +22,7 @@ import docker.types
 from kit import __version__
 from kit.errors import UserError
 from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
-from kit.executors.docker import connection, inventory, registry
+from kit.executors.docker import connection, inventory, registries
 from kit.executors.docker.building import BUILD_FIX, image_exists
 from kit.executors.docker.building import image_id as engine_image_id
 from kit.executors.docker.containers import (
@@ -202,11 +202,11 @@ class DockerExecutor(Executor):
 
     @guarded("pulling an image")
     def pull_image(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
-        if not registry.names_registry(ref):
+        if not registries.names_registry(ref):
             return None  # a bare name would be looked for on Docker Hub: never guessed
         if on_line is not None:
             on_line(f"pulling {ref}")
-        return registry.pull(self.client, ref, on_line)
+        return registries.pull(self.client, ref, on_line)
 
     @guarded("reading the runner image's id")
     def runner_image(self) -> dict:

@@ -18,11 +18,16 @@ from typing import IO
 import docker
 import docker.errors
 
-from kit.engine import store
 from kit.errors import UserError
-from kit.executors.docker import footprint as footprint_mod
 from kit.executors.docker.building import BUILD_COMMANDS, BUILD_FIX, image_exists
-from kit.executors.docker.footprint import ChunkReader, FootprintWriter, footprint_ratio
+from kit.executors.docker.footprint import (
+    BASE,
+    BASE_LABEL,
+    ChunkReader,
+    FootprintWriter,
+    footprint_ratio,
+)
+from kit.results import store
 
 
 def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dict:
@@ -72,10 +77,10 @@ def measure_footprints(client: docker.DockerClient, refs: Mapping[str, str], out
     try:
         found = {side: footprint(client, ref, partial / side) for side, ref in refs.items()}
         for side, info in found.items():
-            base = info.get("labels", {}).get(footprint_mod.BASE_LABEL)
+            base = info.get("labels", {}).get(BASE_LABEL)
             if base and image_exists(client, base):
                 # what the image adds beyond its side's minimum is told against its base (§8)
-                footprint(client, base, partial / side / footprint_mod.BASE)
+                footprint(client, base, partial / side / BASE)
         ratio = footprint_ratio(found["mica"], found["pytorch"])
         store.write_json(partial / "ratio.json", ratio)
         store.publish_modes(partial)

@@ -1,0 +1,235 @@
+"""Two results directories side by side: the same card before and after an upgrade, two cards,
+two contender releases.
+
+Every number is recomputed from each directory's raw files (as `verify` does), never read from
+its published tables. A configuration is matched by model, precision, side and variant (its card
+may differ); only a configuration whose every planned timed run was ok has a time (§5), so any
+other is shown by its state. This compares two directories; it is not a verdict of §10. Rule 6
+holds here too: a time whose correctness check has not passed is withheld unless asked for with
+`--preview`, and the output then says it is preparation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypedDict
+
+import pandas as pd
+
+from kit.errors import UserError
+from kit.report import tables
+from kit.report.states import Publication
+from kit.results import audit
+from kit.results.store import ResultsDir
+
+SCHEMA = 1
+KEY = ["model", "precision", "side", "variant"]
+
+
+class Timed(TypedDict):
+    """A configuration's step times in seconds (§5): median, fastest and slowest run."""
+
+    median: float
+    min: float
+    max: float
+
+
+class OnlyIn(TypedDict):
+    """A configuration one directory holds and the other does not."""
+
+    model: str
+    precision: str
+    side: str
+    variant: str
+    card: str
+
+
+class Compared(TypedDict):
+    """A configuration both directories hold; times None where a side has none to show."""
+
+    model: str
+    precision: str
+    side: str
+    variant: str
+    card_a: str
+    card_b: str
+    state_a: str
+    state_b: str
+    a_s: Timed | None
+    b_s: Timed | None
+    ratio_a_over_b: float | None
+    ranges_overlap: bool | None
+
+
+class Comparison(TypedDict):
+    """What `micakit compare --json` prints."""
+
+    schema: int
+    a: str
+    b: str
+    protocol_changed: bool
+    preview: bool
+    both: list[Compared]
+    only_in_a: list[OnlyIn]
+    only_in_b: list[OnlyIn]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One directory as the comparison reads it."""
+
+    root: Path
+    protocol_sha256: str
+    configurations: pd.DataFrame
+
+
+def read(root: Path, *, preview: bool = False) -> Side:
+    """A directory's configurations; rule 6 withholds unchecked times unless `preview`."""
+    rd = ResultsDir.open(root)
+    # D6: numbers only from what a series wrote
+    t = tables.tables(rd, preview=preview, listing=audit.refuse_if_altered(rd))
+    return Side(root, rd.manifest().protocol_sha256, t.configurations)
+
+
+def _state(row: pd.Series) -> str:
+    """The configuration's state: the tables' own where they give one, else from its runs."""
+    state = row.get("state")
+    if isinstance(state, str) and state:
+        return state
+    if row.get("out_of_memory"):
+        return "out of memory"
+    return "complete" if not math.isnan(float(row["median_step_s"])) else "no time"
+
+
+def _shown(row: pd.Series) -> str:
+    """The state, or why rule 6 withholds a complete configuration's time."""
+    publication = row.get("publication")
+    if _state(row) == "complete" and isinstance(publication, str):
+        if Publication.of(publication) is Publication.WITHHELD:
+            return publication
+    return _state(row)
+
+
+def _timed(row: pd.Series | None) -> Timed | None:
+    if row is None or _state(row) != "complete" or math.isnan(float(row["median_step_s"])):
+        return None  # no time (§5), or one rule 6 withholds
+    return Timed(
+        median=float(row["median_step_s"]),
+        min=float(row["min_step_s"]),
+        max=float(row["max_step_s"]),
+    )
+
+
+def _compared(key: tuple, ra: pd.Series, rb: pd.Series) -> Compared:
+    """One configuration both directories ran: both states and times, their ratio, and whether
+    their ranges overlap."""
+    model, precision, side, variant = key  # KEY's order
+    ta, tb = _timed(ra), _timed(rb)
+    entry = Compared(
+        model=model,
+        precision=precision,
+        side=side,
+        variant=variant,
+        card_a=ra["card"],
+        card_b=rb["card"],
+        state_a=_shown(ra),
+        state_b=_shown(rb),
+        a_s=ta,
+        b_s=tb,
+        ratio_a_over_b=None,
+        ranges_overlap=None,
+    )
+    if ta and tb:
+        entry["ratio_a_over_b"] = ta["median"] / tb["median"]
+        entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
+    return entry
+
+
+def compare(
+    a: Side, b: Side, *, allow_protocol_change: bool = False, preview: bool = False
+) -> Comparison:
+    """Per configuration in both: both medians and ranges, their ratio, whether ranges overlap."""
+    changed = a.protocol_sha256 != b.protocol_sha256
+    if changed and not allow_protocol_change:
+        raise UserError(
+            f"{a.root} and {b.root} ran under different protocols "
+            f"({a.protocol_sha256[:12]}… and {b.protocol_sha256[:12]}…)",
+            "compare directories of one protocol, or pass --allow-protocol-change to compare "
+            "them anyway (the comparison then says so)",
+        )
+    rows_a = {tuple(r[k] for k in KEY): r for _, r in a.configurations.iterrows()}
+    rows_b = {tuple(r[k] for k in KEY): r for _, r in b.configurations.iterrows()}
+    both: list[Compared] = []
+    only_a: list[OnlyIn] = []
+    only_b: list[OnlyIn] = []
+    for key in sorted(set(rows_a) | set(rows_b)):
+        ra, rb = rows_a.get(key), rows_b.get(key)
+        model, precision, side, variant = key  # KEY's order
+        if ra is None or rb is None:
+            present = ra if ra is not None else rb
+            assert present is not None  # the key came from one of the two
+            (only_a if rb is None else only_b).append(
+                OnlyIn(
+                    model=model,
+                    precision=precision,
+                    side=side,
+                    variant=variant,
+                    card=present["card"],
+                )
+            )
+            continue
+        both.append(_compared(key, ra, rb))
+    return Comparison(
+        schema=SCHEMA,
+        a=str(a.root),
+        b=str(b.root),
+        protocol_changed=changed,
+        preview=preview,
+        both=both,
+        only_in_a=only_a,
+        only_in_b=only_b,
+    )
+
+
+def _ms(t: Timed | None, state: str) -> str:
+    if t is None:
+        return state
+    return f"{t['median'] * 1e3:.3f} ms ({t['min'] * 1e3:.3f}–{t['max'] * 1e3:.3f})"
+
+
+def markdown(result: Comparison) -> str:
+    """The comparison as a Markdown table, with what is in one directory only."""
+    title = f"# {result['a']} (A) against {result['b']} (B)"
+    if result.get("preview"):
+        title += " — preparation: not a protocol result"
+    lines = [title, ""]
+    if result["protocol_changed"]:
+        lines += [
+            "**The two directories ran under different protocols** (--allow-protocol-change).",
+            "",
+        ]
+    lines += [
+        "Step time per configuration: median (range, fastest to slowest), recomputed from each "
+        "directory's raw logs. A configuration without a time shows its state.",
+        "",
+        "| model | precision | side | variant | card A | card B | A | B | A / B | ranges overlap |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for e in result["both"]:
+        ratio = f"{e['ratio_a_over_b']:.3f}" if e["ratio_a_over_b"] is not None else "—"
+        overlap = {True: "yes", False: "no", None: "—"}[e["ranges_overlap"]]
+        lines.append(
+            f"| {e['model']} | {e['precision']} | {e['side']} | {e['variant']} | {e['card_a']} "
+            f"| {e['card_b']} | {_ms(e['a_s'], e['state_a'])} | {_ms(e['b_s'], e['state_b'])} "
+            f"| {ratio} | {overlap} |"
+        )
+    for name, only in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
+        if only:
+            lines += ["", f"Only in {name}:", ""]
+            lines += [
+                f"- {o['model']} · {o['precision']} · {o['side']} · {o['variant']} ({o['card']})"
+                for o in only
+            ]
+    return "\n".join(lines) + "\n"
