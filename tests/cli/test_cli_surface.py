@@ -99,16 +99,15 @@ def _seam(command: str):
     """A command's click parameters, the type they are read into, the options type, and the
     documented ways the two differ."""
     # lazy: the commands' modules load the engine (start-up speed of the other tests)
-    from kit.cli import assemble
-    from kit.cli import correctness as check_cli
+    from kit.cli import assemble, correctness
     from kit.results.run_options import CheckOptions, SeriesOptions
 
     if command == "series":
         cmd, module, opts = main.commands["series"], assemble, SeriesOptions
         args: type = assemble.SeriesArgs
     else:
-        cmd, module, opts = check_cli.correctness, check_cli, CheckOptions
-        args = check_cli.CheckArgs
+        cmd, module, opts = correctness.correctness, correctness, CheckOptions
+        args = correctness.CheckArgs
     params = {p.name for p in cmd.params if p.expose_value}
     return params, args, opts, module
 
