@@ -55,24 +55,18 @@ def invoke(*args: object):
     return CliRunner().invoke(kit_main, [str(a) for a in args], catch_exceptions=False)
 
 
-def nanogpt_tree(tmp: Path, model: Path | None = None, **replace: str) -> tuple[Path, Path]:
+def nanogpt_tree(
+    tmp: Path, model: Path | None = None, changes: dict[str, object] | None = None
+) -> tuple[Path, Path]:
     """The fake nanoGPT (with a stand-in model.py that builds weights, for method B) and a
     protocol pinning its files' hashes, as the kit checks and patches the real one."""
     tree = tmp / "nanogpt-src"
     shutil.copytree(FAKE_NANOGPT, tree)
     if model:
         shutil.copyfile(model, tree / "model.py")
-    lines = "\n".join(
-        f'"{f}" = "{hashlib.sha256((tree / f).read_bytes()).hexdigest()}"' for f in NANOGPT_FILES
-    )
-    protocol = write_protocol(tmp / "protocol.toml", **replace)
-    text = re.sub(
-        r"\[nanogpt\.files\].*?(?=\n\n)",
-        "[nanogpt.files]\n" + lines,
-        protocol.read_text(),
-        flags=re.S,
-    )
-    protocol.write_text(text.replace('patch = "train.patch"', f'patch = "{tree / "train.patch"}"'))
+    files = {f: hashlib.sha256((tree / f).read_bytes()).hexdigest() for f in NANOGPT_FILES}
+    pinned = {"nanogpt.files": files, "nanogpt.patch": str(tree / "train.patch")}
+    protocol = write_protocol(tmp / "protocol.toml", changes={**(changes or {}), **pinned})
     return tree, protocol
 
 
@@ -180,8 +174,8 @@ def test_method_a_contender_offset_fails_at_the_first_judged_step(tmp_path: Path
 def test_curves_with_different_evaluation_steps_are_refused(tmp_path: Path, fakes):
     fakes()
     # a contender that evaluates every 40 steps where nanoGPT evaluates every 50
-    wrong = '"--eval-interval", "40"'
-    tree, protocol = nanogpt_tree(tmp_path, **{'"--eval-interval", "{eval_interval}"': wrong})
+    wrong = ["--eval-interval", "40", "--eval-iters", "{eval_iters}"]
+    tree, protocol = nanogpt_tree(tmp_path, changes={"correctness.eval_args": wrong})
     out = tmp_path / "a"
     result = invoke(*check_args(out, protocol, tree, "A", "--seeds", "1337,1338"))
     assert result.exit_code == 2, result.output

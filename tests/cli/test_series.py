@@ -140,7 +140,7 @@ def test_bad_input_is_a_clear_error(tmp_path, fast_protocol, cli):
         "local",
     )
     assert res.exit_code == ExitCode.USER_ERROR and "not an executable file" in res.output
-    bad = write_protocol(tmp_path / "bad.toml", **{"runs = 5": "runs = 5\nrounds = 3"})
+    bad = write_protocol(tmp_path / "bad.toml", changes={"timing.rounds": 3})
     res = cli(*contender_args(tmp_path / "b", bad))
     assert res.exit_code == ExitCode.USER_ERROR and "unknown key timing.rounds" in res.output
     res = cli(*contender_args(tmp_path / "m", fast_protocol, "--model", "gpt5"))
@@ -228,9 +228,8 @@ def _limits(tmp_path, stall_s: float, factor: float = 3.0):
     return write_protocol(
         tmp_path / "p.toml",
         runs=2,
-        **{"verdict_margin = 0.05\n": f"verdict_margin = 0.05\nstall_s = {stall_s}\n"
-           f"run_limit_factor = {factor}\n"},
-    )  # fmt: skip
+        changes={"timing.stall_s": stall_s, "timing.run_limit_factor": factor},
+    )
 
 
 def test_a_hang_is_stopped_recorded_as_failed_and_resume_runs_it_again(tmp_path, fake_env, cli):
