@@ -1,4 +1,4 @@
-"""report.html and rerun.sh in every results directory (issue 7), through whole series with fakes."""
+"""report.html and rerun.sh in every results directory (§3 rule 7), through whole series with fakes."""
 
 from __future__ import annotations
 
