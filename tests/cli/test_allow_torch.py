@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kit.protocol import load as protocol_mod
 from tests.conftest import edit_protocol, fake_nanogpt_protocol, pytorch_args
+
+pytestmark = pytest.mark.slow  # every test runs a series of both sides: seconds each
 
 
 def _other_pin(tmp_path):

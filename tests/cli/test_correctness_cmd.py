@@ -102,6 +102,7 @@ def fakes(fake_env):
 # -- method A ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_method_a_smoke_five_seeds_a_side_passes(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path)
@@ -157,6 +158,7 @@ def test_method_a_smoke_five_seeds_a_side_passes(tmp_path: Path, fakes):
     assert len(checks.load_checks(out)) == 1
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_method_a_contender_offset_fails_at_the_first_judged_step(tmp_path: Path, fakes):
     fakes(offset={"mica": [0, 0.5]})  # the contender's every loss half a nat higher
     tree, protocol = nanogpt_tree(tmp_path)
@@ -171,6 +173,7 @@ def test_method_a_contender_offset_fails_at_the_first_judged_step(tmp_path: Path
     assert "| 100 | yes |" in md and "**no** |" in md
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_curves_with_different_evaluation_steps_are_refused(tmp_path: Path, fakes):
     fakes()
     # a contender that evaluates every 40 steps where nanoGPT evaluates every 50
@@ -183,6 +186,7 @@ def test_curves_with_different_evaluation_steps_are_refused(tmp_path: Path, fake
     assert not (out / "checks.jsonl").exists()
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_one_seed_a_side_is_read_not_judged(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path)
@@ -195,6 +199,7 @@ def test_one_seed_a_side_is_read_not_judged(tmp_path: Path, fakes):
     assert "amendment 7.1" in (out / "correctness.md").read_text()
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_resume_after_a_crash_runs_only_the_unfinished_run(tmp_path: Path, fakes):
     fakes(events={"mica#2": "crash"})  # the contender's second run dies halfway
     tree, protocol = nanogpt_tree(tmp_path)
@@ -218,6 +223,7 @@ def test_resume_after_a_crash_runs_only_the_unfinished_run(tmp_path: Path, fakes
     assert checks.load_checks(out)[-1].passed is True
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_a_run_killed_without_a_record_runs_again(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path)
@@ -301,6 +307,7 @@ def series_dir(tmp: Path, card: str, protocol: Path, products: bool = True, **se
     return root
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_method_b_shared_start_passes(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -350,6 +357,7 @@ def test_method_b_shared_start_passes(tmp_path: Path, fakes):
     assert (out / "method_b.png").is_file() and (out / "tables" / "method_b.csv").is_file()
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_a_batch_its_series_halved_is_the_checks_batch(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -365,6 +373,7 @@ def test_a_batch_its_series_halved_is_the_checks_batch(tmp_path: Path, fakes):
     assert checks.load_checks(out)[0].passed is True
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_method_b_contender_apart_fails_at_its_step(tmp_path: Path, fakes):
     fakes(offset={"mica": [7, 0.2]})
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -401,6 +410,7 @@ def test_method_b_gpt2_medium_window_scaled_with_the_verdict_beside():
     assert checkplan.method_b_windows(p, small) == ((1, 200), None)
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_init_weights_of_the_wrong_shape_are_refused(tmp_path: Path, fakes):
     from safetensors.numpy import save_file
 
@@ -419,6 +429,7 @@ def test_init_weights_of_the_wrong_shape_are_refused(tmp_path: Path, fakes):
     assert "tensor transformer.wpe.weight has shape (32, 64), expected (64, 64)" in result.output
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_a_shared_start_changed_after_it_was_made_is_refused(tmp_path: Path, fakes):
     fakes(events={"mica#1": "crash"})
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -522,6 +533,7 @@ def test_nanogpt_config_reads_defaults_config_file_and_overrides(tmp_path: Path)
 # -- the verdict gate ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)

@@ -102,6 +102,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # runs scripts/device-check.sh: a series and more
 def test_device_check_runs_as_documented_and_names_what_it_skipped(tmp_path, checkout):
     copy, nanogpt, text = checkout
     # the local executor never needs the Docker SDK: here it cannot be imported at all
@@ -138,6 +139,7 @@ def test_device_check_runs_as_documented_and_names_what_it_skipped(tmp_path, che
     assert not (out / "series" / "work").exists()
 
 
+@pytest.mark.slow  # runs scripts/device-check.sh: a series and more
 def test_a_failed_step_says_why_in_one_line(tmp_path, checkout):
     copy, nanogpt, text = checkout
     changed = tmp_path / "nanogpt-changed"

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import CONTENDER, edit_protocol, fake_nanogpt_protocol, pytorch_args, records
 
+pytestmark = pytest.mark.slow  # every test runs a series of both sides: seconds each
+
 
 def run(tmp_path, cli, fake_env, step_ms: dict, *extra: str) -> pd.DataFrame:
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
