@@ -18,7 +18,7 @@ import tomli_w
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import DEFAULT_PATH
 
 # Every program a test starts runs under the kit's own interpreter: the fakes' `#!/usr/bin/env
 # python3` finds this one first, never whichever python3 the machine happens to have.
@@ -102,7 +102,7 @@ def write_protocol(
 
     It pins TEXT_INPUT's SHA-256 as the input's, so a series under it reads the shipped text.
     """
-    data = tomllib.loads(protocol_mod.DEFAULT_PATH.read_text())
+    data = tomllib.loads(DEFAULT_PATH.read_text())
     assert "input_sha256" in data["data"], "the protocol pins no input_sha256"
     data["data"]["input_sha256"] = TEXT_INPUT_SHA256
     data["timing"] = fast_timing(runs, tolerance)

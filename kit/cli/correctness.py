@@ -2,8 +2,10 @@
 
 Parse, make the options whole (as `kit.cli.assemble` does for a series), run the check
 (`kit.correctness.run`), render `correctness.md` (`kit.correctness.markdown`), print the
-verdict. Exit codes as `micakit series`: 0 the check ran (passed or not: the verdict says), 2
-bad input, 3 a run failed (finished runs are kept, `--resume` goes on), 130 interrupted.
+verdict. Exit codes as `micakit
+series`: 0 the
+check ran (passed or not: the verdict says), 2 bad input, 3 a run failed (finished runs are kept,
+`--resume` goes on), 130 interrupted.
 """
 
 from __future__ import annotations

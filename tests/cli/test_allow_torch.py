@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kit.protocol import load as protocol_mod
+from kit.protocol.load import load
 from tests.conftest import edit_protocol, fake_nanogpt_protocol, pytorch_args
 
 pytestmark = pytest.mark.slow  # every test runs a series of both sides: seconds each
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # every test runs a series of both sides: seconds
 
 def _other_pin(tmp_path):
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=1)
-    assert protocol_mod.load(protocol).pytorch.torch == "2.13.0"
+    assert load(protocol).pytorch.torch == "2.13.0"
     return edit_protocol(protocol, {"pytorch.torch": "0.0.1"})
 
 
