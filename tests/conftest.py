@@ -7,12 +7,14 @@ import errno
 import hashlib
 import json
 import os
-import re
 import signal
 import sys
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+import tomli_w
 from click.testing import CliRunner
 
 from kit.cli.main import main
@@ -41,45 +43,73 @@ needs_real_input = pytest.mark.skipif(
     reason=f"no tiny Shakespeare at {REAL_INPUT}: name a copy with MICAKIT_INPUT",
 )
 
+
 # Fast timing for tests: 100 steps, the window 20..100, a tolerance that load cannot break.
-FAST_TIMING = """[timing]
-steps = 100
-window = [20, 100]
-runs = {runs}
-discarded_runs = 1
-log_interval = 10
-cross_check_tolerance = {tolerance}
-verdict_margin = 0.05
-"""
+def fast_timing(runs: int, tolerance: float) -> dict[str, object]:
+    return {
+        "steps": 100,
+        "window": [20, 100],
+        "runs": runs,
+        "discarded_runs": 1,
+        "log_interval": 10,
+        "cross_check_tolerance": tolerance,
+        "verdict_margin": 0.05,
+    }
 
 
 # A machine that other work cannot hold up: tests share their CPUs (pytest, Docker, other
 # suites). tests/cli/test_machine_conditions.py puts the reference threshold back.
-QUIET_CONDITIONS = "cpu_busy_share = 1.0\ncpu_look_s = 0.05"
+QUIET_CONDITIONS = {"cpu_busy_share": 1.0, "cpu_look_s": 0.05}
+
+# A value in `changes` that removes its key instead of setting it.
+DROP = object()
 
 
-def write_protocol(path: Path, runs: int = 5, tolerance: float = 0.10, **replace: str) -> Path:
-    """The reference protocol with fast timing (and any other text replaced), written to path.
+def set_keys(data: dict, changes: Mapping[str, object]) -> dict:
+    """data (a protocol read by tomllib) with each dotted key of changes set, or removed (DROP).
+
+    A key's tables must exist; its last part may be new (an unknown key, for the loader to name).
+    """
+    for dotted, value in changes.items():
+        *tables, key = dotted.split(".")
+        table = data
+        for name in tables:
+            assert name in table, f"the protocol has no table {dotted}"
+            table = table[name]
+        if value is DROP:
+            assert key in table, f"the protocol has no key {dotted}"
+            del table[key]
+        else:
+            table[key] = value
+    return data
+
+
+def edit_protocol(path: Path, changes: Mapping[str, object]) -> Path:
+    """The protocol file at path rewritten with changes (set_keys), read and written as TOML."""
+    data = set_keys(tomllib.loads(path.read_text()), changes)
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+def write_protocol(
+    path: Path,
+    runs: int = 5,
+    tolerance: float = 0.10,
+    changes: Mapping[str, object] | None = None,
+) -> Path:
+    """The reference protocol with fast timing (and changes, as set_keys sets them), written to
+    path.
 
     It pins TEXT_INPUT's SHA-256 as the input's, so a series under it reads the shipped text.
     """
-    text = DEFAULT_PATH.read_text()
-    text, n = re.subn(
-        r'(?m)^input_sha256 = "[0-9a-f]{64}"', f'input_sha256 = "{TEXT_INPUT_SHA256}"', text
-    )
-    assert n == 1, "the protocol pins no input_sha256"
-    text = re.sub(
-        r"\[timing\].*?(?=\n\[)",
-        FAST_TIMING.format(runs=runs, tolerance=tolerance).strip(),
-        text,
-        flags=re.S,
-    )
-    text, n = re.subn(r"(?m)^cpu_busy_share = .*\ncpu_look_s = .*$", QUIET_CONDITIONS, text)
-    assert n == 1, "the protocol sets no [conditions]"
-    for old, new in replace.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    path.write_text(text)
+    data = tomllib.loads(DEFAULT_PATH.read_text())
+    assert "input_sha256" in data["data"], "the protocol pins no input_sha256"
+    data["data"]["input_sha256"] = TEXT_INPUT_SHA256
+    data["timing"] = fast_timing(runs, tolerance)
+    assert "conditions" in data, "the protocol sets no [conditions]"
+    data["conditions"].update(QUIET_CONDITIONS)
+    set_keys(data, changes or {})
+    path.write_text(tomli_w.dumps(data))
     return path
 
 
@@ -208,19 +238,18 @@ def fake_nanogpt_protocol(path: Path, runs: int = 5, tolerance: float = 0.10) ->
     The kit checks and patches the fake exactly as it checks and patches the real nanoGPT.
     """
     write_protocol(path, runs=runs, tolerance=tolerance)
-    text = pin_fake_nanogpt(path.read_text())
-    text = text.replace('patch = "train.patch"', f'patch = "{FAKE_NANOGPT / "train.patch"}"')
-    path.write_text(text)
-    return path
-
-
-def pin_fake_nanogpt(text: str) -> str:
-    """A protocol's text with the fake nanoGPT's files pinned in [nanogpt.files]."""
-    files = ["train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py"]
-    lines = "\n".join(
-        f'"{f}" = "{hashlib.sha256((FAKE_NANOGPT / f).read_bytes()).hexdigest()}"' for f in files
+    return edit_protocol(
+        path, {**pin_fake_nanogpt(), "nanogpt.patch": str(FAKE_NANOGPT / "train.patch")}
     )
-    return re.sub(r"\[nanogpt\.files\].*?(?=\n\n)", "[nanogpt.files]\n" + lines, text, flags=re.S)
+
+
+def pin_fake_nanogpt(tree: Path = FAKE_NANOGPT) -> dict[str, object]:
+    """The changes (set_keys) that pin the fake nanoGPT's files, as found in tree, in
+    [nanogpt.files]."""
+    files = ["train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py"]
+    return {
+        "nanogpt.files": {f: hashlib.sha256((tree / f).read_bytes()).hexdigest() for f in files}
+    }
 
 
 def pytorch_args(out: Path, protocol: Path, *extra: str) -> list:

@@ -16,7 +16,7 @@ long line is no step line: delays and agreement are over the step lines.
 Goal on a 2-core machine: p99 stamp delay at most 1 ms; agreement within 0.05%.
 `--with-sampler` runs the card sampler (on the recorded fake card, as a series runs it: a
 thread of the kit's process, 1 s and 50 ms intervals) during every probe run, to show what it
-adds to the stamps (issue goal: no measurable change in p99).
+adds to the stamps (the goal: no measurable change in p99).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Options several commands take, each defined once (STYLE: one definition of each option).
+"""Options several commands take, each defined once (CONTRIBUTING.md: one definition of each).
 
 Every command takes `-q` and `-v`: quiet says nothing on stderr but errors (no progress, no
 streamed build output); verbose adds the kit's log messages. Results on stdout are the same.

@@ -1,8 +1,8 @@
 """rerun.sh: the exact commands that run a series again on another machine, and recompute it.
 
 §3 rule 7 publishes "every log, kernel table, loss curve and script, so anyone can recompute
-every number from the container"; issue 7 asks every results directory to carry the commands
-that run its series again, with image digests, and `micakit report`/`verify` to recompute it.
+every number from the container", so every results directory carries the commands that run
+its series again, with image digests, and `micakit report`/`verify` to recompute it.
 The script is built from manifest.json and versions.json alone, so `micakit publish` writes it
 again for any directory, old ones included: a field an older kit did not record is left out
 and the script says what it could not pin.

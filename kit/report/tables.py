@@ -1,8 +1,9 @@
 """Every table of a results directory, recomputed from its raw stamped logs alone (D6).
 
 `tables()` reads the plan, the records' exit codes and the stamped logs, and judges every run
-again; nothing a series computed while it ran is trusted. `verify()` compares what a directory
-publishes with that recomputation and names every number and raw file that differs.
+again; nothing a series computed while it ran is trusted. `verify()` (kit.report.publish)
+compares what a directory publishes with that recomputation and names every number and raw
+file that differs.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Layout:
     runs/<id>-<config>/attempt-<k>/   the raw stamped logs of each attempt at a run; a run the
                          kit decided not to start (a profiled run without nsys) holds
                          not-run.json instead, saying why
-    tables/              CSV and Markdown tables, always recomputed from the raw logs
+    tables/              CSV tables, always recomputed from the raw logs
 
 Every file but runs.jsonl is written whole to a temporary name and renamed; runs.jsonl only
 grows, one fsynced line per finished run. A torn last line (power lost mid-write) is no record:
@@ -244,8 +244,9 @@ class ResultsDir:
 
     def read_json(self, rel: str) -> Any:
         """A JSON file of the directory. One that a newer kit wrote (a higher "schema") is
-        refused; an older one is read as it is, since no version has yet changed a field
-        (an upgrade would go here, one function per version, as schema 2 comes)."""
+        refused. An older one is returned as it is: the typed documents upgrade theirs in
+        `from_json` (kit.results.documents, through `_document`); the other files here have
+        had one schema only."""
         path = self.root / rel
         try:
             obj = json.loads(path.read_text("utf-8"))

@@ -171,7 +171,7 @@ class NvmlCard:
     messages the user can act on; close it (or use it as a context manager) when done."""
 
     def __init__(self, index_or_uuid: int | str = 0) -> None:
-        import pynvml  # the only import of pynvml in the kit (STYLE.md)
+        import pynvml  # the only import of pynvml in the kit (CONTRIBUTING.md)
 
         self._nvml = pynvml
         pynvml.nvmlInit()

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import fake_nanogpt_protocol, pytorch_args
+import pytest
+
+from kit.protocol.load import load
+from tests.conftest import edit_protocol, fake_nanogpt_protocol, pytorch_args
+
+pytestmark = pytest.mark.slow  # every test runs a series of both sides: seconds each
 
 
 def _other_pin(tmp_path):
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=1)
-    text = protocol.read_text()
-    assert 'torch = "2.13.0"' in text
-    protocol.write_text(text.replace('torch = "2.13.0"', 'torch = "0.0.1"'))
-    return protocol
+    assert load(protocol).pytorch.torch == "2.13.0"
+    return edit_protocol(protocol, {"pytorch.torch": "0.0.1"})
 
 
 def test_a_torch_other_than_the_pin_is_refused(tmp_path, fake_env, cli):

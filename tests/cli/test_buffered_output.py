@@ -77,6 +77,7 @@ def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
     assert cli("verify", out).exit_code == 0
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_a_buffered_contender_that_trains_when_asked_its_version_stops_the_series_first(
     tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
 ):

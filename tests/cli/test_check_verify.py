@@ -24,6 +24,8 @@ from kit.results import store
 from tests.cli.test_correctness_cmd import STAND_IN_MODEL, check_args, nanogpt_tree
 from tests.conftest import CONTENDER, FAKES, TEXT_INPUT
 
+pytestmark = pytest.mark.slow  # the module's series and checks take a minute to make
+
 KEY = "shakespeare-char/float32/mica"  # the smoke series' one contender configuration
 
 

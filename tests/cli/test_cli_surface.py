@@ -30,6 +30,7 @@ def series(tmp_path, fake_env, cli):
     return out
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_report_and_verify_read_and_never_write(series, cli):
     before = _tree(series)
     printed = cli("report", series)
@@ -44,6 +45,7 @@ def test_report_and_verify_read_and_never_write(series, cli):
     assert _tree(series) == before  # not a byte written, not a file added
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_publish_writes_and_a_preview_is_then_verified(series, cli):
     res = cli("publish", series, "--preview")
     assert res.exit_code == 0
@@ -61,6 +63,7 @@ def test_verify_json_names_the_differences(series, cli):
     assert found["clean"] is False and any("report.md" in d for d in found["differences"])
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_quiet_says_nothing_on_stderr_and_verbose_is_accepted(tmp_path, fake_env):
     fake_env(step_ms={"*": 1.0})
     protocol = write_protocol(tmp_path / "p.toml", runs=1)

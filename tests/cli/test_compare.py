@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import contender_args, write_protocol
+
+pytestmark = pytest.mark.slow  # every test runs series to compare: seconds each
 
 
 def _series(tmp_path, name, protocol, fake_env, cli, step_ms):

@@ -54,24 +54,18 @@ def invoke(*args: object):
     return CliRunner().invoke(kit_main, [str(a) for a in args], catch_exceptions=False)
 
 
-def nanogpt_tree(tmp: Path, model: Path | None = None, **replace: str) -> tuple[Path, Path]:
+def nanogpt_tree(
+    tmp: Path, model: Path | None = None, changes: dict[str, object] | None = None
+) -> tuple[Path, Path]:
     """The fake nanoGPT (with a stand-in model.py that builds weights, for method B) and a
     protocol pinning its files' hashes, as the kit checks and patches the real one."""
     tree = tmp / "nanogpt-src"
     shutil.copytree(FAKE_NANOGPT, tree)
     if model:
         shutil.copyfile(model, tree / "model.py")
-    lines = "\n".join(
-        f'"{f}" = "{hashlib.sha256((tree / f).read_bytes()).hexdigest()}"' for f in NANOGPT_FILES
-    )
-    protocol = write_protocol(tmp / "protocol.toml", **replace)
-    text = re.sub(
-        r"\[nanogpt\.files\].*?(?=\n\n)",
-        "[nanogpt.files]\n" + lines,
-        protocol.read_text(),
-        flags=re.S,
-    )
-    protocol.write_text(text.replace('patch = "train.patch"', f'patch = "{tree / "train.patch"}"'))
+    files = {f: hashlib.sha256((tree / f).read_bytes()).hexdigest() for f in NANOGPT_FILES}
+    pinned = {"nanogpt.files": files, "nanogpt.patch": str(tree / "train.patch")}
+    protocol = write_protocol(tmp / "protocol.toml", changes={**(changes or {}), **pinned})
     return tree, protocol
 
 
@@ -107,6 +101,7 @@ def fakes(fake_env):
 # -- method A ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_method_a_smoke_five_seeds_a_side_passes(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path)
@@ -162,6 +157,7 @@ def test_method_a_smoke_five_seeds_a_side_passes(tmp_path: Path, fakes):
     assert len(checks.load_checks(out)) == 1
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_method_a_contender_offset_fails_at_the_first_judged_step(tmp_path: Path, fakes):
     fakes(offset={"mica": [0, 0.5]})  # the contender's every loss half a nat higher
     tree, protocol = nanogpt_tree(tmp_path)
@@ -176,11 +172,12 @@ def test_method_a_contender_offset_fails_at_the_first_judged_step(tmp_path: Path
     assert "| 100 | yes |" in md and "**no** |" in md
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_curves_with_different_evaluation_steps_are_refused(tmp_path: Path, fakes):
     fakes()
     # a contender that evaluates every 40 steps where nanoGPT evaluates every 50
-    wrong = '"--eval-interval", "40"'
-    tree, protocol = nanogpt_tree(tmp_path, **{'"--eval-interval", "{eval_interval}"': wrong})
+    wrong = ["--eval-interval", "40", "--eval-iters", "{eval_iters}"]
+    tree, protocol = nanogpt_tree(tmp_path, changes={"correctness.eval_args": wrong})
     out = tmp_path / "a"
     result = invoke(*check_args(out, protocol, tree, "A", "--seeds", "1337,1338"))
     assert result.exit_code == 2, result.output
@@ -188,6 +185,7 @@ def test_curves_with_different_evaluation_steps_are_refused(tmp_path: Path, fake
     assert not (out / "checks.jsonl").exists()
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_one_seed_a_side_is_read_not_judged(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path)
@@ -200,6 +198,7 @@ def test_one_seed_a_side_is_read_not_judged(tmp_path: Path, fakes):
     assert "amendment 7.1" in (out / "correctness.md").read_text()
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_resume_after_a_crash_runs_only_the_unfinished_run(tmp_path: Path, fakes):
     fakes(events={"mica#2": "crash"})  # the contender's second run dies halfway
     tree, protocol = nanogpt_tree(tmp_path)
@@ -223,6 +222,7 @@ def test_resume_after_a_crash_runs_only_the_unfinished_run(tmp_path: Path, fakes
     assert checks.load_checks(out)[-1].passed is True
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_a_run_killed_without_a_record_runs_again(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path)
@@ -306,6 +306,7 @@ def series_dir(tmp: Path, card: str, protocol: Path, products: bool = True, **se
     return root
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_method_b_shared_start_passes(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -355,6 +356,7 @@ def test_method_b_shared_start_passes(tmp_path: Path, fakes):
     assert (out / "method_b.png").is_file() and (out / "tables" / "method_b.csv").is_file()
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_a_batch_its_series_halved_is_the_checks_batch(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -370,6 +372,7 @@ def test_a_batch_its_series_halved_is_the_checks_batch(tmp_path: Path, fakes):
     assert checks.load_checks(out)[0].passed is True
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_method_b_contender_apart_fails_at_its_step(tmp_path: Path, fakes):
     fakes(offset={"mica": [7, 0.2]})
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -406,6 +409,7 @@ def test_method_b_gpt2_medium_window_scaled_with_the_verdict_beside():
     assert check_plan.method_b_windows(p, small) == ((1, 200), None)
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_init_weights_of_the_wrong_shape_are_refused(tmp_path: Path, fakes):
     from safetensors.numpy import save_file
 
@@ -424,6 +428,7 @@ def test_init_weights_of_the_wrong_shape_are_refused(tmp_path: Path, fakes):
     assert "tensor transformer.wpe.weight has shape (32, 64), expected (64, 64)" in result.output
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_a_shared_start_changed_after_it_was_made_is_refused(tmp_path: Path, fakes):
     fakes(events={"mica#1": "crash"})
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -527,6 +532,7 @@ def test_nanogpt_config_reads_defaults_config_file_and_overrides(tmp_path: Path)
 # -- the verdict gate ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs a whole check: more than a few seconds
 def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_path: Path, fakes):
     fakes()
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)

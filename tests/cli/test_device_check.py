@@ -12,10 +12,10 @@ import hashlib
 import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from tests.conftest import (
     ROOT,
     TEXT_INPUT,
     TEXT_INPUT_SHA256,
+    edit_protocol,
     pin_fake_nanogpt,
     records,
 )
@@ -60,12 +61,8 @@ def pin_the_fake(checkout: Path) -> None:
     """The checkout's own protocol pinned to the fake nanoGPT and the shipped text, with the
     fake's patch where the real one lies, beside the protocol file."""
     protocol = checkout / "benchmarks" / "NanoGpt" / "protocol.toml"
-    text = pin_fake_nanogpt(protocol.read_text())
-    text, n = re.subn(
-        r'(?m)^input_sha256 = "[0-9a-f]{64}"', f'input_sha256 = "{TEXT_INPUT_SHA256}"', text
-    )
-    assert n == 1 and 'patch = "train.patch"' in text
-    protocol.write_text(text)
+    assert tomllib.loads(protocol.read_text())["nanogpt"]["patch"] == "train.patch"
+    edit_protocol(protocol, {**pin_fake_nanogpt(), "data.input_sha256": TEXT_INPUT_SHA256})
     shutil.copyfile(FAKE_NANOGPT / "train.patch", protocol.parent / "train.patch")
 
 
@@ -105,6 +102,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # runs scripts/device-check.sh: a series and more
 def test_device_check_runs_as_documented_and_names_what_it_skipped(tmp_path, checkout):
     copy, nanogpt, text = checkout
     # the local executor never needs the Docker SDK: here it cannot be imported at all
@@ -141,6 +139,7 @@ def test_device_check_runs_as_documented_and_names_what_it_skipped(tmp_path, che
     assert not (out / "series" / "work").exists()
 
 
+@pytest.mark.slow  # runs scripts/device-check.sh: a series and more
 def test_a_failed_step_says_why_in_one_line(tmp_path, checkout):
     copy, nanogpt, text = checkout
     changed = tmp_path / "nanogpt-changed"

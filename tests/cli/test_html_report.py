@@ -1,4 +1,4 @@
-"""report.html and rerun.sh in every results directory (issue 7), through whole series with fakes."""
+"""report.html and rerun.sh in every results directory (§3 rule 7), through whole series with fakes."""
 
 from __future__ import annotations
 
@@ -102,6 +102,7 @@ def assert_self_contained(out: Path, page: Page) -> None:
     assert heads and "default-src 'none'" in heads[0]["content"]
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_report_html_is_self_contained_and_keeps_the_reports_words(tmp_path, cli, fake_env):
     out = both_sides(tmp_path, cli, fake_env)
     html_path = out / "report.html"

@@ -15,7 +15,7 @@ import pytest
 
 from kit.errors import ExitCode
 from kit.report import sidetables
-from tests.conftest import QUIET_CONDITIONS, contender_args, write_protocol
+from tests.conftest import contender_args, write_protocol
 
 # Spinners that no process of the kit's started: their launcher exits at once, so they are
 # nobody's children (the kit's own processes are left out of "others"). Each ends itself after
@@ -32,8 +32,8 @@ for _ in range(int(sys.argv[1])):
 @pytest.fixture
 def protocol(tmp_path):
     """The tests' protocol with the reference protocol's conditions."""
-    reference = "cpu_busy_share = 0.25\ncpu_look_s = 0.5"
-    return write_protocol(tmp_path / "protocol.toml", **{QUIET_CONDITIONS: reference})
+    reference = {"conditions.cpu_busy_share": 0.25, "conditions.cpu_look_s": 0.5}
+    return write_protocol(tmp_path / "protocol.toml", changes=reference)
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ from tests.conftest import (
     write_protocol,
 )
 
+pytestmark = pytest.mark.slow  # the module's series take half a minute to make
+
 M1_SIZE = "a 10.7-million-parameter model with a 256-character context"
 KERNELS = (
     "Mica writes every kernel in its intermediate language; Dragon’s NVIDIA provider renders it "

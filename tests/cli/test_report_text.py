@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from kit.executors.docker import connection
 from kit.report import markdown
 from kit.results.documents import Versions
@@ -60,6 +62,7 @@ def test_the_versions_line_names_the_docker_engine_and_skips_what_is_absent() ->
     assert not any(r in line for r in REPRS)
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_reports_carry_no_python_repr_and_the_docker_version(tmp_path, cli, fake_env) -> None:
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=2)
     fake_env(step_ms={"*": 2.0})

@@ -11,6 +11,7 @@ from kit.errors import ExitCode
 from tests.conftest import CONTENDER, TEXT_INPUT, contender_args, records, write_protocol
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_a_whole_series_rotates_discards_and_reports(tmp_path, fast_protocol, fake_env, cli):
     fake_env(step_ms={"mica": 2.0, "mica-half-intermediates": 1.5, "mica-strict": 2.5})
     out = tmp_path / "r"
@@ -51,6 +52,7 @@ def test_a_whole_series_rotates_discards_and_reports(tmp_path, fast_protocol, fa
     assert cli("verify", out).exit_code == 0
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_out_of_memory_is_recorded_and_the_series_goes_on(tmp_path, fast_protocol, fake_env, cli):
     fake_env(step_ms={"*": 2.0}, events={"mica-half-intermediates#3": "oom"})
     out = tmp_path / "r"
@@ -70,6 +72,7 @@ def test_out_of_memory_is_recorded_and_the_series_goes_on(tmp_path, fast_protoco
     assert "out of memory" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_void_run_is_recorded_with_why(tmp_path, fake_env, cli):
     # the fake's own clock runs 5% fast on its 2nd start; 3% keeps load jitter out of the test
     protocol = write_protocol(tmp_path / "p.toml", tolerance=0.03)
@@ -83,6 +86,7 @@ def test_void_run_is_recorded_with_why(tmp_path, fake_env, cli):
     assert ",4," in conf and "1 void" in conf
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_a_crash_ends_the_series_and_resume_reruns_only_it(tmp_path, fast_protocol, fake_env, cli):
     fake_env(step_ms={"*": 2.0}, events={"mica#3": "crash"})
     out = tmp_path / "r"
@@ -101,6 +105,7 @@ def test_a_crash_ends_the_series_and_resume_reruns_only_it(tmp_path, fast_protoc
     assert (out / "runs" / "0002-shakespeare-char.float32.contender.mica" / "attempt-2").exists()
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_malformed_output_ends_the_series_with_what_is_wrong(
     tmp_path, fast_protocol, fake_env, cli
 ):
@@ -140,7 +145,7 @@ def test_bad_input_is_a_clear_error(tmp_path, fast_protocol, cli):
         "local",
     )
     assert res.exit_code == ExitCode.USER_ERROR and "not an executable file" in res.output
-    bad = write_protocol(tmp_path / "bad.toml", **{"runs = 5": "runs = 5\nrounds = 3"})
+    bad = write_protocol(tmp_path / "bad.toml", changes={"timing.rounds": 3})
     res = cli(*contender_args(tmp_path / "b", bad))
     assert res.exit_code == ExitCode.USER_ERROR and "unknown key timing.rounds" in res.output
     res = cli(*contender_args(tmp_path / "m", fast_protocol, "--model", "gpt5"))
@@ -228,11 +233,11 @@ def _limits(tmp_path, stall_s: float, factor: float = 3.0):
     return write_protocol(
         tmp_path / "p.toml",
         runs=2,
-        **{"verdict_margin = 0.05\n": f"verdict_margin = 0.05\nstall_s = {stall_s}\n"
-           f"run_limit_factor = {factor}\n"},
-    )  # fmt: skip
+        changes={"timing.stall_s": stall_s, "timing.run_limit_factor": factor},
+    )
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_a_hang_is_stopped_recorded_as_failed_and_resume_runs_it_again(tmp_path, fake_env, cli):
     protocol = _limits(tmp_path, stall_s=2.0)
     fake_env(step_ms={"*": 2.0}, events={"mica#1": "hang-midway"})
@@ -273,6 +278,7 @@ def _no_info_contender(tmp_path):
     return program
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_a_contender_without_version_information_is_stopped_and_resumes(
     tmp_path, fast_protocol, fake_env, cli, monkeypatch
 ):

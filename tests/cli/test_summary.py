@@ -20,6 +20,7 @@ def _strict(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_summary_holds_states_times_and_links_and_follows_its_schema(
     tmp_path, fast_protocol, fake_env, cli
 ):

@@ -72,9 +72,9 @@ def case_time_ms_dash(tmp_path, fast_protocol, cli, monkeypatch):
     return cli("series", "--resume", tmp_path / "r"), "is not a number", ExitCode.SERIES_FAILED
 
 
-def _protocol_case(old: str, new: str, said: str):
+def _protocol_case(key: str, value: object, said: str):
     def case(tmp_path, fast_protocol, cli, monkeypatch):
-        bad = write_protocol(tmp_path / "bad.toml", **{old: new})
+        bad = write_protocol(tmp_path / "bad.toml", changes={key: value})
         return cli(*contender_args(tmp_path / "r", bad)), said
 
     return case
@@ -86,18 +86,12 @@ CASES = {
     "full disk": case_full_disk,
     "deleted run folder at resume": case_deleted_run_folder_at_resume,
     "time_ms -": case_time_ms_dash,
-    "tolerance below 0": _protocol_case(
-        "cross_check_tolerance = 0.1", "cross_check_tolerance = -0.01", "between 0 and 1"
-    ),
-    "tolerance above 1": _protocol_case(
-        "cross_check_tolerance = 0.1", "cross_check_tolerance = 1.5", "between 0 and 1"
-    ),
-    "runs 0": _protocol_case("runs = 5", "runs = 0", "timing.runs is 0"),
-    "window beyond the steps": _protocol_case(
-        "window = [20, 100]", "window = [20, 200]", "beyond timing.steps"
-    ),
-    "negative steps": _protocol_case("steps = 100", "steps = -100", "timing.steps is -100"),
-    "negative window": _protocol_case("window = [20, 100]", "window = [-20, 100]", "negative"),
+    "tolerance below 0": _protocol_case("timing.cross_check_tolerance", -0.01, "between 0 and 1"),
+    "tolerance above 1": _protocol_case("timing.cross_check_tolerance", 1.5, "between 0 and 1"),
+    "runs 0": _protocol_case("timing.runs", 0, "timing.runs is 0"),
+    "window beyond the steps": _protocol_case("timing.window", [20, 200], "beyond timing.steps"),
+    "negative steps": _protocol_case("timing.steps", -100, "timing.steps is -100"),
+    "negative window": _protocol_case("timing.window", [-20, 100], "negative"),
 }
 
 

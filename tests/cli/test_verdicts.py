@@ -7,7 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args, records
+from tests.conftest import CONTENDER, edit_protocol, fake_nanogpt_protocol, pytorch_args, records
+
+pytestmark = pytest.mark.slow  # every test runs a series of both sides: seconds each
 
 
 def run(tmp_path, cli, fake_env, step_ms: dict, *extra: str) -> pd.DataFrame:
@@ -82,11 +84,7 @@ def test_times_alone_say(tmp_path, cli, fake_env, mica_ms, torch_ms, expected):
 def test_batch_halves_for_both_sides_when_no_mode_holds_it(tmp_path, cli, fake_env):
     """Amendment 5.1: every PyTorch mode out of memory at 64 in float32; both sides train 32."""
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
-    text = protocol.read_text().replace(
-        'parameters = "10.7 million"',
-        'parameters = "10.7 million"\nhalve_batch_when_no_mode_fits = true',
-    )
-    protocol.write_text(text)
+    edit_protocol(protocol, {"models.shakespeare-char.halve_batch_when_no_mode_fits": True})
     fake_env(step_ms={"*": 1.0}, max_batch=32)
     out = tmp_path / "r"
     res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))

@@ -21,6 +21,8 @@ import pytest
 from kit.errors import ExitCode
 from tests.conftest import ROOT, contender_args, raw_records, records, write_protocol
 
+pytestmark = pytest.mark.slow  # the module's series takes seconds; every test copies it
+
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:

@@ -170,7 +170,7 @@ def test_other_lines_are_no_pytorch_out_of_memory(tmp_path, msg):
 
 @pytest.mark.parametrize("grammar", [P.contender, P.pytorch])
 def test_death_by_signal_is_never_out_of_memory(tmp_path, grammar):
-    # the case: a program killed by SIGSEGV after printing an out-of-memory line
+    # a program killed by SIGSEGV after printing an out-of-memory line
     err = [(1, "mica: cuMemAlloc failed: out of memory"), (2, REAL_PYTORCH_OOM[0])]
     r = judge(tmp_path, contender_lines()[:3], err, code=-11, grammar=grammar)
     assert r.status == timing.FAILED

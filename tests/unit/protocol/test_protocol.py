@@ -1,10 +1,11 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from kit.errors import UserError
 from kit.protocol.load import DEFAULT_PATH, load
-from tests.conftest import write_protocol
+from tests.conftest import DROP, TEXT_INPUT_SHA256, write_protocol
 
 
 def test_reference_protocol_holds_what_rule_1_fixes():
@@ -25,36 +26,59 @@ def test_hash_changes_with_the_file(tmp_path: Path):
     assert load(a).sha256 != load(b).sha256
 
 
+def test_a_test_variant_differs_from_the_shipped_protocol_only_where_asked(tmp_path: Path):
+    # the tests' protocols are built by key from the shipped file (tests/conftest.py): fast
+    # timing, the shipped text's hash, quiet conditions and the changes named, nothing else
+    shipped = load()
+    variant = load(write_protocol(tmp_path / "p.toml", runs=3, changes={"pytorch.torch": "0.0.1"}))
+    assert variant.timing == dataclasses.replace(
+        shipped.timing, steps=100, window=(20, 100), runs=3, discarded_runs=1, log_interval=10,
+        cross_check_tolerance=0.10, verdict_margin=0.05,
+    )  # fmt: skip
+    assert variant.data.input_sha256 == TEXT_INPUT_SHA256
+    assert variant.pytorch.torch == "0.0.1"
+    assert (variant.conditions.cpu_busy_share, variant.conditions.cpu_look_s) == (1.0, 0.05)
+    assert (
+        dataclasses.replace(
+            variant,
+            timing=shipped.timing,
+            data=shipped.data,
+            conditions=shipped.conditions,
+            pytorch=dataclasses.replace(variant.pytorch, torch=shipped.pytorch.torch),
+        )
+        == shipped
+    )
+
+
 def test_unknown_key_is_named(tmp_path: Path):
     path = write_protocol(
         tmp_path / "p.toml",
-        **{"verdict_margin = 0.05": "verdict_margin = 0.05\nmargin_of_error = 1"},
+        changes={"timing.margin_of_error": 1},
     )
     with pytest.raises(UserError, match=r"unknown key timing\.margin_of_error"):
         load(path)
 
 
 def test_wrong_type_is_named(tmp_path: Path):
-    path = write_protocol(tmp_path / "p.toml", **{"steps = 100": 'steps = "many"'})
+    path = write_protocol(tmp_path / "p.toml", changes={"timing.steps": "many"})
     with pytest.raises(UserError, match=r"timing\.steps must be an integer"):
         load(path)
 
 
 def test_missing_key_is_named(tmp_path: Path):
-    path = write_protocol(tmp_path / "p.toml", **{"verdict_margin = 0.05\n": ""})
+    path = write_protocol(tmp_path / "p.toml", changes={"timing.verdict_margin": DROP})
     with pytest.raises(UserError, match=r"missing key timing\.verdict_margin"):
         load(path)
 
 
 def test_bad_regex_and_window(tmp_path: Path):
-    path = write_protocol(tmp_path / "p.toml", **{"window = [20, 100]": "window = [20, 200]"})
+    path = write_protocol(tmp_path / "p.toml", changes={"timing.window": [20, 200]})
     with pytest.raises(UserError, match="window"):
         load(path)
-    text = DEFAULT_PATH.read_text().replace(
-        r"line_regex = '^step (?P<step>\d+)", r"line_regex = '^step (?P<step\d+)"
-    )
-    bad = tmp_path / "bad.toml"
-    bad.write_text(text)
+    line_regex = load(DEFAULT_PATH).contender.line_regex
+    assert line_regex.startswith(r"^step (?P<step>\d+)")
+    unclosed = line_regex.replace("(?P<step>", "(?P<step", 1)
+    bad = write_protocol(tmp_path / "bad.toml", changes={"contender.line_regex": unclosed})
     with pytest.raises(UserError, match="contender.line_regex is not a regular expression"):
         load(bad)
 
@@ -78,7 +102,7 @@ def test_unknown_model_and_precision():
 def test_an_out_of_memory_pattern_must_be_a_regular_expression(tmp_path):
     bad = write_protocol(
         tmp_path / "p.toml",
-        **{"oom_patterns = ['out of memory']": "oom_patterns = ['out of (memory']"},
+        changes={"contender.oom_patterns": ["out of (memory"]},
     )
     with pytest.raises(UserError, match="contender.oom_patterns"):
         load(bad)

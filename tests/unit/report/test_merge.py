@@ -17,6 +17,8 @@ from kit.report import merge, tables
 from kit.results.store import ResultsDir
 from tests.conftest import contender_args, write_protocol
 
+pytestmark = pytest.mark.slow  # the module's four series take seconds to make
+
 
 def _series(root: Path, name: str, protocol: Path, precision: str, **fake) -> Path:
     out = root / name

@@ -43,6 +43,7 @@ def test_a_series_documents_read_back_exactly_as_written(series):
         assert list(typed.to_json()) == list(written), name  # key for key, in order
 
 
+@pytest.mark.slow  # runs whole series: more than a few seconds
 def test_readers_ask_by_attribute(series):
     rd = ResultsDir.open(series)
     m, plan, found = rd.manifest(), rd.plan(), rd.versions()

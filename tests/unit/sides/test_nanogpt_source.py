@@ -273,7 +273,7 @@ def test_not_a_nanogpt_folder(tmp_path: Path):
 
 
 def test_pinned_hashes_are_d2s():
-    # decisions.md D2, word for word: the kit's defaults are the protocol's.
+    # D2 (protocol.toml [nanogpt]), word for word: the kit's defaults are the protocol's.
     assert nanogpt.COMMIT == "3adf61e154c3fe3fca428ad6bc3818b27a3b8291"
     assert nanogpt.FILE_SHA256["train.py"] == (
         "413bd97b40bb400a2a0d01230e2946f056c263ebac1b7281c2367d964a123085"
