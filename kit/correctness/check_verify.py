@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import math
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from kit.correctness.check_plan import KIND, CheckSpec, make_spec, plan_runs
 from kit.errors import UserError
 from kit.protocol.load import Protocol
 from kit.results import judging, store
+from kit.results.differences import file_differences, frame_differences
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.run_options import CheckOptions
 from kit.results.store import ResultsDir
@@ -178,31 +178,13 @@ def verify_check(root: Path) -> list[str]:
         problems += _table_differences(rd.root, f"tables/{name}.csv", csv_text(df))
     with tempfile.TemporaryDirectory() as tmp:
         plotted = check_verdict.plot(rd, found.protocol, found.spec, v, Path(tmp))
-        problems += _file_differences(rd.root, plotted.name, plotted.read_bytes())
+        problems += file_differences(rd.root, plotted.name, plotted.read_bytes())
     said = check_md.Described(
         found.spec, found.options, found.protocol, v.record, check_verdict.shared_outputs(rd)
     )
     text = "\n".join(check_md.markdown(said, v.result))
-    problems += _file_differences(rd.root, check_md.CORRECTNESS_MD, text.encode("utf-8"))
+    problems += file_differences(rd.root, check_md.CORRECTNESS_MD, text.encode("utf-8"))
     return problems
-
-
-def _file_differences(root: Path, rel: str, recomputed: bytes) -> list[str]:
-    """A published file against its re-rendering: the first line that differs, named."""
-    path = root / rel
-    if not path.is_file():
-        return [f"{rel}: missing"]
-    published = path.read_bytes()
-    if published == recomputed:
-        return []
-    if rel.endswith(".png"):
-        return [f"{rel}: differs from the plot recomputed from the raw logs"]
-    old = published.decode("utf-8", "replace").splitlines()
-    new = recomputed.decode("utf-8", "replace").splitlines()
-    for i, (a, b) in enumerate(zip(old, new)):
-        if a != b:
-            return [f"{rel} line {i + 1}: published {a!r}, recomputed {b!r}"]
-    return [f"{rel}: {len(old)} lines published, {len(new)} recomputed"]
 
 
 def _table_differences(root: Path, rel: str, recomputed: str) -> list[str]:
@@ -217,26 +199,5 @@ def _table_differences(root: Path, rel: str, recomputed: str) -> list[str]:
     except (ValueError, pd.errors.ParserError) as e:
         return [f"{rel}: not a table ({e})"]
     fresh = pd.read_csv(io.StringIO(recomputed), dtype=str, keep_default_na=False)
-    if list(published.columns) != list(fresh.columns):
-        return [f"{rel}: columns {list(published.columns)} differ from the recomputed ones"]
-    if len(published) != len(fresh):
-        return [f"{rel}: {len(published)} rows published, {len(fresh)} recomputed"]
-    out = []
-    for col in fresh.columns:
-        for i, (a, b) in enumerate(zip(published[col], fresh[col])):
-            if not _same(a, b):
-                out.append(f"{rel} row {i + 2} column {col}: published {a!r}, recomputed {b!r}")
+    out = frame_differences(rel, published, fresh)
     return out or [f"{rel}: differs from its recomputation in its bytes alone"]
-
-
-def _same(a: str, b: str) -> bool:
-    """Two cells alike: the same text, or the same number however it was written."""
-    if a == b:
-        return True
-    try:
-        fa, fb = float(a), float(b)
-    except ValueError:
-        return False
-    if math.isnan(fa) and math.isnan(fb):
-        return True
-    return abs(fa - fb) <= 1e-12 * max(abs(fa), abs(fb))

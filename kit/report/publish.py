@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import functools
 import io
-import math
 import os
 from pathlib import Path
-
-import pandas as pd
 
 from kit.errors import UserError
 from kit.report import html, rerun, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
 from kit.report.tables import Tables
 from kit.results import audit, fanout, store
+from kit.results.differences import file_differences, frame_differences
 from kit.results.store import ResultsDir
 from kit.results.tablefile import csv_text, read_table
 
@@ -100,7 +98,7 @@ def verify(
         return [f"cannot recompute: {e}"]
     problems = compared.result()[0]
     for rel, data in published_files.items():
-        problems += _diff_file(rd.root, rel, data)
+        problems += file_differences(rd.root, rel, data)
     made = {*published_files, *(f"tables/{name}.csv" for name, _ in fresh.items())}
     problems += [f"{rel}: a file the report does not make" for rel in _unmade(rd.root, made)]
     return problems
@@ -124,57 +122,5 @@ def _diff_tables(root: Path, fresh: Tables) -> list[str]:
             problems.append(f"{rel}: {e.message}")
             continue
         recomputed = read_table(io.StringIO(text))
-        problems += _diff_frames(rel, published, recomputed)
+        problems += frame_differences(rel, published, recomputed)
     return problems
-
-
-def _diff_file(root: Path, rel: str, recomputed: bytes) -> list[str]:
-    """A published file against its re-rendering: the first line that differs, named."""
-    path = root / rel
-    if not path.is_file():
-        return [f"{rel}: missing"]
-    published = path.read_bytes()
-    if published == recomputed:
-        return []
-    if rel.endswith(".png"):
-        return [f"{rel}: differs from the plot recomputed from the raw logs"]
-    old = published.decode("utf-8", "replace").splitlines()
-    new = recomputed.decode("utf-8", "replace").splitlines()
-    for i, (a, b) in enumerate(zip(old, new)):
-        if a != b:
-            return [f"{rel} line {i + 1}: published {_clip(a, b)!r}, recomputed {_clip(b, a)!r}"]
-    return [f"{rel}: {len(old)} lines published, {len(new)} recomputed"]
-
-
-def _clip(line: str, other: str, width: int = 100) -> str:
-    """The part of a long line (an HTML table row) around where it differs from `other`."""
-    if len(line) <= width:
-        return line
-    same = (i for i, (a, b) in enumerate(zip(line, other)) if a != b)
-    at = next(same, min(len(line), len(other)))
-    lo = max(0, at - width // 2)
-    return ("…" if lo else "") + line[lo : lo + width] + ("…" if lo + width < len(line) else "")
-
-
-def _diff_frames(where: str, published: pd.DataFrame, recomputed: pd.DataFrame) -> list[str]:
-    if list(published.columns) != list(recomputed.columns):
-        return [f"{where}: columns {list(published.columns)} differ from the recomputed ones"]
-    if len(published) != len(recomputed):
-        return [f"{where}: {len(published)} rows published, {len(recomputed)} recomputed"]
-    out = []
-    for col in published.columns:
-        for i, (a, b) in enumerate(zip(published[col], recomputed[col])):
-            if _same(a, b):
-                continue
-            out.append(f"{where} row {i + 2} column {col}: published {a!r}, recomputed {b!r}")
-    return out
-
-
-def _same(a: object, b: object) -> bool:
-    try:
-        fa, fb = float(a), float(b)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return str(a) == str(b)
-    if math.isnan(fa) and math.isnan(fb):
-        return True
-    return fa == fb or abs(fa - fb) <= 1e-12 * max(abs(fa), abs(fb))
