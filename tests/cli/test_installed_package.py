@@ -18,10 +18,15 @@ import pytest
 
 from tests.conftest import CONTENDER, FAKE_NANOGPT, FAKES, ROOT, TEXT_INPUT, fake_nanogpt_protocol
 
-# what never goes into a wheel's source tree: history, caches, results, earlier builds
-NOT_SOURCES = shutil.ignore_patterns(
-    ".git", ".venv", "results", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
-)
+# what never goes into a wheel's source tree: history, caches, results, earlier builds; the
+# checkout's own folders by their place at its top (kit/results/ is the kit's source)
+_ANYWHERE = shutil.ignore_patterns("*.egg-info", "__pycache__", ".*_cache")
+_AT_THE_TOP = {".git", ".venv", "results", "build", "dist", "wheelhouse"}
+
+
+def NOT_SOURCES(folder: str, names: list[str]) -> set[str]:
+    top = _AT_THE_TOP & set(names) if Path(folder) == ROOT else set()
+    return set(_ANYWHERE(folder, names)) | top
 
 
 def _run(argv: list, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
