@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     USER_ERROR = 2  # bad input: the message says what is wrong and what to do
     SERIES_FAILED = 3  # a run failed in a way that ends the series (amendment 8.4)
     VERIFY_MISMATCH = 4  # `verify` found a number or a raw file that differs
+    SLOWER = 5  # `compare --fail-slower PCT`: B is slower than A by more than PCT, told apart
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; `series --resume DIR` goes on
 
 

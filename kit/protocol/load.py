@@ -136,6 +136,15 @@ class Conditions:
 
 
 @dataclass(frozen=True)
+class Diagnostics:
+    """The kit's own diagnostics, outside §10: `threshold` is the smallest relative difference
+    between two sides worth a word (`micakit compare`'s classes, the resolution beside a
+    verdict)."""
+
+    threshold: float = 0.01
+
+
+@dataclass(frozen=True)
 class Correctness:
     """§7's checks (D5, amendments 6 and 7): what `micakit correctness` runs and judges by."""
 
@@ -194,6 +203,7 @@ class Protocol:
     correctness: Correctness
     amendments: list[Amendment]
     conditions: Conditions = field(default_factory=Conditions)  # a file without it: defaults
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)  # older files: defaults
     # not in the file: where it was read and its hash
     path: Path = field(default=Path(), compare=False)
     sha256: str = field(default="", compare=False)
@@ -255,7 +265,7 @@ def _validate(p: Protocol) -> None:
 
 def _check_bounds(p: Protocol) -> None:
     """Each number the protocol file holds, within its bounds."""
-    t = p.timing
+    t, d = p.timing, p.diagnostics
     lo, hi = t.window
     for key, value, ok, want in (
         ("timing.steps", t.steps, t.steps >= 1, "at least 1"),
@@ -290,6 +300,7 @@ def _check_bounds(p: Protocol) -> None:
             p.conditions.cpu_look_s > 0,
             "more than 0 seconds",
         ),  # fmt: skip
+        ("diagnostics.threshold", d.threshold, 0 <= d.threshold < 1, "from 0 to 1 (0.01 is 1%)"),
         ("smoke.discarded_runs", p.smoke.discarded_runs, p.smoke.discarded_runs >= 0, "0 or more"),
         (
             "correctness.step0_tolerance",

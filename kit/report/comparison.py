@@ -12,6 +12,7 @@ holds here too: a time whose correctness check has not passed is withheld unless
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -19,13 +20,15 @@ from typing import TypedDict
 import pandas as pd
 
 from kit.errors import UserError
-from kit.report import tables
+from kit.measure import timing
+from kit.report import intervals, tables
 from kit.report.states import Publication
 from kit.results import audit
-from kit.results.store import ResultsDir
+from kit.results.store import ResultsDir, load_protocol
 
-SCHEMA = 1
+SCHEMA = 2  # 2: each configuration's class, the interval of B / A and the reason
 KEY = ["model", "precision", "side", "variant"]
+SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
 
 
 class Timed(TypedDict):
@@ -61,6 +64,13 @@ class Compared(TypedDict):
     b_s: Timed | None
     ratio_a_over_b: float | None
     ranges_overlap: bool | None
+    # whether B reproduces A (the kit's diagnostic, in nvbench's manner): same, faster, slower,
+    # ambiguous; None where a side has no time. The interval is of B's median over A's.
+    ratio_b_over_a: float | None
+    interval_b_over_a: tuple[float, float] | None
+    interval_level: float | None
+    verdict: str | None
+    reason: str
 
 
 class Comparison(TypedDict):
@@ -74,6 +84,7 @@ class Comparison(TypedDict):
     both: list[Compared]
     only_in_a: list[OnlyIn]
     only_in_b: list[OnlyIn]
+    threshold: float
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,8 @@ class Side:
     root: Path
     protocol_sha256: str
     configurations: pd.DataFrame
+    step_s: dict[str, tuple[float, ...]]  # each configuration's ok timed runs' step times (§5)
+    threshold: float  # its protocol's [diagnostics] threshold
 
 
 def read(root: Path, *, preview: bool = False) -> Side:
@@ -90,7 +103,10 @@ def read(root: Path, *, preview: bool = False) -> Side:
     rd = ResultsDir.open(root)
     # D6: numbers only from what a series wrote
     t = tables.tables(rd, preview=preview, listing=audit.refuse_if_altered(rd))
-    return Side(root, rd.manifest().protocol_sha256, t.configurations)
+    runs = t.runs[(t.runs["kind"] == "timed") & (t.runs["status"] == timing.OK)]
+    step_s = {str(c): tuple(g["step_s"].astype(float)) for c, g in runs.groupby("config")}
+    threshold = load_protocol(rd).diagnostics.threshold
+    return Side(root, rd.manifest().protocol_sha256, t.configurations, step_s, threshold)
 
 
 def _state(row: pd.Series) -> str:
@@ -122,7 +138,54 @@ def _timed(row: pd.Series | None) -> Timed | None:
     )
 
 
-def _compared(key: tuple, ra: pd.Series, rb: pd.Series) -> Compared:
+def aa_or_range_spread(t: Timed, aa_spread: float | None = None) -> float:
+    """How far one side's runs of a configuration spread, relative to its median: its A/A
+    spread (the largest difference between a configuration and its identical twin) where the
+    series measured one, else half its timed runs' range. A/A rounds are not measured yet, so
+    every caller passes None and the range stands."""
+    if aa_spread is not None:
+        return aa_spread
+    return (t["max"] - t["min"]) / t["median"] / 2
+
+
+def classify(
+    a_s: Sequence[float], b_s: Sequence[float], ta: Timed, tb: Timed, threshold: float
+) -> tuple[str, intervals.Interval, str]:
+    """Whether B reproduces A: `faster` or `slower` when the interval of B / A lies clear of 1
+    by more than the threshold, `same` when the difference lies within the two sides' combined
+    spreads (or under the threshold), `ambiguous` when neither."""
+    iv = intervals.ratio_interval(b_s, a_s)
+    spread = aa_or_range_spread(ta) + aa_or_range_spread(tb)
+    shown = f"{iv.level:.0%} interval {iv.low:.3f}–{iv.high:.3f}"
+    if iv.high < 1 - threshold:
+        return (
+            FASTER,
+            iv,
+            f"B faster by {intervals.percent(iv.ratio)}; {shown} below 1 − {threshold:.1%}",
+        )
+    if iv.low > 1 + threshold:
+        return (
+            SLOWER,
+            iv,
+            f"B slower by {intervals.percent(iv.ratio)}; {shown} above 1 + {threshold:.1%}",
+        )
+    difference = abs(iv.ratio - 1)
+    if difference <= max(spread, threshold):
+        within = "the runs' ranges" if difference <= spread else f"the threshold {threshold:.1%}"
+        return SAME, iv, f"difference {intervals.percent(iv.ratio)}, within {within}"
+    return (
+        AMBIGUOUS,
+        iv,
+        (
+            f"difference {intervals.percent(iv.ratio)} beyond the runs' ranges ({spread:.1%}), "
+            f"but the {shown} is not clear of 1 ± {threshold:.1%}"
+        ),
+    )
+
+
+def _compared(
+    key: tuple, ra: pd.Series, rb: pd.Series, a: Side, b: Side, threshold: float
+) -> Compared:
     """One configuration both directories ran: both states and times, their ratio, and whether
     their ranges overlap."""
     model, precision, side, variant = key  # KEY's order
@@ -140,17 +203,48 @@ def _compared(key: tuple, ra: pd.Series, rb: pd.Series) -> Compared:
         b_s=tb,
         ratio_a_over_b=None,
         ranges_overlap=None,
+        ratio_b_over_a=None,
+        interval_b_over_a=None,
+        interval_level=None,
+        verdict=None,
+        reason="no time on one side" if not (ta and tb) else "",
     )
     if ta and tb:
         entry["ratio_a_over_b"] = ta["median"] / tb["median"]
         entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
+        verdict, iv, reason = classify(
+            a.step_s[str(ra["config"])], b.step_s[str(rb["config"])], ta, tb, threshold
+        )
+        entry["ratio_b_over_a"] = iv.ratio
+        entry["interval_b_over_a"] = (iv.low, iv.high)
+        entry["interval_level"] = iv.level
+        entry["verdict"] = verdict
+        entry["reason"] = reason
     return entry
 
 
+def slower_than(result: Comparison, fail_slower: float) -> list[Compared]:
+    """The configurations where B is slower than A by more than `fail_slower` (0.02 is 2%),
+    its interval of B / A clear of 1 + fail_slower: `--fail-slower`'s gate."""
+    return [
+        e
+        for e in result["both"]
+        if e["interval_b_over_a"] is not None and e["interval_b_over_a"][0] > 1 + fail_slower
+    ]
+
+
 def compare(
-    a: Side, b: Side, *, allow_protocol_change: bool = False, preview: bool = False
+    a: Side,
+    b: Side,
+    *,
+    allow_protocol_change: bool = False,
+    preview: bool = False,
+    threshold: float | None = None,
 ) -> Comparison:
-    """Per configuration in both: both medians and ranges, their ratio, whether ranges overlap."""
+    """Per configuration in both: both medians and ranges, their ratio, whether ranges overlap,
+    and whether B reproduces A (`threshold`: the smallest difference worth a word; by default
+    A's protocol's [diagnostics] threshold)."""
+    threshold = a.threshold if threshold is None else threshold
     changed = a.protocol_sha256 != b.protocol_sha256
     if changed and not allow_protocol_change:
         raise UserError(
@@ -180,7 +274,7 @@ def compare(
                 )
             )
             continue
-        both.append(_compared(key, ra, rb))
+        both.append(_compared(key, ra, rb, a, b, threshold))
     return Comparison(
         schema=SCHEMA,
         a=str(a.root),
@@ -190,6 +284,7 @@ def compare(
         both=both,
         only_in_a=only_a,
         only_in_b=only_b,
+        threshold=threshold,
     )
 
 
@@ -197,6 +292,13 @@ def _ms(t: Timed | None, state: str) -> str:
     if t is None:
         return state
     return f"{t['median'] * 1e3:.3f} ms ({t['min'] * 1e3:.3f}–{t['max'] * 1e3:.3f})"
+
+
+def _interval(e: Compared) -> str:
+    if e["ratio_b_over_a"] is None or e["interval_b_over_a"] is None:
+        return "—"
+    low, high = e["interval_b_over_a"]
+    return f"{e['ratio_b_over_a']:.3f} ({low:.3f}–{high:.3f})"
 
 
 def markdown(result: Comparison) -> str:
@@ -214,8 +316,13 @@ def markdown(result: Comparison) -> str:
         "Step time per configuration: median (range, fastest to slowest), recomputed from each "
         "directory's raw logs. A configuration without a time shows its state.",
         "",
-        "| model | precision | side | variant | card A | card B | A | B | A / B | ranges overlap |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "B against A, the kit's diagnostic (outside §10): `same` where the difference lies "
+        "within the runs' ranges, `faster` or `slower` where the bootstrap interval of B / A "
+        f"lies clear of 1 by more than {result['threshold']:.1%}, `ambiguous` otherwise.",
+        "",
+        "| model | precision | side | variant | card A | card B | A | B | A / B | ranges overlap "
+        "| B | B / A (interval) | why |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for e in result["both"]:
         ratio = f"{e['ratio_a_over_b']:.3f}" if e["ratio_a_over_b"] is not None else "—"
@@ -223,7 +330,7 @@ def markdown(result: Comparison) -> str:
         lines.append(
             f"| {e['model']} | {e['precision']} | {e['side']} | {e['variant']} | {e['card_a']} "
             f"| {e['card_b']} | {_ms(e['a_s'], e['state_a'])} | {_ms(e['b_s'], e['state_b'])} "
-            f"| {ratio} | {overlap} |"
+            f"| {ratio} | {overlap} | {e['verdict'] or '—'} | {_interval(e)} | {e['reason']} |"
         )
     for name, only in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
         if only:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from kit.correctness.gate import GatingJson
 from kit.protocol.load import Model, Protocol
-from kit.report import overview, sidetables, states
+from kit.report import overview, resolution, sidetables, states
 from kit.report.footprint_report import footprint_lines
 from kit.report.states import Publication
 from kit.report.tables import GATING, Tables
@@ -47,7 +47,11 @@ __all__ = ["markdown_report", "versions_line"]  # versions_line: rule 4's line, 
 
 
 def comparison_lines(
-    rd: ResultsDir, t: Tables, models: Mapping[str, Model], smoke: list[str] | None = None
+    rd: ResultsDir,
+    t: Tables,
+    models: Mapping[str, Model],
+    smoke: list[str] | None = None,
+    resolved: bool = True,
 ) -> list[str]:
     comparison = t.comparison
     found = rd.versions()
@@ -65,6 +69,9 @@ def comparison_lines(
         lines.append(pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True))
         lines.append("")
         lines += _comparison_notes(g)
+        if resolved:  # beside each verdict, how far its runs can tell the sides apart
+            found_rows = ((r, resolution.of_row(t.runs, r)) for _, r in g.iterrows())
+            lines += [resolution.line(r, x) for r, x in found_rows if x is not None]
         lines.append("")
     return lines
 
@@ -235,9 +242,12 @@ def machine_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     ]
 
 
-def markdown_report(rd: ResultsDir, t: Tables, gating: GatingJson | None = None) -> str:
+def markdown_report(
+    rd: ResultsDir, t: Tables, gating: GatingJson | None = None, resolved: bool = True
+) -> str:
     """The whole report: the summary first, the metadata folded, then every table. `gating`:
-    the checks that gate it (gating.json's content), else those `publish --checks` saved."""
+    the checks that gate it (gating.json's content), else those `publish --checks` saved.
+    `resolved`: with the resolution beside each verdict (resolution.py)."""
     protocol = store.load_protocol(rd)
     manifest = rd.manifest()
     found = rd.versions()
@@ -254,7 +264,7 @@ def markdown_report(rd: ResultsDir, t: Tables, gating: GatingJson | None = None)
         "",
         *publication_lines(t),
         *gating_lines(rd, gating),
-        *comparison_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
+        *comparison_lines(rd, t, protocol.models, smoke_args(rd, protocol), resolved),
         "## Configurations",
         "",
         *configurations_lines(rd, t, protocol.models, smoke_args(rd, protocol)),

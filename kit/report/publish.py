@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from kit.errors import UserError
-from kit.report import html, rerun, summary, tables
+from kit.report import html, rerun, resolution, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
 from kit.report.tables import Tables
 from kit.results import audit, fanout, store
@@ -18,17 +18,20 @@ from kit.results.store import ResultsDir
 from kit.results.tablefile import csv_text, read_table
 
 
-def render(rd: ResultsDir, t: Tables) -> dict[str, bytes]:
+def render(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, bytes]:
     """report.md, rerun.sh, plots/ and report.html by their paths, built in memory.
 
     The HTML is the Markdown's own text with plots added, so §9's wording holds in both;
-    rerun.sh carries rule 7's "every ... script".
+    rerun.sh carries rule 7's "every ... script". `resolved`: with the resolution beside each
+    verdict (a directory published before it is verified without).
     """
-    text = markdown_report(rd, t)
+    text = markdown_report(rd, t, resolved=resolved)
     script = rerun.script(rd)
     return {
         "report.md": text.encode("utf-8"),
-        summary.SUMMARY: summary.text(rd, t).encode("utf-8"),  # the one file other tools read
+        summary.SUMMARY: summary.text(rd, t, resolved).encode(
+            "utf-8"
+        ),  # the one file other tools read
         rerun.RERUN: script.encode("utf-8"),
         **html.rendered(rd, t, text, script),
     }
@@ -92,7 +95,7 @@ def verify(
     # the tables compared in a forked process while this one renders the rest
     compared = fanout.Children([functools.partial(_diff_tables, rd.root, fresh)], len(fresh.runs))
     try:
-        published_files = render(rd, fresh)
+        published_files = render(rd, fresh, resolution.published_with(rd))
     except ValueError as e:
         compared.result()
         return [f"cannot recompute: {e}"]

@@ -17,12 +17,13 @@ from typing import Any
 import pandas as pd
 
 from kit import __version__
+from kit.report import resolution
 from kit.report.tables import Tables
 from kit.results import store
 from kit.results.store import ResultsDir
 
 SUMMARY = "summary.json"
-SCHEMA = 1
+SCHEMA = 2  # 2: each comparison's resolution (resolution.py); 1 still read and verified
 SCHEMA_FILE = "summary.schema.json"
 NEVER_KEY = "break_even_steps_vs_eager"
 
@@ -54,7 +55,19 @@ def _state(row: dict[str, Any]) -> str:
     return "complete" if row.get("median_step_s") is not None else "no time"
 
 
-def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
+def _comparisons(t: Tables, resolved: bool) -> list[dict[str, Any]]:
+    """The comparison table's rows; with schema 2, each with its resolution (null where a side
+    shows no time), the kit's diagnostic outside §10."""
+    rows = _rows(t.comparison)
+    if not resolved:
+        return rows
+    found = resolution.of_comparisons(t)
+    return [row | {"resolution": x.to_json() if x else None} for row, x in zip(rows, found)]
+
+
+def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
+    """summary.json's content; `resolved`: schema 2, with the resolution, else schema 1 (as a
+    directory published before it has it)."""
     manifest = rd.manifest()
     runs = t.runs
     configurations = []
@@ -76,13 +89,13 @@ def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
         )
     versions = rd.versions().to_json()
     return {
-        "schema": SCHEMA,
+        "schema": SCHEMA if resolved else 1,
         "kit": {"version": __version__, "commit": manifest.kit_commit},
         "protocol_sha256": manifest.protocol_sha256,
         "series": dict(manifest.spec),
         "date": manifest.date_utc or None,  # when the series started (UTC)
         "configurations": configurations,
-        "comparisons": _rows(t.comparison),
+        "comparisons": _comparisons(t, resolved),
         # what compiling costs (per complete PyTorch mode): warm-up and break-even against eager
         # a break-even of infinity: the mode's steps are not faster, it never pays ("never")
         "compile_costs": [
@@ -105,6 +118,6 @@ def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
     }
 
 
-def text(rd: ResultsDir, t: Tables) -> str:
+def text(rd: ResultsDir, t: Tables, resolved: bool = True) -> str:
     # allow_nan=False: a value JSON cannot hold is a bug here, never a file other tools choke on
-    return json.dumps(build(rd, t), indent=2, allow_nan=False, default=str) + "\n"
+    return json.dumps(build(rd, t, resolved), indent=2, allow_nan=False, default=str) + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -53,3 +54,46 @@ def test_compare_refuses_different_protocols_unless_allowed(tmp_path, fake_env, 
     allowed = cli("compare", a, b, "--allow-protocol-change")
     assert allowed.exit_code == 0
     assert "different protocols" in allowed.output
+
+
+def test_two_copies_of_one_directory_read_same_and_pass_the_gate(tmp_path, fake_env, cli):
+    a = _series(tmp_path, "a", write_protocol(tmp_path / "p.toml", runs=3), fake_env, cli, 2.0)
+    b = tmp_path / "copy"
+    shutil.copytree(a, b)
+    result = cli("compare", a, b, "--json", "--preview", "--fail-slower", "1")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["schema"] == 2 and data["threshold"] == 0.01  # the protocol's [diagnostics]
+    assert data["both"] and all(e["verdict"] == "same" for e in data["both"])
+    (entry,) = data["both"]
+    low, high = entry["interval_b_over_a"]
+    assert entry["ratio_b_over_a"] == 1.0 and low <= 1.0 <= high
+    assert "within the runs' ranges" in entry["reason"]
+    md = cli("compare", a, b, "--preview")
+    assert "| B | B / A (interval) | why |" in md.output
+    assert "| same | 1.000 (" in md.output
+
+
+def test_a_contender_ten_percent_slower_fails_the_gate(tmp_path, fake_env, cli):
+    protocol = write_protocol(tmp_path / "p.toml", runs=3)
+    a = _series(tmp_path, "a", protocol, fake_env, cli, 4.0)
+    b = _series(tmp_path, "b", protocol, fake_env, cli, 4.4)
+    result = cli("compare", a, b, "--json", "--preview", "--fail-slower", "2")
+    assert result.exit_code == 5, result.output
+    (entry,) = json.loads(result.stdout)["both"]
+    assert entry["verdict"] == "slower", entry["reason"]
+    low, high = entry["interval_b_over_a"]
+    assert 1.02 < low <= entry["ratio_b_over_a"] <= high
+    assert "B slower than A by more than 2%" in result.stderr
+    # without the gate compare only reads: exit 0
+    assert cli("compare", a, b, "--preview").exit_code == 0
+
+
+def test_close_noisy_sides_read_same_or_ambiguous(tmp_path, fake_env, cli):
+    protocol = write_protocol(tmp_path / "p.toml", runs=3)
+    a = _series(tmp_path, "a", protocol, fake_env, cli, 2.0)
+    b = _series(tmp_path, "b", protocol, fake_env, cli, 2.006)
+    result = cli("compare", a, b, "--json", "--preview", "--threshold", "1", "--fail-slower", "2")
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.output)["both"]
+    assert entry["verdict"] in ("same", "ambiguous"), entry["reason"]

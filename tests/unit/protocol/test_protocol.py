@@ -106,3 +106,12 @@ def test_an_out_of_memory_pattern_must_be_a_regular_expression(tmp_path):
     )
     with pytest.raises(UserError, match="contender.oom_patterns"):
         load(bad)
+
+
+def test_diagnostics_threshold_is_read_checked_and_optional(tmp_path: Path):
+    assert load().diagnostics.threshold == 0.01
+    older = write_protocol(tmp_path / "older.toml", changes={"diagnostics": DROP})
+    assert load(older).diagnostics.threshold == 0.01  # a file written before the table
+    bad = write_protocol(tmp_path / "bad.toml", changes={"diagnostics.threshold": 1.5})
+    with pytest.raises(UserError, match=r"diagnostics\.threshold"):
+        load(bad)

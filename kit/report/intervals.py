@@ -1,0 +1,186 @@
+"""How far a comparison of step times can be trusted: the kit's own diagnostic, outside §10.
+
+D1's verdicts (verdict.py) stay exactly as the protocol defines them; this module states beside
+them what the runs can resolve. Every figure comes from scipy.stats, never from hand-written
+statistics:
+
+- the bootstrap confidence interval of the ratio of two sides' medians (`ratio_interval`);
+- the paired ratios of rounds: each round runs every configuration once, so a round gives the
+  contender's step time over PyTorch's in that round (`paired`), their median, range, how many
+  rounds favour each side, and a bootstrap interval of their median;
+- the smallest two-sided p-value any sign or signed-rank test could reach with n paired rounds,
+  and any rank test with n against m unpaired runs (`floor_paired_p`, `floor_unpaired_p`): five
+  rounds cannot reach p < 0.0625, whatever the data, and the words say so instead of printing a
+  p-value the run count cannot support.
+
+The bootstrap resamples with a fixed seed (`SEED`), so `verify`, which renders the report again
+from the raw logs, recomputes the same digits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+LEVEL = 0.95  # the intervals' confidence level
+RESAMPLES = 9999  # bootstrap resamples per interval
+SEED = 20260101  # fixed, so a report rendered again reads the same digits
+# a test's usual bar: a run count whose best possible p-value is above it cannot show a difference
+ALPHA = 0.05
+# percentile intervals: BCa's acceleration is undefined for the few (often tied) runs of a series
+METHOD = "percentile"
+
+Times = Sequence[float] | npt.NDArray[np.floating]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A bootstrap interval of a ratio: its estimate, bounds, level and resamples."""
+
+    ratio: float
+    low: float
+    high: float
+    level: float = LEVEL
+    resamples: int = RESAMPLES
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The paired ratios of rounds (contender over PyTorch, round by round)."""
+
+    ratios: tuple[float, ...]
+    median: float
+    low: float  # the smallest round's ratio
+    high: float  # the largest round's ratio
+    favour_contender: int  # rounds where the contender's step was shorter (ratio < 1)
+    favour_pytorch: int  # rounds where PyTorch's was shorter (ratio > 1)
+    interval: Interval | None  # of the median ratio; None with a single round
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(SEED)
+
+
+def _bounds(low: float, high: float, estimate: float) -> Interval:
+    if np.isnan(low) or np.isnan(high):  # every resample alike: the interval is the point
+        low = high = estimate
+    return Interval(estimate, low, high)
+
+
+def _median_ratio(
+    a: npt.NDArray[np.floating], b: npt.NDArray[np.floating], axis: int = -1
+) -> npt.NDArray[np.floating]:
+    return np.median(a, axis=axis) / np.median(b, axis=axis)
+
+
+def ratio_interval(contender_s: Times, baseline_s: Times) -> Interval:
+    """The bootstrap interval of median(contender) / median(baseline), two unpaired samples."""
+    a, b = np.asarray(contender_s, float), np.asarray(baseline_s, float)
+    if not len(a) or not len(b):
+        raise ValueError("both sides need step times")
+    estimate = float(np.median(a) / np.median(b))
+    result = stats.bootstrap(
+        (a, b),
+        _median_ratio,
+        n_resamples=RESAMPLES,
+        confidence_level=LEVEL,
+        method=METHOD,
+        vectorized=True,
+        rng=_rng(),
+    )
+    ci = result.confidence_interval
+    return _bounds(float(ci.low), float(ci.high), estimate)
+
+
+def paired(contender_s: Times, baseline_s: Times) -> Paired:
+    """Round by round ratios: `contender_s[i]` and `baseline_s[i]` ran in the same round."""
+    a, b = np.asarray(contender_s, float), np.asarray(baseline_s, float)
+    if len(a) != len(b) or not len(a):
+        raise ValueError(f"paired rounds need one time per side per round ({len(a)} and {len(b)})")
+    ratios = a / b
+    median = float(np.median(ratios))
+    interval = None
+    if len(ratios) > 1:
+        result = stats.bootstrap(
+            (ratios,),
+            np.median,
+            n_resamples=RESAMPLES,
+            confidence_level=LEVEL,
+            method=METHOD,
+            vectorized=True,
+            rng=_rng(),
+        )
+        ci = result.confidence_interval
+        interval = _bounds(float(ci.low), float(ci.high), median)
+    return Paired(
+        ratios=tuple(float(r) for r in ratios),
+        median=median,
+        low=float(ratios.min()),
+        high=float(ratios.max()),
+        favour_contender=int((ratios < 1).sum()),
+        favour_pytorch=int((ratios > 1).sum()),
+        interval=interval,
+    )
+
+
+def floor_paired_p(rounds: int) -> float:
+    """The smallest two-sided p-value a sign test can reach with `rounds` pairs: every round on
+    one side (the signed-rank test's exact floor is the same, 2 / 2**n)."""
+    if rounds < 1:
+        return 1.0
+    return float(stats.binomtest(rounds, rounds, 0.5).pvalue)
+
+
+def floor_unpaired_p(n: int, m: int) -> float:
+    """The smallest two-sided p-value of Mann-Whitney's exact test, n runs against m: the two
+    samples fully apart."""
+    if n < 1 or m < 1:
+        return 1.0
+    apart = stats.mannwhitneyu(np.arange(n), np.arange(n, n + m), method="exact")
+    return float(apart.pvalue)
+
+
+def percent(ratio: float) -> str:
+    return f"{abs(ratio - 1) * 100:.1f}%"
+
+
+def can_tell(interval: Interval) -> bool:
+    """Whether the interval of the ratio lies clear of 1 (the two sides told apart)."""
+    return not interval.contains(1.0)
+
+
+def rounds_words(rounds: int) -> str:
+    """What a test could show with this many paired rounds, in words, never an unsupported p."""
+    floor = floor_paired_p(rounds)
+    if floor >= ALPHA:
+        return f"with {rounds} rounds no test can reach p < {floor:.4g}"
+    return f"with {rounds} rounds a sign test could reach p = {floor:.2g} at best"
+
+
+def words(contender_s: Times, baseline_s: Times, *, rounds_paired: bool = True) -> str:
+    """The resolution beside a verdict: the difference, the interval of the ratio, the paired
+    rounds where the runs pair up, and what the run count can support."""
+    iv = ratio_interval(contender_s, baseline_s)
+    head = f"difference {percent(iv.ratio)}"
+    if not can_tell(iv):
+        return (
+            f"{head}; {iv.level:.0%} interval of the ratio {iv.low:.3f}–{iv.high:.3f} holds 1: "
+            "these runs cannot tell the two apart"
+        )
+    parts = [head, f"{iv.level:.0%} interval of the ratio {iv.low:.3f}–{iv.high:.3f}"]
+    if rounds_paired and len(contender_s) == len(baseline_s):
+        p = paired(contender_s, baseline_s)
+        n = len(p.ratios)
+        parts.append(
+            f"paired rounds: median {p.median:.3f} ({p.low:.3f}–{p.high:.3f}), "
+            f"{p.favour_contender} of {n} favour the contender, {p.favour_pytorch} PyTorch"
+        )
+        parts.append(rounds_words(n))
+    return "; ".join(parts)

@@ -1,0 +1,63 @@
+"""The resolution beside every verdict (kit/report/resolution.py): in report.md and summary.json,
+recomputed by `verify`, and absent from a directory published before it without troubling
+`verify`."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jsonschema
+import pytest
+
+from kit.report import publish, summary, tables
+from kit.results import audit
+from kit.results.store import ResultsDir
+from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args
+
+pytestmark = pytest.mark.slow  # runs a series of both sides: seconds
+
+
+def test_every_verdict_has_its_resolution_and_an_older_publication_verifies(
+    tmp_path, cli, fake_env
+):
+    protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
+    fake_env(
+        step_ms={
+            "eager": 6.0,
+            "default": 5.0,
+            "reduce-overhead": 5.0,
+            "max-autotune": 5.0,
+            "mica": 4.0,
+        }  # fmt: skip
+    )
+    out = tmp_path / "r"
+    assert cli(*pytorch_args(out, protocol, "--contender", CONTENDER)).exit_code == 0
+    assert cli("publish", out, "--preview").exit_code == 0
+    report = (out / "report.md").read_text()
+    (line,) = [x for x in report.splitlines() if x.startswith("- Resolution of mica")]
+    assert "(the kit's diagnostic, outside §10): difference " in line
+    assert "95% interval of the ratio" in line
+    assert "5 of 5 favour the contender" in line
+    assert "with 5 rounds no test can reach p < 0.0625" in line and "significant" not in line
+    data = json.loads((out / summary.SUMMARY).read_text())
+    jsonschema.validate(data, summary.schema())
+    assert data["schema"] == 2
+    (found,) = [c["resolution"] for c in data["comparisons"]]
+    assert found["interval_high"] < 1 and found["told_apart"] and found["paired_rounds"] == 5
+    assert found["smallest_paired_p"] == pytest.approx(0.0625)
+    assert (found["level"], found["resamples"]) == (0.95, 9999)
+    assert cli("verify", out).exit_code == 0  # the same digits again, from the raw logs
+
+    # a directory published before the resolution: its report and summary.json without it
+    rd = ResultsDir.open(out)
+    t = tables.tables(rd, preview=True, listing=audit.refuse_if_altered(rd))
+    for rel, data_bytes in publish.render(rd, t, resolved=False).items():
+        os.chmod(out / rel, 0o644)
+        (out / rel).write_bytes(data_bytes)
+    older = json.loads((out / summary.SUMMARY).read_text())
+    assert older["schema"] == 1 and "resolution" not in older["comparisons"][0]
+    jsonschema.validate(older, summary.schema())
+    assert "- Resolution of" not in (out / "report.md").read_text()
+    result = cli("verify", out)
+    assert result.exit_code == 0, result.output
