@@ -136,6 +136,16 @@ class Conditions:
 
 
 @dataclass(frozen=True)
+class Diagnostics:
+    """The kit's diagnostics beside the verdicts, outside §10 (they never change D1's words).
+
+    `throttle_share`: a side whose timed runs spent more than this share of their samples
+    power-capped or throttled (NVML's clock-event reasons) makes the verdict ambiguous."""
+
+    throttle_share: float = 0.05
+
+
+@dataclass(frozen=True)
 class Correctness:
     """§7's checks (D5, amendments 6 and 7): what `micakit correctness` runs and judges by."""
 
@@ -194,6 +204,7 @@ class Protocol:
     correctness: Correctness
     amendments: list[Amendment]
     conditions: Conditions = field(default_factory=Conditions)  # a file without it: defaults
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)  # likewise optional
     # not in the file: where it was read and its hash
     path: Path = field(default=Path(), compare=False)
     sha256: str = field(default="", compare=False)
@@ -290,6 +301,12 @@ def _check_bounds(p: Protocol) -> None:
             p.conditions.cpu_look_s > 0,
             "more than 0 seconds",
         ),  # fmt: skip
+        (
+            "diagnostics.throttle_share",
+            p.diagnostics.throttle_share,
+            0 <= p.diagnostics.throttle_share <= 1,
+            "between 0 and 1 (0.05 is 5% of a run's samples)",
+        ),
         ("smoke.discarded_runs", p.smoke.discarded_runs, p.smoke.discarded_runs >= 0, "0 or more"),
         (
             "correctness.step0_tolerance",

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from kit import __version__
+from kit.report import clocks
 from kit.report.tables import Tables
 from kit.results import store
 from kit.results.store import ResultsDir
@@ -93,6 +94,8 @@ def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
         "conditions": {
             "flagged_runs": int(runs["flagged"].sum()) if "flagged" in runs else 0,
         },
+        # the kit's diagnostic outside §10: each timed run's clocks, shares and cycles
+        "clocks": _clocks(runs),
         "versions": versions,
         "files": {
             "manifest": store.MANIFEST,
@@ -103,6 +106,19 @@ def build(rd: ResultsDir, t: Tables) -> dict[str, Any]:
             "tables": [f"tables/{name}.csv" for name, _ in t.items()],
         },
     }
+
+
+CLOCK_FIELDS = [
+    "run_id", "config", "clock_source", "clock_mhz", "mem_clock_median_mhz", "clock_window",
+    "step_s", "step_cycles", *clocks.SHARES,
+]  # fmt: skip
+
+
+def _clocks(runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per timed run, its clocks (kit.report.clocks); JSON's null where not readable."""
+    timed = runs[runs["kind"] == "timed"]
+    fields = [f for f in CLOCK_FIELDS if f in timed]
+    return [{k: _plain(v) for k, v in row.items()} for row in timed[fields].to_dict("records")]
 
 
 def text(rd: ResultsDir, t: Tables) -> str:
