@@ -266,7 +266,7 @@ def _validate(p: Protocol) -> None:
 
 def _check_bounds(p: Protocol) -> None:
     """Each number the protocol file holds, within its bounds."""
-    t = p.timing
+    t, throttle = p.timing, p.diagnostics.throttle_share
     lo, hi = t.window
     for key, value, ok, want in (
         ("timing.steps", t.steps, t.steps >= 1, "at least 1"),
@@ -301,12 +301,7 @@ def _check_bounds(p: Protocol) -> None:
             p.conditions.cpu_look_s > 0,
             "more than 0 seconds",
         ),  # fmt: skip
-        (
-            "diagnostics.throttle_share",
-            p.diagnostics.throttle_share,
-            0 <= p.diagnostics.throttle_share <= 1,
-            "between 0 and 1 (0.05 is 5% of a run's samples)",
-        ),
+        ("diagnostics.throttle_share", throttle, 0 <= throttle <= 1, "between 0 and 1"),
         ("smoke.discarded_runs", p.smoke.discarded_runs, p.smoke.discarded_runs >= 0, "0 or more"),
         (
             "correctness.step0_tolerance",
