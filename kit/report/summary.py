@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -23,7 +24,7 @@ from kit.results import store
 from kit.results.store import ResultsDir
 
 SUMMARY = "summary.json"
-SCHEMA = 1
+SCHEMA = 2  # 2: "clocks", and the comparisons' verdict by cycles and what the clocks say
 SCHEMA_FILE = "summary.schema.json"
 NEVER_KEY = "break_even_steps_vs_eager"
 
@@ -122,5 +123,33 @@ def _clocks(runs: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def text(rd: ResultsDir, t: Tables) -> str:
+    return _dumps(build(rd, t))
+
+
+def _dumps(document: Any) -> str:
     # allow_nan=False: a value JSON cannot hold is a bug here, never a file other tools choke on
-    return json.dumps(build(rd, t), indent=2, allow_nan=False, default=str) + "\n"
+    return json.dumps(document, indent=2, allow_nan=False, default=str) + "\n"
+
+
+def as_older(path: Path, recomputed: bytes) -> bytes:
+    """The recomputed summary.json as an older kit's (`schema` below SCHEMA) holds it: the keys
+    added since, which the published file lacks, left out; else the recomputation unchanged."""
+    try:
+        published = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return recomputed
+    if not isinstance(published, dict) or not isinstance(published.get("schema"), int):
+        return recomputed
+    if published["schema"] >= SCHEMA:
+        return recomputed
+    shaped = _like(json.loads(recomputed), published)
+    return _dumps({**shaped, "schema": published["schema"]}).encode("utf-8")
+
+
+def _like(new: Any, old: Any) -> Any:
+    """`new` with the keys `old` lacks left out, through dicts and lists alike."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return {k: _like(v, old[k]) for k, v in new.items() if k in old}
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [_like(a, b) for a, b in zip(new, old)]
+    return new
