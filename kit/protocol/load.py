@@ -137,11 +137,14 @@ class Conditions:
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """The kit's own diagnostics, outside §10: `threshold` is the smallest relative difference
-    between two sides worth a word (`micakit compare`'s classes, the resolution beside a
-    verdict)."""
+    """The kit's own diagnostics, outside §10 (they never change D1's words): `threshold` is the
+    smallest relative difference between two sides worth a word (`micakit compare`'s classes,
+    the resolution beside a verdict); `throttle_share`: a side whose timed runs spent more than
+    this share of their samples power-capped or throttled (NVML's clock-event reasons) makes the
+    verdict ambiguous."""
 
     threshold: float = 0.01
+    throttle_share: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,12 @@ def _check_bounds(p: Protocol) -> None:
             "more than 0 seconds",
         ),  # fmt: skip
         ("diagnostics.threshold", d.threshold, 0 <= d.threshold < 1, "from 0 to 1 (0.01 is 1%)"),
+        (
+            "diagnostics.throttle_share",
+            d.throttle_share,
+            0 <= d.throttle_share <= 1,
+            "between 0 and 1",
+        ),
         ("smoke.discarded_runs", p.smoke.discarded_runs, p.smoke.discarded_runs >= 0, "0 or more"),
         (
             "correctness.step0_tolerance",

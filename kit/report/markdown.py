@@ -129,6 +129,11 @@ def _comparison_notes(g: pd.DataFrame) -> list[str]:
                 f"{r['contender_build']} would read *{r['times_alone_say']}*; it has no "
                 f"verdict until its correctness check passes (§3 rule 6)."
             )
+        if r.get("clocks_say"):
+            lines.append(
+                f"- Clocks, {r['contender_build']} (the kit's diagnostic, outside §10): "
+                f"{r['clocks_say']}."
+            )
         if r["pytorch_modes_without_time"]:
             lines.append(
                 f"- PyTorch modes without a time (amendments 5 and 8): "

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -23,6 +24,10 @@ from kit.telemetry import kernels, libraries
 from kit.telemetry.samples import flag_runs
 
 SEPARATE = (PROFILE, GRAPH_BREAKS)
+# NVML's clock-event reasons counted one by one, each a column `<name>_samples`
+REASONS = (
+    "sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown", "sync_boost",
+)  # fmt: skip
 
 
 def conditions_columns(
@@ -38,23 +43,13 @@ def conditions_columns(
             if f"{log_dir}/{conditions.SAMPLES}" in listing.get(log_dir, ())
             else {}  # a run without samples (a CPU series, a skipped profile)
         )
-        rows.append(
-            {
-                "run_id": run_id,
-                "peak_memory_bytes": summary.get("peak_memory_bytes"),
-                "sm_clock_median_mhz": summary.get("sm_clock_median_mhz"),
-                "temperature_max_c": summary.get("temperature_max_c"),
-                "power_median_w": summary.get("power_median_w"),
-                "thermal_event_samples": summary.get("thermal_event_samples", 0),
-                "power_event_samples": summary.get("power_event_samples", 0),
-                "hw_slowdown_event_samples": summary.get("hw_slowdown_event_samples", 0),
-                "sample_count": summary.get("sample_count", 0),
-            }
-        )
+        rows.append(conditions_row(run_id, summary))
     table = pd.DataFrame(rows, columns=[
         "run_id", "peak_memory_bytes", "sm_clock_median_mhz", "temperature_max_c",
         "power_median_w", "thermal_event_samples", "power_event_samples",
-        "hw_slowdown_event_samples", "sample_count",
+        "hw_slowdown_event_samples", "sample_count", "mem_clock_median_mhz",
+        "throttled_samples",
+        *(f"{name}_samples" for name in REASONS),
     ])  # fmt: skip
     machine = [
         {"run_id": run_id, **conditions.machine_summary(rd.root / log_dir, _int(lo), _int(hi))}
@@ -63,6 +58,27 @@ def conditions_columns(
         for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends)
     ]
     return table.merge(pd.DataFrame(machine, columns=MACHINE_COLUMNS), on="run_id", how="left")
+
+
+def conditions_row(run_id: int, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's row of the conditions from its samples' summary (`SampleSummary.to_dict()`, or
+    {} for a run without samples)."""
+    events = summary.get("clock_events") or {}
+    return {
+        "run_id": run_id,
+        "peak_memory_bytes": summary.get("peak_memory_bytes"),
+        "sm_clock_median_mhz": summary.get("sm_clock_median_mhz"),
+        "temperature_max_c": summary.get("temperature_max_c"),
+        "power_median_w": summary.get("power_median_w"),
+        "thermal_event_samples": summary.get("thermal_event_samples", 0),
+        "power_event_samples": summary.get("power_event_samples", 0),
+        "hw_slowdown_event_samples": summary.get("hw_slowdown_event_samples", 0),
+        "sample_count": summary.get("sample_count", 0),
+        "mem_clock_median_mhz": summary.get("mem_clock_median_mhz"),
+        "throttled_samples": summary.get("throttled_samples", 0),
+        # the clock-event reasons one by one (the kit's clock diagnostics)
+        **{f"{name}_samples": events.get(name, 0) for name in REASONS},
+    }
 
 
 # a CPU run's machine (§5 Conditions on a CPU): the check before it, and its timed window

@@ -12,18 +12,20 @@ from __future__ import annotations
 import json
 import math
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from kit import __version__
-from kit.report import resolution
+from kit.report import clocks, resolution
 from kit.report.tables import Tables
 from kit.results import store
 from kit.results.store import ResultsDir
 
 SUMMARY = "summary.json"
-SCHEMA = 2  # 2: each comparison's resolution (resolution.py); 1 still read and verified
+SCHEMA = 2  # 2: each comparison's resolution (resolution.py), "clocks", and the comparisons'
+# verdict by cycles and what the clocks say; 1 still read and verified
 SCHEMA_FILE = "summary.schema.json"
 NEVER_KEY = "break_even_steps_vs_eager"
 
@@ -106,6 +108,8 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
         "conditions": {
             "flagged_runs": int(runs["flagged"].sum()) if "flagged" in runs else 0,
         },
+        # the kit's diagnostic outside §10: each timed run's clocks, shares and cycles
+        "clocks": _clocks(runs),
         "versions": versions,
         "files": {
             "manifest": store.MANIFEST,
@@ -118,6 +122,47 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
     }
 
 
+CLOCK_FIELDS = [
+    "run_id", "config", "clock_source", "clock_mhz", "mem_clock_median_mhz", "clock_window",
+    "step_s", "step_cycles", *clocks.SHARES,
+]  # fmt: skip
+
+
+def _clocks(runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per timed run, its clocks (kit.report.clocks); JSON's null where not readable."""
+    timed = runs[runs["kind"] == "timed"]
+    fields = [f for f in CLOCK_FIELDS if f in timed]
+    return [{k: _plain(v) for k, v in row.items()} for row in timed[fields].to_dict("records")]
+
+
 def text(rd: ResultsDir, t: Tables, resolved: bool = True) -> str:
+    return _dumps(build(rd, t, resolved))
+
+
+def _dumps(document: Any) -> str:
     # allow_nan=False: a value JSON cannot hold is a bug here, never a file other tools choke on
-    return json.dumps(build(rd, t, resolved), indent=2, allow_nan=False, default=str) + "\n"
+    return json.dumps(document, indent=2, allow_nan=False, default=str) + "\n"
+
+
+def as_older(path: Path, recomputed: bytes) -> bytes:
+    """The recomputed summary.json as an older kit's (`schema` below SCHEMA) holds it: the keys
+    added since, which the published file lacks, left out; else the recomputation unchanged."""
+    try:
+        published = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return recomputed
+    if not isinstance(published, dict) or not isinstance(published.get("schema"), int):
+        return recomputed
+    if published["schema"] >= SCHEMA:
+        return recomputed
+    shaped = _like(json.loads(recomputed), published)
+    return _dumps({**shaped, "schema": published["schema"]}).encode("utf-8")
+
+
+def _like(new: Any, old: Any) -> Any:
+    """`new` with the keys `old` lacks left out, through dicts and lists alike."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return {k: _like(v, old[k]) for k, v in new.items() if k in old}
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [_like(a, b) for a, b in zip(new, old)]
+    return new

@@ -19,7 +19,7 @@ import pandas as pd
 from kit.engine.conditions import SAMPLES
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import compile_cost, sidetables, states, verdict
+from kit.report import clocks, compile_cost, sidetables, states, verdict
 from kit.results import fanout, judging, store
 from kit.results.documents import Plan
 from kit.results.planned import CONTENDER, PYTORCH, Config, PlannedRun
@@ -102,7 +102,7 @@ def runs_table(
     runs = runs.merge(sidetables.flags(runs), on="run_id", how="left")
     runs["flagged"] = runs["flagged"].fillna(False).astype(bool)
     runs["flag_reasons"] = runs["flag_reasons"].fillna("")
-    return runs
+    return clocks.per_run(runs)
 
 
 def _judged_again(
@@ -234,6 +234,7 @@ def comparison_table(
     protocol: Protocol,
     published: dict[str, tuple[str, str]],
     attention: dict[str, str] | None = None,
+    runs: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per card, model and precision: each contender build against PyTorch's fastest mode.
 
@@ -264,9 +265,16 @@ def comparison_table(
             m = np.asarray(st.step_s, dtype=float) if st.has_time else np.array([])
             p = times.get(fastest, np.array([])) if fastest else np.array([])
             margin = protocol.timing.verdict_margin
-            times_say = ""
+            times_say, by_cycles, clocks_say = "", "", ""
             if len(m) and len(p) and shown:
                 times_say = verdict.between(st, modes[fastest], margin)
+                if runs is not None:  # the kit's diagnostic beside the verdict, outside §10
+                    by_cycles, clocks_say = clocks.between(
+                        _timed_ok(runs, c["config"]),
+                        _timed_ok(runs, modes[fastest].config),
+                        margin,
+                        protocol.diagnostics.throttle_share,
+                    )
             if not st.has_time:
                 said = f"{verdict.NO_VERDICT}: {st.state.value}"
             elif not len(p):
@@ -306,6 +314,8 @@ def comparison_table(
                     "card_named": bool(c["card_named"]),
                     "times_alone_say": times_say,
                     "verdict": said,
+                    "verdict_by_cycles": by_cycles,
+                    "clocks_say": clocks_say,
                 }
             )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
@@ -317,8 +327,14 @@ COMPARISON_COLUMNS = [
     "pytorch_fastest_mode", "pytorch_attention", "pytorch_runs", "pytorch_median_step_s",
     "pytorch_min_step_s", "pytorch_max_step_s", "pytorch_modes_out_of_memory",
     "pytorch_modes_without_time", "ratio", "correctness", "publication", "card_named",
-    "times_alone_say", "verdict",
+    "times_alone_say", "verdict", "verdict_by_cycles", "clocks_say",
 ]  # fmt: skip
+
+
+def _timed_ok(runs: pd.DataFrame, config: str) -> pd.DataFrame:
+    """A configuration's timed runs with a time: the runs D1 compares."""
+    mine = runs[(runs["config"] == config) & (runs["kind"] == "timed")]
+    return mine[mine["status"] == timing.OK]
 
 
 def _median(a: np.ndarray) -> float:
@@ -372,7 +388,7 @@ def tables(
     return Tables(
         runs=runs,
         configurations=configs,
-        comparison=comparison_table(configs, found, protocol, published, attention),
+        comparison=comparison_table(configs, found, protocol, published, attention, runs),
         libraries=sidetables.libraries_table(rd, runs),
         kernels=kernel,
         kernel_families=families,

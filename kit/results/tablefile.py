@@ -10,7 +10,9 @@ import pandas as pd
 
 from kit.errors import UserError
 
-TABLE_SCHEMA = 1  # the version of every tables/*.csv, carried in each as its first column
+# the version of every tables/*.csv, carried in each as its first column; 2: runs.csv and
+# comparison.csv gained the clock columns (kit.report.clocks), recomputed for an older table
+TABLE_SCHEMA = 2
 TABLE_SCHEMA_COLUMN = "schema_version"
 
 
@@ -38,3 +40,21 @@ def read_table(source: str | Path | IO[str]) -> pd.DataFrame:
             "verify it with the kit version named in the directory's manifest.json",
         )
     return df.drop(columns=[TABLE_SCHEMA_COLUMN])
+
+
+def schema_of(path: Path) -> int:
+    """The schema version a published table carries (0 before the column existed)."""
+    with path.open(encoding="utf-8") as lines:
+        header, first = lines.readline(), lines.readline()
+    if not header.startswith(TABLE_SCHEMA_COLUMN + ","):
+        return 0
+    version = first.split(",", 1)[0].strip()
+    return int(version) if version.isdigit() else TABLE_SCHEMA
+
+
+def as_older(published: pd.DataFrame, recomputed: pd.DataFrame, schema: int) -> pd.DataFrame:
+    """The recomputed table as a table of an older `schema` holds it: the columns a later kit
+    added, which the published table lacks, left out (verify of a directory written before)."""
+    if schema >= TABLE_SCHEMA or not set(published.columns) <= set(recomputed.columns):
+        return recomputed
+    return recomputed[[c for c in recomputed.columns if c in set(published.columns)]]

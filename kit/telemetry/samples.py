@@ -45,6 +45,8 @@ class SampleSummary:
     power_event_samples: int
     hw_slowdown_event_samples: int
     clock_events: dict[str, int] = field(default_factory=dict)  # reason name -> samples with it
+    mem_clock_median_mhz: float | None = None
+    throttled_samples: int = 0  # samples with any power, thermal or hw slowdown reason
     errors: tuple[str, ...] = ()
     sampling_stopped: bool = False  # the card stopped answering mid-run
     complete: bool = True  # the file ends with its "end" record
@@ -157,6 +159,10 @@ def summarize_samples(
         power_event_samples=int(np.count_nonzero(reasons & POWER_EVENTS)),
         hw_slowdown_event_samples=int(np.count_nonzero(reasons & HW_SLOWDOWN_EVENTS)),
         clock_events=events,
+        mem_clock_median_mhz=_median(column("mem_clock_mhz")),
+        throttled_samples=int(
+            np.count_nonzero(reasons & (POWER_EVENTS | THERMAL_EVENTS | HW_SLOWDOWN_EVENTS))
+        ),
         errors=tuple(errors_frame["message"].astype(str)) if "message" in errors_frame else (),
         sampling_stopped=stopped,
         complete=bool((kinds == "end").any()),

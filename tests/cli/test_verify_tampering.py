@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from kit.errors import ExitCode
+from kit.results.tablefile import TABLE_SCHEMA
 from tests.conftest import ROOT, contender_args, raw_records, records, write_protocol
 
 pytestmark = pytest.mark.slow  # the module's series takes seconds; every test copies it
@@ -168,7 +169,7 @@ def test_every_table_carries_its_schema_version(series, cli):
         header = path.read_text().splitlines()[0].split(",")
         assert header[0] == "schema_version", path
         column = pd.read_csv(path)["schema_version"]
-        assert (column == 1).all(), path
+        assert (column == TABLE_SCHEMA).all(), path
 
 
 def test_a_table_from_before_schema_versions_is_upgraded(series, cli):
@@ -184,9 +185,10 @@ def test_a_table_from_before_schema_versions_is_upgraded(series, cli):
 def test_a_table_from_a_newer_kit_is_refused_by_name(series, cli):
     path = series / "tables" / "runs.csv"
     text = path.read_text().splitlines()
-    path.write_text("\n".join([text[0], *(re.sub(r"^1,", "2,", t) for t in text[1:])]) + "\n")
-    out = refused(cli, series, "tables/runs.csv", "table schema 2")
-    assert "this kit reads table schema 1" in out
+    newer = [re.sub(rf"^{TABLE_SCHEMA},", f"{TABLE_SCHEMA + 1},", t) for t in text[1:]]
+    path.write_text("\n".join([text[0], *newer]) + "\n")
+    out = refused(cli, series, "tables/runs.csv", f"table schema {TABLE_SCHEMA + 1}")
+    assert f"this kit reads table schema {TABLE_SCHEMA}" in out
 
 
 def test_forked_workers_judge_and_hash_as_a_plain_loop_does(series, cli, monkeypatch):

@@ -115,3 +115,13 @@ def test_diagnostics_threshold_is_read_checked_and_optional(tmp_path: Path):
     bad = write_protocol(tmp_path / "bad.toml", changes={"diagnostics.threshold": 1.5})
     with pytest.raises(UserError, match=r"diagnostics\.threshold"):
         load(bad)
+
+
+def test_diagnostics_table_is_optional_and_bounded(tmp_path: Path):
+    # a protocol file from before [diagnostics] reads with its defaults
+    older = write_protocol(tmp_path / "older.toml", changes={"diagnostics": DROP})
+    assert load(older).diagnostics.throttle_share == 0.05
+    assert load().diagnostics.throttle_share == 0.05
+    wrong = write_protocol(tmp_path / "p.toml", changes={"diagnostics.throttle_share": 1.5})
+    with pytest.raises(UserError, match="diagnostics.throttle_share"):
+        load(wrong)

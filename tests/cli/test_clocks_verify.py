@@ -1,0 +1,63 @@
+"""The clock columns through a series: published in runs.csv and summary.json, recomputed by
+`verify`, which stays clean on a directory an older kit wrote (without them)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from kit.report import clocks
+from kit.results.tablefile import TABLE_SCHEMA_COLUMN
+from tests.conftest import contender_args, write_protocol
+
+ADDED = {
+    "runs": [
+        *clocks.COLUMNS, "mem_clock_median_mhz", "throttled_samples", "sw_power_cap_samples",
+        "sw_thermal_slowdown_samples", "hw_thermal_slowdown_samples", "hw_slowdown_samples",
+        "sync_boost_samples",
+    ],
+    "comparison": ["verdict_by_cycles", "clocks_say"],
+}  # fmt: skip
+
+
+def _as_an_older_kit_wrote_it(out, schema: int) -> None:
+    for name, added in ADDED.items():
+        path = out / "tables" / f"{name}.csv"
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        table = table.drop(columns=added, errors="ignore")
+        table[TABLE_SCHEMA_COLUMN] = schema
+        table.to_csv(path, index=False, float_format="%.17g")
+    path = out / "summary.json"
+    document = json.loads(path.read_text())
+    document["schema"] = 1
+    document.pop("clocks", None)
+    for row in document["comparisons"]:
+        row.pop("verdict_by_cycles", None), row.pop("clocks_say", None)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+def test_clock_columns_and_verify_of_an_older_directory(tmp_path, cli, fake_env):
+    fake_env()
+    out = tmp_path / "r"
+    protocol = write_protocol(tmp_path / "protocol.toml")
+    assert cli(*contender_args(out, protocol, "--precision", "float32")).exit_code == 0
+    runs = pd.read_csv(out / "tables" / "runs.csv")
+    timed = runs[runs["kind"] == "timed"]
+    # a CPU series: the CPU's clock where the machine's samples read it, else not readable
+    readable = timed["cpu_mhz_median"].notna()
+    assert (timed.loc[readable, "clock_source"] == "cpu").all()
+    assert (timed.loc[~readable, "clock_source"] == clocks.NOT_READABLE).all()
+    assert timed["clock_window"].eq("§5 window").all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["run_id"] for r in summary["clocks"]] == timed["run_id"].tolist()
+    assert cli("verify", out).exit_code == 0
+
+    _as_an_older_kit_wrote_it(out, schema=1)
+    result = cli("verify", out)
+    assert result.exit_code == 0, result.output
+
+    # a table that claims this kit's schema and lacks the columns is named
+    _as_an_older_kit_wrote_it(out, schema=2)
+    result = cli("verify", out)
+    assert result.exit_code != 0 and "tables/runs.csv: columns" in result.output
