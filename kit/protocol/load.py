@@ -266,11 +266,23 @@ def _validate(p: Protocol) -> None:
     _check_correctness_steps(p)
 
 
+Bound = tuple[str, object, bool, str]  # a key, its value, whether it is within, what it must be
+
+
 def _check_bounds(p: Protocol) -> None:
     """Each number the protocol file holds, within its bounds."""
-    t, d = p.timing, p.diagnostics
+    for key, value, ok, want in (*_timing_bounds(p.timing), *_other_bounds(p)):
+        if not ok:
+            raise UserError(
+                f"protocol file: {key} is {value!r}; it must be {want}",
+                "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
+            )
+
+
+def _timing_bounds(t: Timing) -> list[Bound]:
+    """§5's numbers (the [timing] table)."""
     lo, hi = t.window
-    for key, value, ok, want in (
+    return [
         ("timing.steps", t.steps, t.steps >= 1, "at least 1"),
         ("timing.window", t.window, lo >= 0 and hi >= 0, "two steps, neither negative"),
         ("timing.runs", t.runs, t.runs >= 1, "at least 1"),
@@ -290,6 +302,13 @@ def _check_bounds(p: Protocol) -> None:
         ),
         ("timing.stall_s", t.stall_s, t.stall_s > 0, "more than 0 seconds"),
         ("timing.run_limit_factor", t.run_limit_factor, t.run_limit_factor >= 1, "at least 1"),
+    ]
+
+
+def _other_bounds(p: Protocol) -> list[Bound]:
+    """The other tables' numbers: the smoke series, the conditions, the diagnostics, §7."""
+    d = p.diagnostics
+    return [
         ("smoke.runs", p.smoke.runs, p.smoke.runs >= 1, "at least 1"),
         (
             "conditions.cpu_busy_share",
@@ -323,12 +342,7 @@ def _check_bounds(p: Protocol) -> None:
             0 < p.correctness.step_tolerance < 1,
             "between 0 and 1",
         ),
-    ):
-        if not ok:
-            raise UserError(
-                f"protocol file: {key} is {value!r}; it must be {want}",
-                "correct that key (see benchmarks/NanoGpt/protocol.toml for the reference file)",
-            )
+    ]
 
 
 def _check_timing_window(t: Timing) -> None:
