@@ -200,7 +200,7 @@ def _again(ctx: click.Context) -> str | None:
         "compare": (
             "kit.cli.compare",
             "compare",
-            "Compare two results directories: medians, ranges, their ratio, overlap.",
+            "Compare two results directories: does B reproduce A?",
         ),
         "images": ("kit.cli.images", "images", "The measured images (§8) and the runner image."),
         "footprint": (

@@ -29,7 +29,7 @@ def _samples(tmp_path: Path, fixture: str) -> Path:
         for second in range(10)
     ]
     records.append({"kind": "end", "t_ns": 10 * 10**9})
-    path = tmp_path / f"{fixture}.jsonl"
+    path = tmp_path / f"{Path(fixture).name}.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
 
@@ -56,7 +56,7 @@ def test_steady_clocks(tmp_path: Path) -> None:
 
 
 def test_a_power_capped_card(tmp_path: Path) -> None:
-    run = _runs(tmp_path, ["power_capped_run.json"], [0.2]).iloc[0]
+    run = _runs(tmp_path, ["l4/power_capped_run.json"], [0.2]).iloc[0]
     assert run["clock_mhz"] == 1635 and run["mem_clock_median_mhz"] == 6251
     assert run["sw_power_cap_share"] == pytest.approx(0.8)
     assert run["throttled_share"] == pytest.approx(0.8) and run["thermal_share"] == 0
@@ -79,7 +79,7 @@ def test_steady_sides_leave_the_verdict_alone(tmp_path: Path) -> None:
 
 def test_a_power_capped_side_is_ambiguous(tmp_path: Path) -> None:
     runs = _runs(
-        tmp_path, ["steady_run.json"] * 2 + ["power_capped_run.json"] * 2, [0.1, 0.1, 0.2, 0.2]
+        tmp_path, ["steady_run.json"] * 2 + ["l4/power_capped_run.json"] * 2, [0.1, 0.1, 0.2, 0.2]
     )
     by_cycles, say = clocks.between(runs.iloc[:2], runs.iloc[2:], 0.05, 0.05)
     assert by_cycles == "faster"
@@ -95,7 +95,7 @@ def test_cycles_that_reverse_the_verdict_are_ambiguous(tmp_path: Path) -> None:
     # faster by time only because its card's clock ran higher: 2730 vs 1635 MHz, no throttling
     # counted on either side once the threshold allows the power cap
     runs = _runs(
-        tmp_path, ["steady_run.json"] * 2 + ["power_capped_run.json"] * 2, [0.1, 0.1, 0.12, 0.12]
+        tmp_path, ["steady_run.json"] * 2 + ["l4/power_capped_run.json"] * 2, [0.1, 0.1, 0.12, 0.12]
     )
     by_cycles, say = clocks.between(runs.iloc[:2], runs.iloc[2:], 0.05, 0.9)
     assert by_cycles == "slower"
