@@ -250,9 +250,13 @@ def _check_one_series_each(sources: Sequence[Source]) -> None:
 
 
 def _is_fleet(sources: Sequence[Source]) -> bool:
-    """Whether a card name stands for several machines in these sources."""
-    cards = [s.manifest.card for s in sources]
-    return len(set(cards)) < len(cards)
+    """Whether a card name stands for several machines (cards of two UUIDs) in these sources."""
+    uuids: dict[str, set[str]] = {}
+    for s in sources:
+        uuid = machines.identity(s.found).get("uuid")
+        if uuid:
+            uuids.setdefault(s.manifest.card, set()).add(uuid)
+    return any(len(found) > 1 for found in uuids.values())
 
 
 def _machines_section(sources: Sequence[Source], table: pd.DataFrame) -> list[str]:
