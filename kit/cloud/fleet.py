@@ -91,7 +91,10 @@ def run(
                 h.differences = verify(out / h.directory)
     finally:
         teardown(held, say)
-        write_record(p, held, out)
+        if any(h.launched for h in held):
+            write_record(p, held, out)
+        elif not any(out.iterdir()):
+            out.rmdir()  # nothing was launched: nothing is left behind
     return held
 
 
@@ -121,7 +124,10 @@ def teardown(held: Sequence[Held], say: Callable[[str], None]) -> None:
                 skypilot.down(h.machine.cluster)
                 say(f"tore down {h.machine.cluster}")
             except Exception as e:  # noqa: BLE001 - the audit below names what is left
-                say(f"could not tear down {h.machine.cluster}: {e}")
+                if "does not exist" in str(e):  # a launch that failed before making it
+                    say(f"{h.machine.cluster}: nothing to tear down, SkyPilot never made it")
+                else:
+                    say(f"could not tear down {h.machine.cluster}: {e}")
             h.down_s = time.time()
     finally:
         signal.signal(signal.SIGINT, previous)

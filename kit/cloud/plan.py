@@ -8,7 +8,9 @@ SkyPilot), the plan says "price unknown" and goes on.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ class Price:
 
     def words(self) -> str:
         if self.usd_per_hour is None:
-            return f"{UNKNOWN} ({self.why_unknown})"
+            return UNKNOWN
         return f"${self.usd_per_hour:.2f}/hour ({self.region}, SkyPilot's catalog)"
 
 
@@ -93,27 +95,35 @@ def machines(
 
 def price(m: Machine) -> Price:
     """`m`'s hourly price from SkyPilot's catalog; "price unknown" where it cannot be read."""
-    cloud = m.infra.split("/")[0]
     try:
-        catalog = skypilot.catalog()
-        instance = m.instance_type or _cheapest_instance(catalog, m, cloud)
-        if instance is None:
-            return Price(None, None, None, f"the catalog lists no {cloud} machine with a {m.card}")
-        best: tuple[float, str] | None = None
-        for region in catalog.get_region_zones_for_instance_type(instance, m.spot, clouds=cloud):
-            try:
-                usd = catalog.get_hourly_cost(instance, m.spot, region.name, None, clouds=cloud)
-                usd += catalog.get_accelerator_hourly_cost(
-                    m.card, 1, m.spot, region.name, None, clouds=cloud
-                )
-            except ValueError:  # no price for the card in that region
-                continue
-            if best is None or usd < best[0]:
-                best = (float(usd), str(region.name))
+        # SkyPilot reports its catalog's download on stdout, which carries the plan
+        with contextlib.redirect_stdout(sys.stderr):
+            return _price(m)
     except UserError as e:  # SkyPilot is not installed: the extra to install
         return Price(None, None, m.instance_type, f"{e.message}: {e.fix}")
     except Exception as e:  # the catalog is fetched from GitHub: offline it cannot be read
-        return Price(None, None, m.instance_type, f"SkyPilot's catalog cannot be read: {e}")
+        why = f"SkyPilot's catalog cannot be read ({type(e).__name__}: {_short(e)})"
+        return Price(None, None, m.instance_type, why)
+
+
+def _price(m: Machine) -> Price:
+    """The instance type's price plus the card's, in the cheapest region that lists both."""
+    cloud = m.infra.split("/")[0]
+    catalog = skypilot.catalog()
+    instance = m.instance_type or _cheapest_instance(catalog, m, cloud)
+    if instance is None:
+        return Price(None, None, None, f"the catalog lists no {cloud} machine with a {m.card}")
+    best: tuple[float, str] | None = None
+    for region in catalog.get_region_zones_for_instance_type(instance, m.spot, clouds=cloud):
+        try:
+            usd = catalog.get_hourly_cost(instance, m.spot, region.name, None, clouds=cloud)
+            usd += catalog.get_accelerator_hourly_cost(
+                m.card, 1, m.spot, region.name, None, clouds=cloud
+            )
+        except ValueError:  # no price for the card in that region
+            continue
+        if best is None or usd < best[0]:
+            best = (float(usd), str(region.name))
     if best is None:
         return Price(None, None, instance, f"the catalog lists no price for {instance}")
     return Price(best[0], best[1], instance)
@@ -141,6 +151,8 @@ def lines(p: Plan, run_args: Sequence[str] = ()) -> list[str]:
         instance = m.instance_type or pr.instance_type or "the cheapest with the card"
         out.append(f"  {m.cluster}: 1 x {m.card}, {instance}, {kind}, {m.infra}: {pr.words()}")
     total = p.usd_per_hour
+    for why in dict.fromkeys(pr.why_unknown for pr in p.prices if pr.why_unknown):
+        out.append(f"  {UNKNOWN}: {why}")
     if total is None:
         out.append(f"  in all: {UNKNOWN} per hour for {len(p.machines)} machine(s)")
     else:
@@ -169,6 +181,11 @@ def _series_total(p: Plan, total: float | None) -> str:
     if total is None:
         return f"  a full series of {p.hours:g} hours: {UNKNOWN}"
     return f"  a full series of {p.hours:g} hours: about ${total * p.hours:.2f} in all"
+
+
+def _short(e: BaseException, limit: int = 100) -> str:
+    text = (str(e).strip().splitlines() or [""])[0]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _cheapest_instance(catalog: ModuleType, m: Machine, cloud: str) -> str | None:

@@ -12,6 +12,7 @@ so a kit without the extra names the extra to install instead of failing at impo
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -109,7 +110,22 @@ def submit(
     Autodown is armed here, at launch (`down=True` with the idle limit): the machine deletes
     itself after `idle_minutes` without a job, also when the kit that launched it is gone."""
     sky = sdk()
-    task = sky.Task(**task_args(m, run, envs, mounts), resources=sky.Resources(**resources_args(m)))
+    try:
+        # the real Resources checks the machine against SkyPilot's catalog (fetched from GitHub)
+        wanted = sky.Resources(**resources_args(m))
+    except ValueError as e:
+        raise UserError(
+            f"SkyPilot knows no such machine: {_first_line(e)}",
+            "`sky show-gpus` lists the cards and `micakit cloud plan` what they cost; check "
+            "--card, --instance-type and --infra",
+        ) from None
+    except OSError as e:
+        raise UserError(
+            f"SkyPilot's catalog cannot be read: {_first_line(e)[:160]}",
+            "SkyPilot fetches it from raw.githubusercontent.com: connect to the network, then "
+            "run the same command again",
+        ) from None
+    task = sky.Task(**task_args(m, run, envs, mounts), resources=wanted)
     with mapped(m):
         return sky.launch(task, **launch_args(m, idle_minutes))
 
@@ -131,7 +147,8 @@ def wait_launched(m: Machine, request: Any) -> Launched:
 def wait_job(launched: Launched) -> bool:
     """Follow the series' output until its job ends; whether it succeeded."""
     sky = sdk()
-    sky.tail_logs(launched.cluster, launched.job_id, follow=True)
+    # the series' own output, on stderr: stdout carries the kit's results
+    sky.tail_logs(launched.cluster, launched.job_id, follow=True, output_stream=sys.stderr)
     statuses = sky.get(sky.job_status(launched.cluster, [launched.job_id]))
     status = statuses.get(launched.job_id)
     return getattr(status, "name", str(status)) == "SUCCEEDED"
@@ -193,6 +210,12 @@ def mapped(m: Machine | None) -> Iterator[None]:
         raise UserError(
             f"SkyPilot's API server does not answer: {_first_line(e)}",
             f"start it with `sky api start`, then {CHECK_FIX}",
+        ) from None
+    except OSError as e:  # requests' errors too: the catalog, the cloud's API
+        raise UserError(
+            f"SkyPilot could not reach the network: {_first_line(e)[:160]}",
+            "SkyPilot fetches its catalog from raw.githubusercontent.com and asks the cloud's "
+            "API: connect to the network, then run the same command again",
         ) from None
     except errors.ProvisionPrechecksError as e:
         reasons = "; ".join(_first_line(r) for r in getattr(e, "reasons", []) or [e])

@@ -42,7 +42,7 @@ series=(--out "/results/$MICAKIT_NAME" --pytorch-image "$MICAKIT_PYTORCH"
     --nanogpt /nanogpt --input /data/input.txt)
 if [ -n "${MICAKIT_CONTENDER:-}" ]; then
     mkdir -p "$home/results/mica"
-    cp "$MICAKIT_CONTENDER" "$home/results/mica/program"
+    cp "${MICAKIT_CONTENDER/#\~/$HOME}" "$home/results/mica/program"
     "${docker[@]}" run --rm "${user[@]}" "${mounts[@]}" "$MICAKIT_RUNNER" \
         images build --only mica --contender /results/mica/program
     series+=(--contender /results/mica/program)

@@ -137,7 +137,8 @@ def test_plan_says_price_unknown_where_the_catalog_cannot_be_read(sky: Sky) -> N
     sky.script(catalog="offline")
     res = _cloud("plan", "--machines", 1, "--spot")
     assert res.exit_code == 0, res.output
-    assert "spot, gcp: price unknown (SkyPilot's catalog cannot be read:" in res.output
+    assert "spot, gcp: price unknown\n" in res.output
+    assert "  price unknown: SkyPilot's catalog cannot be read (ConnectionError: " in res.output
     assert "in all: price unknown per hour" in res.output
 
 
@@ -147,7 +148,8 @@ def test_plan_without_skypilot_says_price_unknown_and_the_extra(
     monkeypatch.setitem(sys.modules, "sky", None)  # import sky raises ImportError
     res = _cloud("plan")
     assert res.exit_code == 0, res.output
-    assert "price unknown (SkyPilot is not installed: install the extra: pip install " in res.output
+    assert "gcp: price unknown\n" in res.output
+    assert "price unknown: SkyPilot is not installed: install the extra: pip install " in res.output
     assert "'micakit[cloud]'" in res.output
 
 
@@ -212,19 +214,21 @@ def test_ctrl_c_tears_every_machine_down(sky: Sky, series: Path, tmp_path: Path)
         ("credentials", "no cloud credentials SkyPilot can use", "run `sky check`"),
         ("api", "SkyPilot's API server does not answer", "start it with `sky api start`"),
         ("prechecks", "GCP credentials are not set", "run `sky check`"),
+        ("network", "SkyPilot could not reach the network", "SkyPilot fetches its catalog"),
     ],
 )
 def test_launch_failures_are_exit_2_with_the_fix(
     sky: Sky, tmp_path: Path, error: str, message: str, fix: str
 ) -> None:
     sky.script(launch_error=error)
-    res, _ = _run(tmp_path, machines=1)
+    res, out = _run(tmp_path, machines=1)
     assert res.exit_code == 2, res.output
     assert isinstance(res.exception, SystemExit) and "Traceback" not in res.output
     assert message in res.output and f"fix: {fix}" in res.output
     # a launch that failed half-way may have left a machine: it is torn down too
     assert [c["cluster_name"] for c in sky.calls("down")] == ["micakit-t1-1"]
     assert sky.clusters() == {}
+    assert not out.exists()  # nothing was launched: nothing is left behind
 
 
 def test_without_skypilot_run_names_the_extra(

@@ -68,7 +68,7 @@ def _calls(sky, catalog) -> list[tuple[object, tuple, dict]]:
         (sky.launch, (object(),), skypilot.launch_args(M, 30)),
         (sky.stream_and_get, ("request",), {}),
         (sky.get, ("request",), {}),
-        (sky.tail_logs, ("micakit-t1-1", 1), {"follow": True}),
+        (sky.tail_logs, ("micakit-t1-1", 1), {"follow": True, "output_stream": sys.stderr}),
         (sky.job_status, ("micakit-t1-1", [1]), {}),
         (sky.down, ("micakit-t1-1",), {}),
         (sky.status, (), {"refresh": sky.StatusRefreshMode.FORCE}),

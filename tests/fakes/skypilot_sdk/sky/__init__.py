@@ -7,8 +7,8 @@ Its state is a JSON file named by FAKE_SKY_STATE, so a kit killed mid-run leaves
     {"clock_min": 0, "clusters": {NAME: {...}}, "calls": [[FN, {ARGS}], ...], "requests": {...},
      "script": {...}}
 
-`script` says how the clouds behave: "launch_error" (quota, capacity, credentials, api,
-prechecks), "job": "SUCCEEDED" or "FAILED", "job_minutes", "in_tail_logs": "interrupt" (a
+`script` says how the clouds behave: "launch_error" (quota, capacity, credentials, api, network,
+network, prechecks), "job": "SUCCEEDED" or "FAILED", "job_minutes", "in_tail_logs": "interrupt" (a
 Ctrl-C while the series runs) or "hang" (the kit waits until it is killed), "home" (a folder:
 each cluster's home is home/NAME) and "results" (a results directory each launched machine's
 series "writes" under micakit/results/$MICAKIT_NAME).
@@ -26,6 +26,8 @@ import shutil
 import time
 from pathlib import Path
 from typing import Any
+
+import requests
 
 from sky import catalog, exceptions  # noqa: F401 - sky.catalog and sky.exceptions, as the SDK has
 
@@ -230,6 +232,9 @@ def _launch_error(kind: str) -> Exception:
         ),
         "credentials": exceptions.NoCloudAccessError("No cloud access available for launching."),
         "api": exceptions.ApiServerConnectionError("http://127.0.0.1:46580"),
+        "network": requests.exceptions.ConnectionError(
+            "HTTPSConnectionPool(host='raw.githubusercontent.com', port=443): Max retries exceeded"
+        ),
         "prechecks": exceptions.ProvisionPrechecksError(
             [exceptions.CloudUserIdentityError("GCP credentials are not set")]
         ),
