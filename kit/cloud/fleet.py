@@ -85,6 +85,8 @@ def run(
         for h in held:
             assert h.launched is not None
             h.succeeded = skypilot.wait_job(h.launched)
+            if not skypilot.write_ssh_entry(h.machine.cluster):
+                say(f"SkyPilot gave no ssh credentials for {h.machine.cluster}")
             # the results come back also when the series failed: every finished run is in them
             h.pulled = pull(h.machine.cluster, h.directory, out, say)
             if h.pulled:

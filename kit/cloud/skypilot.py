@@ -155,9 +155,41 @@ def wait_job(launched: Launched) -> bool:
 
 
 def down(cluster: str) -> None:
-    """Tear `cluster` down (deleted, not stopped: nothing is left billing)."""
+    """Tear `cluster` down (deleted, not stopped: nothing is left billing), and its ssh entry."""
     sky = sdk()
     sky.get(sky.down(cluster))
+    _ssh_config().remove_cluster(cluster)
+
+
+def write_ssh_entry(cluster: str) -> bool:
+    """Write the ssh entry `ssh CLUSTER` for a cluster that is up; whether it was written.
+
+    SkyPilot's CLI writes it after `sky launch` and `sky status`; its SDK leaves that to the
+    caller ("we should move this function into SDK", SkyPilot 0.14's cli/command.py), so the kit
+    does what the CLI does for a VM: the cluster's record with its credentials, then SkyPilot's
+    own SSHConfigHelper (an entry under ~/.sky/generated/ssh, included from ~/.ssh/config)."""
+    sky = sdk()
+    records = sky.get(sky.status([cluster], all_users=True, _include_credentials=True))
+    written = False
+    for r in records:
+        handle, credentials = _field(r, "handle"), _field(r, "credentials")
+        if handle is None or not credentials or not handle.cached_external_ips:
+            continue
+        _ssh_config().add_cluster(
+            handle.cluster_name,
+            handle.cluster_name_on_cloud,
+            handle.cached_external_ips,
+            credentials,
+            handle.cached_external_ssh_ports,
+            handle.docker_user,
+            handle.ssh_user,
+        )
+        written = True
+    return written
+
+
+def _ssh_config() -> Any:
+    return importlib.import_module("sky.utils.cluster_utils").SSHConfigHelper
 
 
 def clusters() -> list[Cluster]:

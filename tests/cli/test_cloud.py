@@ -180,6 +180,15 @@ def test_run_launches_labelled_machines_with_autodown_pulls_verifies_and_tears_d
     assert "-v /var/run/docker.sock:/var/run/docker.sock" in script
     assert [c["cluster_name"] for c in sky.calls("down")] == ["micakit-t1-1", "micakit-t1-2"]
     assert sky.clusters() == {}
+    # the ssh entry rsync goes through, written as SkyPilot's CLI does, removed with the machine
+    assert [c["cluster_name"] for c in sky.calls("ssh_add_cluster")] == [
+        "micakit-t1-1",
+        "micakit-t1-2",
+    ]
+    assert [c["cluster_name"] for c in sky.calls("ssh_remove_cluster")] == [
+        "micakit-t1-1",
+        "micakit-t1-2",
+    ]
     for name in ("machine-1", "machine-2"):
         assert (out / name / "manifest.json").is_file()
         assert f"{out / name}: series done, verified" in res.output

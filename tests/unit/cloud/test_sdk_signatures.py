@@ -49,10 +49,11 @@ def _fake(monkeypatch: pytest.MonkeyPatch):
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "sky", module)
     spec.loader.exec_module(module)
+    cluster_utils = importlib.import_module("sky.utils.cluster_utils")  # the fake's
     fake = {k: v for k, v in sys.modules.items() if k == "sky" or k.startswith("sky.")}
     for k, v in real.items():  # the real SDK back for what follows
         monkeypatch.setitem(sys.modules, k, v)
-    return module, fake["sky.catalog"]
+    return module, fake["sky.catalog"], cluster_utils.SSHConfigHelper
 
 
 M = Machine("micakit-t1-1", "t1", "gcp", "L4", "g2-standard-8", False)
@@ -60,7 +61,7 @@ MOUNTS = task.mounts(None)
 ENVS = {"MICAKIT_NAME": "machine-1"}
 
 
-def _calls(sky, catalog) -> list[tuple[object, tuple, dict]]:
+def _calls(sky, catalog, ssh) -> list[tuple[object, tuple, dict]]:
     """(function, args, keywords) of each call the kit makes, as kit/cloud makes it."""
     return [
         (sky.Resources, (), skypilot.resources_args(M)),
@@ -72,6 +73,9 @@ def _calls(sky, catalog) -> list[tuple[object, tuple, dict]]:
         (sky.job_status, ("micakit-t1-1", [1]), {}),
         (sky.down, ("micakit-t1-1",), {}),
         (sky.status, (), {"refresh": sky.StatusRefreshMode.FORCE}),
+        (sky.status, (["micakit-t1-1"],), {"all_users": True, "_include_credentials": True}),
+        (ssh.add_cluster, ("micakit-t1-1", "c", ["1.2.3.4"], {}, [22], None, "gcpuser"), {}),
+        (ssh.remove_cluster, ("micakit-t1-1",), {}),
         (catalog.get_region_zones_for_instance_type, ("g2-standard-8", False), {"clouds": "gcp"}),
         (catalog.get_hourly_cost, ("g2-standard-8", False, "us-central1", None), {"clouds": "gcp"}),
         (
@@ -90,9 +94,10 @@ def _calls(sky, catalog) -> list[tuple[object, tuple, dict]]:
 def test_each_call_binds_to_the_installed_sdk_and_to_the_fake(monkeypatch) -> None:
     sky = _real()
     catalog = _quietly("sky.catalog")
-    fake, fake_catalog = _fake(monkeypatch)
+    ssh = _quietly("sky.utils.cluster_utils").SSHConfigHelper
+    fake, fake_catalog, fake_ssh = _fake(monkeypatch)
     for (real_fn, args, kwargs), (fake_fn, _, _) in zip(
-        _calls(sky, catalog), _calls(fake, fake_catalog)
+        _calls(sky, catalog, ssh), _calls(fake, fake_catalog, fake_ssh)
     ):
         inspect.signature(real_fn).bind(*args, **kwargs)  # TypeError where the kit drifted
         inspect.signature(fake_fn).bind(*args, **kwargs)
@@ -117,7 +122,9 @@ def test_the_exceptions_and_status_fields_the_kit_reads_exist() -> None:
     inspect.signature(sky.exceptions.ApiServerConnectionError).bind("http://127.0.0.1:46580")
     responses = _quietly("sky.schemas.api.responses")
     fields = set(responses.StatusResponse.model_fields)
-    assert {"name", "status", "labels", "autostop", "to_down", "region"} <= fields
+    assert {
+        "name", "status", "labels", "autostop", "to_down", "region", "handle", "credentials"
+    } <= fields  # fmt: skip
     assert "FORCE" in sky.StatusRefreshMode.__members__
 
 

@@ -24,7 +24,9 @@ with open(os.environ["CALLS"], "a") as f:
     f.write(json.dumps([os.path.basename(sys.argv[0]), sys.argv[1:]]) + "\\n")
 """
 
-CURL = RECORDER + """
+CURL = (
+    RECORDER
+    + """
 import io, tarfile
 url, out = sys.argv[-3], sys.argv[sys.argv.index("-o") + 1]
 if url.endswith(".tar.gz"):
@@ -35,6 +37,7 @@ if url.endswith(".tar.gz"):
 else:
     open(out, "wb").write({text!r})
 """
+)
 
 
 def _tools(tmp_path: Path) -> Path:
@@ -107,4 +110,6 @@ def test_a_contender_is_built_into_its_image_first(tmp_path) -> None:
         "images", "build", "--only", "mica", "--contender", "/results/mica/program",
     ]  # fmt: skip
     assert series[-2:] == ["--contender", "/results/mica/program"]
-    assert (tmp_path / "home" / "micakit" / "results" / "mica" / "program").read_bytes() == b"\x7fELF"
+    assert (
+        tmp_path / "home" / "micakit" / "results" / "mica" / "program"
+    ).read_bytes() == b"\x7fELF"

@@ -8,7 +8,7 @@ Its state is a JSON file named by FAKE_SKY_STATE, so a kit killed mid-run leaves
      "script": {...}}
 
 `script` says how the clouds behave: "launch_error" (quota, capacity, credentials, api, network,
-network, prechecks), "job": "SUCCEEDED" or "FAILED", "job_minutes", "in_tail_logs": "interrupt" (a
+prechecks), "job": "SUCCEEDED" or "FAILED", "job_minutes", "in_tail_logs": "interrupt" (a
 Ctrl-C while the series runs) or "hang" (the kit waits until it is killed), "home" (a folder:
 each cluster's home is home/NAME) and "results" (a results directory each launched machine's
 series "writes" under micakit/results/$MICAKIT_NAME).
@@ -218,7 +218,7 @@ def _launched(args: dict[str, Any]) -> tuple[int, Any]:
     state["clusters"][name]["status"] = "UP"
     save(state)
     _write_results(script, name, args["envs"])
-    handle = _Handle(_Where("us-central1", "us-central1-a"))
+    handle = _Handle(_Where("us-central1", "us-central1-a"), name)
     return 1, handle
 
 
@@ -255,8 +255,14 @@ class _Where:
 
 
 class _Handle:
-    def __init__(self, where: _Where) -> None:
+    def __init__(self, where: _Where, name: str = "") -> None:
         self.launched_resources = where
+        self.cluster_name = name
+        self.cluster_name_on_cloud = f"{name}-2ea4"
+        self.cached_external_ips = ["127.0.0.1"]
+        self.cached_external_ssh_ports = [22]
+        self.docker_user = None
+        self.ssh_user = "gcpuser"
 
 
 def stream_and_get(
@@ -278,7 +284,7 @@ def get(request_id: Any) -> Any:
     if fn == "down":
         return _down(args["cluster_name"])
     if fn == "status":
-        return _status()
+        return _status(args["names"], args["credentials"])
     if fn == "job_status":
         job = state["script"].get("job", "SUCCEEDED")
         return {j: JobStatus[job] for j in args["job_ids"]}
@@ -318,7 +324,9 @@ def status(
     _include_credentials: bool = False,
     _summary_response: bool = False,
 ) -> str:
-    return _request("status", refresh=refresh.name)
+    return _request(
+        "status", refresh=refresh.name, names=cluster_names, credentials=_include_credentials
+    )
 
 
 class StatusResponse:
@@ -326,18 +334,27 @@ class StatusResponse:
         self.__dict__.update(fields)
 
 
-def _status() -> list[StatusResponse]:
-    return [
-        StatusResponse(
-            name=name,
-            status=ClusterStatus[c["status"]],
-            labels=c["labels"],
-            autostop=c["autostop"],
-            to_down=c["to_down"],
-            region=c["region"],
+def _status(names: list[str] | None, credentials: bool) -> list[StatusResponse]:
+    found = []
+    for name, c in load()["clusters"].items():
+        if names is not None and name not in names:
+            continue
+        up = c["status"] == "UP"
+        found.append(
+            StatusResponse(
+                name=name,
+                status=ClusterStatus[c["status"]],
+                labels=c["labels"],
+                autostop=c["autostop"],
+                to_down=c["to_down"],
+                region=c["region"],
+                handle=_Handle(_Where(c["region"], c["zone"]), name) if up else None,
+                credentials={"ssh_user": "gcpuser", "ssh_private_key": "~/.sky/key"}
+                if credentials and up
+                else None,
+            )
         )
-        for name, c in load()["clusters"].items()
-    ]
+    return found
 
 
 def tail_logs(
