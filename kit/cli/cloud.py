@@ -38,7 +38,9 @@ _HOURS = click.option(
 
 @click.group()
 def cloud() -> None:
-    """Reproduce on rented cards through SkyPilot: plan, run, audit, down.
+    """Reproduce on rented cards through SkyPilot (pip install 'micakit[cloud]').
+
+    plan, run, audit, down: what renting costs, a fleet's series, and nothing left billing.
 
     Needs the extra: pip install 'micakit[cloud]'; SkyPilot's credentials and quotas:
     https://docs.skypilot.co/en/latest/getting-started/installation.html (`sky check`).
@@ -85,7 +87,7 @@ def plan_cmd(
         click.echo(line)
 
 
-@cloud.command("run", context_settings={"ignore_unknown_options": True})
+@cloud.command("run")
 @_MACHINES
 @_CARD
 @_INSTANCE

@@ -157,7 +157,7 @@ def test_run_launches_labelled_machines_with_autodown_pulls_verifies_and_tears_d
     sky: Sky, series: Path, tmp_path: Path
 ) -> None:
     sky.script(results=str(series))
-    res, out = _run(tmp_path)
+    res, out = _run(tmp_path, "--", "--model", "shakespeare-char")
     assert res.exit_code == 0, res.output
     launches = sky.calls("launch")
     assert [c["cluster_name"] for c in launches] == ["micakit-t1-1", "micakit-t1-2"]
@@ -170,6 +170,7 @@ def test_run_launches_labelled_machines_with_autodown_pulls_verifies_and_tears_d
         assert c["envs"]["MICAKIT_RUNNER"] == RUNNER
         assert c["envs"]["MICAKIT_PYTORCH"] == PYTORCH
         assert c["envs"]["MICAKIT_NAME"] == f"machine-{i}"
+        assert c["envs"]["MICAKIT_SERIES_ARGS"] == "--model shakespeare-char"  # after --
         script = Path(c["file_mounts"]["~/.micakit/cloud-series.sh"]).read_text()
         assert c["run"] == "bash ~/.micakit/cloud-series.sh"
     assert not sky.calls("autostop")
