@@ -7,6 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from kit.errors import UserError
+from kit.results import documents
 from kit.telemetry.nvml import CardInfo, NvmlCard
 
 
@@ -66,3 +68,11 @@ def test_an_older_record_without_them_still_reads() -> None:
     }  # fmt: skip
     info = CardInfo.from_dict(older)
     assert info.serial is None and info.vbios_version is None
+
+
+def test_a_series_started_before_the_serial_was_read_still_resumes() -> None:
+    older = {"card": {"name": "NVIDIA L4", "uuid": "GPU-1"}}
+    now = {"card": {"name": "NVIDIA L4", "uuid": "GPU-1", "serial": "165", "vbios_version": "95"}}
+    documents.check_unchanged(older, now)  # an earlier kit did not read them: not compared
+    with pytest.raises(UserError, match="card.serial: '164' then, '165' now"):
+        documents.check_unchanged({"card": {**now["card"], "serial": "164"}}, now)
