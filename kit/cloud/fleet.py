@@ -69,16 +69,17 @@ def run(
             "install it (Debian and Ubuntu: apt-get install rsync; macOS has it)",
         )
     mounts = task.mounts(contender)
+    requests: list = []  # launch requests not yet answered
     try:
-        requests = []
         for h in held:
             envs = task.environment(imgs, h.directory, contender, series_args)
             say(f"launching {h.machine.cluster} (autodown after {p.idle_minutes} idle minutes)")
             requests.append(
                 skypilot.submit(h.machine, task.run_command(), envs, mounts, p.idle_minutes)
             )
-        for h, request in zip(held, requests):
+        for h, request in zip(held, list(requests)):
             h.launched = skypilot.wait_launched(h.machine, request)
+            requests.remove(request)
             h.up_s = time.time()
             where = h.launched.zone or h.launched.region or "zone unknown"
             say(f"{h.machine.cluster} is up ({where})")
@@ -92,6 +93,7 @@ def run(
             if h.pulled:
                 h.differences = verify(out / h.directory)
     finally:
+        cancel(requests, say)
         teardown(held, say)
         if any(h.launched for h in held):
             write_record(p, held, out)
@@ -114,6 +116,14 @@ def pull(cluster: str, name: str, out: Path, say: Callable[[str], None]) -> bool
     if done.returncode != 0:
         say(f"rsync from {cluster} failed with status {done.returncode}")
     return done.returncode == 0
+
+
+def cancel(requests: list, say: Callable[[str], None]) -> None:
+    """Cancel the launches still under way, so that none comes up after the teardown."""
+    try:
+        skypilot.cancel(requests)
+    except Exception as e:  # noqa: BLE001 - the teardown and the audit come next
+        say(f"could not cancel {len(requests)} launch(es) under way: {e}")
 
 
 def teardown(held: Sequence[Held], say: Callable[[str], None]) -> None:

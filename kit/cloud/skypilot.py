@@ -154,6 +154,13 @@ def wait_job(launched: Launched) -> bool:
     return getattr(status, "name", str(status)) == "SUCCEEDED"
 
 
+def cancel(requests: list[Any]) -> None:
+    """Cancel launch requests not yet answered (a stop while the fleet was launching)."""
+    if requests:
+        sky = sdk()
+        sky.get(sky.api_cancel(requests, silent=True))
+
+
 def down(cluster: str) -> None:
     """Tear `cluster` down (deleted, not stopped: nothing is left billing), and its ssh entry."""
     sky = sdk()

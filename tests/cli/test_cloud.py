@@ -216,6 +216,16 @@ def test_ctrl_c_tears_every_machine_down(sky: Sky, series: Path, tmp_path: Path)
     assert len(sky.calls("down")) == 2 and sky.clusters() == {}
 
 
+def test_ctrl_c_while_launching_cancels_the_launches_under_way(sky: Sky, tmp_path: Path) -> None:
+    sky.script(in_stream_and_get="interrupt")
+    res, out = _run(tmp_path)
+    assert res.exit_code == 130, res.output
+    assert sky.calls("api_cancel") == [{"request_ids": ["req-0", "req-1"]}]
+    assert [c["cluster_name"] for c in sky.calls("down")] == ["micakit-t1-1", "micakit-t1-2"]
+    assert "micakit-t1-1: nothing to tear down, SkyPilot never made it" in res.output
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     ("error", "message", "fix"),
     [

@@ -72,6 +72,7 @@ def _calls(sky, catalog, ssh) -> list[tuple[object, tuple, dict]]:
         (sky.tail_logs, ("micakit-t1-1", 1), {"follow": True, "output_stream": sys.stderr}),
         (sky.job_status, ("micakit-t1-1", [1]), {}),
         (sky.down, ("micakit-t1-1",), {}),
+        (sky.api_cancel, (["request"],), {"silent": True}),
         (sky.status, (), {"refresh": sky.StatusRefreshMode.FORCE}),
         (sky.status, (["micakit-t1-1"],), {"all_users": True, "_include_credentials": True}),
         (ssh.add_cluster, ("micakit-t1-1", "c", ["1.2.3.4"], {}, [22], None, "gcpuser"), {}),

@@ -8,8 +8,8 @@ Its state is a JSON file named by FAKE_SKY_STATE, so a kit killed mid-run leaves
      "script": {...}}
 
 `script` says how the clouds behave: "launch_error" (quota, capacity, credentials, api, network,
-prechecks), "job": "SUCCEEDED" or "FAILED", "job_minutes", "in_tail_logs": "interrupt" (a
-Ctrl-C while the series runs) or "hang" (the kit waits until it is killed), "home" (a folder:
+prechecks), "job": "SUCCEEDED" or "FAILED", "job_minutes", "in_stream_and_get": "interrupt" (a Ctrl-C while
+the machines launch), "in_tail_logs": "interrupt" (a Ctrl-C while the series runs) or "hang" (the kit waits until it is killed), "home" (a folder:
 each cluster's home is home/NAME) and "results" (a results directory each launched machine's
 series "writes" under micakit/results/$MICAKIT_NAME).
 
@@ -265,6 +265,10 @@ class _Handle:
         self.ssh_user = "gcpuser"
 
 
+def api_cancel(request_ids: Any = None, all_users: bool = False, silent: bool = False) -> str:
+    return _request("api_cancel", request_ids=request_ids)
+
+
 def stream_and_get(
     request_id: Any = None,
     log_path: str | None = None,
@@ -273,6 +277,8 @@ def stream_and_get(
     output_stream: Any = None,
     relay_rich_status: bool = False,
 ) -> Any:
+    if load()["script"].get("in_stream_and_get") == "interrupt":
+        raise KeyboardInterrupt  # Ctrl-C while the first machine launches
     return get(request_id)
 
 
@@ -285,6 +291,8 @@ def get(request_id: Any) -> Any:
         return _down(args["cluster_name"])
     if fn == "status":
         return _status(args["names"], args["credentials"])
+    if fn == "api_cancel":
+        return list(args["request_ids"])
     if fn == "job_status":
         job = state["script"].get("job", "SUCCEEDED")
         return {j: JobStatus[job] for j in args["job_ids"]}
