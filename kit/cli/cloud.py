@@ -156,9 +156,21 @@ def audit_cmd() -> None:
 def down_cmd(series_id: str) -> None:
     """Tear down every machine of SERIES-ID that is left (micakit-SERIES-ID-<i>)."""
     found = [c for c in skypilot.clusters() if _of(c, series_id)]
+    failed = []
     for c in found:
-        skypilot.down(c.name)
+        try:
+            skypilot.down(c.name)
+        except Exception as e:  # noqa: BLE001 - each one named below, the others still go
+            options.say(f"could not tear down {c.name}: {e}")
+            failed.append(c.name)
+            continue
         click.echo(f"tore down {c.name}")
+    if failed:
+        raise UserError(
+            f"{len(failed)} machine(s) of series {series_id} are still up: {', '.join(failed)}",
+            "the lines above say why; run the same command again, or `sky down NAME`, and "
+            "check with `micakit cloud audit`",
+        )
     if not found:
         click.echo(f"no machine of series {series_id} is left")
 

@@ -8,7 +8,8 @@ Its state is a JSON file named by FAKE_SKY_STATE, so a kit killed mid-run leaves
      "script": {...}}
 
 `script` says how the clouds behave: "launch_error" (quota, capacity, credentials, api, network,
-prechecks), "job": "SUCCEEDED" or "FAILED", "job_minutes", "in_stream_and_get": "interrupt" (a Ctrl-C while
+prechecks), "down_fails" (clusters whose teardown fails),
+"job": "SUCCEEDED" or "FAILED", "job_minutes", "in_stream_and_get": "interrupt" (a Ctrl-C while
 the machines launch), "in_tail_logs": "interrupt" (a Ctrl-C while the series runs) or "hang" (the kit waits until it is killed), "home" (a folder:
 each cluster's home is home/NAME) and "results" (a results directory each launched machine's
 series "writes" under micakit/results/$MICAKIT_NAME).
@@ -318,6 +319,8 @@ def down(
 
 def _down(name: str) -> None:
     state = load()
+    if name in state["script"].get("down_fails", []):
+        raise RuntimeError(f"Failed to terminate {name}: the cloud's API refused")
     if name not in state["clusters"]:
         raise ValueError(f"Cluster {name!r} does not exist.")
     del state["clusters"][name]
