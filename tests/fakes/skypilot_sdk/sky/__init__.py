@@ -8,11 +8,12 @@ Its state is a JSON file named by FAKE_SKY_STATE, so a kit killed mid-run leaves
      "script": {...}}
 
 `script` says how the clouds behave: "launch_error" (quota, capacity, credentials, api, network,
-prechecks), "down_fails" (clusters whose teardown fails),
-"job": "SUCCEEDED" or "FAILED", "job_minutes", "in_stream_and_get": "interrupt" (a Ctrl-C while
-the machines launch), "in_tail_logs": "interrupt" (a Ctrl-C while the series runs) or "hang" (the kit waits until it is killed), "home" (a folder:
-each cluster's home is home/NAME) and "results" (a results directory each launched machine's
-series "writes" under micakit/results/$MICAKIT_NAME).
+prechecks), "down_fails" (clusters whose teardown fails), "job": "SUCCEEDED" or "FAILED",
+"job_minutes", "in_stream_and_get": "interrupt" (a Ctrl-C while the machines launch),
+"in_tail_logs": "interrupt" (a Ctrl-C while the series runs) or "hang" (the kit waits until it
+is killed), "catalog": "offline", "home" (a folder: each cluster's home is home/NAME) and
+"results" (a results directory each launched machine's series "writes" under
+micakit/results/$MICAKIT_NAME).
 
 A cluster launched with `down=True` and an idle limit deletes itself on the fake's clock
 (`advance_clock`): idle from the end of its job, as SkyPilot's skylet does on the machine.
