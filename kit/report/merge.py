@@ -354,9 +354,12 @@ def _comparison_table(sources: Sequence[Source], protocol: Protocol, table: pd.D
         if not r["card_named"]:
             card += f" ({states.NOT_NAMED})"
         smoke = words.smoke_args(s.rd, protocol)
+        # several machines of the card's name: each row names its card (NVML's UUID)
+        machine = {"machine": r[machines.MACHINE]} if machines.MACHINE in r else {}
         rows.append(
             {
                 "card": card,
+                **machine,
                 # §9: every M1 number travels with its model's size, in its own row
                 "model": words.model_words(protocol.models, r["model"], smoke),
                 "precision": r["precision"],

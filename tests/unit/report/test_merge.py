@@ -237,6 +237,8 @@ def test_machines_of_one_card_name_merge_a_row_each_with_the_spread_between_and_
     assert list(zip(table["machine"], table["source"])) == [("GPU-1111", str(one)), ("GPU-2222", str(two))]
     md = (tmp_path / "release" / "release.md").read_text()
     assert "## Machines" in md
+    comparison = md.split("## Comparison (D1)")[1]
+    assert "| card " in comparison and "| machine " in comparison and "| GPU-2222 " in comparison
     assert "- machines: 2; rented through SkyPilot for $3.75 in all (fleet.json)" in md
     row = next(line for line in md.splitlines() if "europe-west4-b" in line)  # the machines' table
     for cell in (str(two), "GPU-2222", "SN-GPU-2222", "95.04", "570.1", "g2-standard-8", "europe-west4-b", "$2.25"):
