@@ -60,8 +60,6 @@ def run(
     """Launch, wait, pull, verify; tear every machine down whatever happens."""
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out} already exists and is not empty", "name a new folder with --out")
-    out.mkdir(parents=True, exist_ok=True)
-    held = [Held(m, directory_name(i)) for i, m in enumerate(p.machines, 1)]
     skypilot.sdk()  # SkyPilot installed, before anything is asked of it
     if shutil.which("rsync") is None:  # SkyPilot itself needs it too
         raise UserError(
@@ -69,6 +67,8 @@ def run(
             "install it (Debian and Ubuntu: apt-get install rsync; macOS has it)",
         )
     mounts = task.mounts(contender)
+    held = [Held(m, directory_name(i)) for i, m in enumerate(p.machines, 1)]
+    out.mkdir(parents=True, exist_ok=True)
     requests: list = []  # launch requests not yet answered
     try:
         for h in held:

@@ -268,6 +268,7 @@ def test_without_skypilot_run_names_the_extra(
     assert res.exit_code == 2
     assert "error: SkyPilot is not installed" in res.output
     assert "fix: install the extra: pip install 'micakit[cloud]'" in res.output
+    assert not out.exists()  # a start refused leaves nothing behind
 
 
 def test_run_without_yes_prints_the_plan_and_asks(sky: Sky, tmp_path: Path) -> None:
