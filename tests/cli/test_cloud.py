@@ -209,7 +209,9 @@ def test_a_failed_series_still_pulls_and_tears_down(sky: Sky, series: Path, tmp_
     assert (out / "machine-1" / "manifest.json").is_file()  # what it finished came back
 
 
-def test_a_teardown_that_fails_is_named_by_the_audit(sky: Sky, series: Path, tmp_path: Path) -> None:
+def test_a_teardown_that_fails_is_named_by_the_audit(
+    sky: Sky, series: Path, tmp_path: Path
+) -> None:
     sky.script(results=str(series), down_fails=["micakit-t1-2"])
     res, _ = _run(tmp_path)
     assert res.exit_code == 2, res.output
@@ -308,7 +310,10 @@ def test_audit_names_what_is_left_and_down_removes_it(sky: Sky) -> None:
     assert sky.calls("status")[-1]["refresh"] == "FORCE"
     sky.script(down_fails=["micakit-old-1"])
     res = _cloud("down", "old")
-    assert res.exit_code == 2 and "could not tear down micakit-old-1: Failed to terminate" in res.output
+    assert (
+        res.exit_code == 2
+        and "could not tear down micakit-old-1: Failed to terminate" in res.output
+    )
     assert "1 machine(s) of series old are still up: micakit-old-1" in res.output
     sky.script(down_fails=[])
     res = _cloud("down", "old")

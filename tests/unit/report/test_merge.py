@@ -227,27 +227,53 @@ def test_machines_of_one_card_name_merge_a_row_each_with_the_spread_between_and_
     one = _machine(made["f32"], fleet / "machine-1", "GPU-1111")
     two = _machine(made["f32slow"], fleet / "machine-2", "GPU-2222")
     machines = [
-        {"directory": "machine-1", "zone": "us-central1-a", "instance_type": "g2-standard-8", "usd": 1.5},
-        {"directory": "machine-2", "zone": "europe-west4-b", "instance_type": "g2-standard-8", "usd": 2.25},
+        {
+            "directory": "machine-1",
+            "zone": "us-central1-a",
+            "instance_type": "g2-standard-8",
+            "usd": 1.5,
+        },
+        {
+            "directory": "machine-2",
+            "zone": "europe-west4-b",
+            "instance_type": "g2-standard-8",
+            "usd": 2.25,
+        },
     ]
     (fleet / "fleet.json").write_text(json.dumps({"schema_version": 1, "machines": machines}))
     merge.merge([one, two], tmp_path / "release")
     table = pd.read_csv(tmp_path / "release" / "release.csv", keep_default_na=False)
     assert list(table.columns[:3]) == ["schema_version", "source", "machine"]
-    assert list(zip(table["machine"], table["source"])) == [("GPU-1111", str(one)), ("GPU-2222", str(two))]
+    assert list(zip(table["machine"], table["source"])) == [
+        ("GPU-1111", str(one)),
+        ("GPU-2222", str(two)),
+    ]
     md = (tmp_path / "release" / "release.md").read_text()
     assert "## Machines" in md
     comparison = md.split("## Comparison (D1)")[1]
     assert "| card " in comparison and "| machine " in comparison and "| GPU-2222 " in comparison
     assert "- machines: 2; rented through SkyPilot for $3.75 in all (fleet.json)" in md
     row = next(line for line in md.splitlines() if "europe-west4-b" in line)  # the machines' table
-    for cell in (str(two), "GPU-2222", "SN-GPU-2222", "95.04", "570.1", "g2-standard-8", "europe-west4-b", "$2.25"):
+    for cell in (
+        str(two),
+        "GPU-2222",
+        "SN-GPU-2222",
+        "95.04",
+        "570.1",
+        "g2-standard-8",
+        "europe-west4-b",
+        "$2.25",
+    ):
         assert cell in row
-    spread = next(line for line in md.splitlines() if line.startswith("| NVIDIA L4 ") and "| 2 " in line)
+    spread = next(
+        line for line in md.splitlines() if line.startswith("| NVIDIA L4 ") and "| 2 " in line
+    )
     cells = [c.strip() for c in spread.strip("|").split("|")]
     between, within = float(cells[5]), float(cells[6])  # the contender's, in percent
     m1 = table["contender_median_step_s"]
-    assert between == pytest.approx(round(abs(m1[1] - m1[0]) / ((m1[0] + m1[1]) / 2) * 100, 2), abs=0.01)
+    assert between == pytest.approx(
+        round(abs(m1[1] - m1[0]) / ((m1[0] + m1[1]) / 2) * 100, 2), abs=0.01
+    )
     assert 0 <= within and between > 10  # 2.0 against 3.0 ms a step
 
 

@@ -51,7 +51,11 @@ def _card(serial: object, vbios: object) -> NvmlCard:
 
 def test_serial_and_vbios_are_read_beside_the_uuid() -> None:
     info = _card("1652922003042", "95.04.5C.00.07").info()
-    assert (info.uuid, info.serial, info.vbios_version) == ("GPU-1", "1652922003042", "95.04.5C.00.07")
+    assert (info.uuid, info.serial, info.vbios_version) == (
+        "GPU-1",
+        "1652922003042",
+        "95.04.5C.00.07",
+    )
     assert CardInfo.from_dict(info.to_dict()) == info
 
 
