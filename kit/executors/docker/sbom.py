@@ -234,7 +234,7 @@ def write(out_dir: Path, record: Mapping, contents: Contents) -> str:
     )
     bom = Bom(components=[*components, *unowned])
     bom.metadata.component = image
-    bom.register_dependency(image, components)
+    bom.register_dependency(image, [*components, *unowned])
     text = JsonV1Dot6(bom).output_as_string(indent=None) + "\n"
     (out_dir / SBOM_NAME).write_text(text, encoding="utf-8")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
