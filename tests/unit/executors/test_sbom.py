@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.executors.docker import inventory, sbom
+from kit.executors.docker import inventory, reproducible, sbom
 from kit.report import sbom_tie
 
 PROGRAM = b"\x7fELF the contender"
@@ -51,7 +51,9 @@ LABELS = {
 }
 
 
-def image_tar() -> bytes:
+def image_tar(edit: dict[str, bytes] | None = None) -> bytes:
+    """The image's filesystem; `edit`: other bytes at some paths."""
+    edit = edit or {}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         folders = sorted({str(Path(p).parent) for p, _, _ in MEMBERS} - {"."})
@@ -62,6 +64,7 @@ def image_tar() -> bytes:
         for path, kind, body in MEMBERS:
             info = tarfile.TarInfo(path)
             if kind == "file":
+                body = edit.get("/" + path, body)
                 assert isinstance(body, bytes)
                 info.size = len(body)
                 tar.addfile(info, io.BytesIO(body))
@@ -75,6 +78,9 @@ def image_tar() -> bytes:
 class FakeAPI:
     """The calls `inventory.footprint` makes, for one image."""
 
+    def __init__(self, edit: dict[str, bytes] | None = None) -> None:
+        self.edit = edit
+
     def inspect_image(self, ref: str) -> dict:
         return {"Id": "sha256:" + "ab" * 32, "Size": 4096, "Config": {"Labels": LABELS}}
 
@@ -85,7 +91,7 @@ class FakeAPI:
         return {"Id": "c0"}
 
     def export(self, cid: str, chunk_size: int):
-        data = image_tar()
+        data = image_tar(self.edit)
         yield from (data[i : i + 700] for i in range(0, len(data), 700))
 
     def remove_container(self, cid: str, force: bool) -> None:
@@ -93,7 +99,8 @@ class FakeAPI:
 
 
 class FakeClient:
-    api = FakeAPI()
+    def __init__(self, api: FakeAPI | None = None) -> None:
+        self.api = api or FakeAPI()
 
 
 @pytest.fixture
@@ -228,3 +235,15 @@ def test_an_earlier_kits_footprint_without_an_sbom_asks_for_none(measured):
     assert sbom_tie.differences(measured.parent) == []
     fixture = Path(__file__).parents[2] / "fixtures" / "footprint"
     assert sbom_tie.differences(fixture) == []  # recorded before SBOMs were written
+
+
+def test_a_rebuild_check_names_each_file_that_differs(tmp_path: Path):
+    inventory.footprint(FakeClient(), "a", tmp_path / "first")  # type: ignore[arg-type]
+    other = FakeAPI(edit={"/usr/bin/ls": b"LS" * 50, "/etc/ld.so.cache": b"cache, longer"})
+    inventory.footprint(FakeClient(other), "b", tmp_path / "second")  # type: ignore[arg-type]
+    assert reproducible.differences(tmp_path / "first", tmp_path / "first") == []
+    assert reproducible.differences(tmp_path / "first", tmp_path / "second") == [
+        "/etc/ld.so.cache: size_bytes 5 in the first build, 13 in the second",
+        "/usr/bin/dir: the same size, other content",  # a hardlink to /usr/bin/ls
+        "/usr/bin/ls: the same size, other content",
+    ]
