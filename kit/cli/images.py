@@ -77,7 +77,7 @@ def images_build(
     docker_host: str | None,
 ) -> None:
     """Build the images through the Docker SDK, streaming the build's output on stderr, and
-    write each one's provenance statement (in-toto, SLSA v1) into --attestations.
+    write each one's provenance statement (in-toto, SLSA v1) into its folder of attestations.
 
     \b
     Examples:
