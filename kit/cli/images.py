@@ -114,7 +114,7 @@ def images_build(
         click.echo(f"{name}\t{image_id}")
     if check_reproducible:
         with guard("building the images again"):
-            differences = reproducible.check(client, built, build, suffix or "")
+            differences = reproducible.check(client, built, build)
         for line in differences:
             click.echo(line)
         if differences:

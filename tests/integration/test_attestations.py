@@ -84,5 +84,5 @@ def test_a_rebuild_from_the_same_inputs_holds_the_same_files(client, mica):
             client, load(), [kit_images.MICA], base=base_image(client), contender=program, **kw
         )
 
-    assert reproducible.check(client, {ref: image_id}, build, tag) == []
+    assert reproducible.check(client, {ref: image_id}, build) == []
     assert building.image_id(client, f"micakit-mica:{tag}-{reproducible.REBUILD}") is None

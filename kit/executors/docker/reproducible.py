@@ -22,11 +22,12 @@ def check(
     client: docker.DockerClient,
     built: Mapping[str, str],
     build: Callable[..., dict[str, str]],
-    suffix: str,
 ) -> list[str]:
-    """Build every image of `built` (reference: id) again with `build` (building.build_images
-    with the first build's inputs) and compare; each difference as a line naming the image."""
-    again = build(suffix=f"{suffix or 'kit'}-{REBUILD}", rebuild=True, attestations=None)
+    """Build every image of `built` (reference: id, all under one tag) again with `build`
+    (building.build_images with the first build's inputs) under the tag <tag>-rebuild, and
+    compare; each difference as a line naming the image."""
+    tag = next(iter(built)).rpartition(":")[2]
+    again = build(suffix=f"{tag}-{REBUILD}", rebuild=True, attestations=None)
     out = []
     try:
         with tempfile.TemporaryDirectory(prefix="micakit-rebuild-") as tmp:
