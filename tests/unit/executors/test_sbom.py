@@ -13,6 +13,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
 
 from kit.executors.docker import inventory, reproducible, sbom
 from kit.report import sbom_tie
@@ -116,7 +118,10 @@ def components(folder: Path) -> dict[str, dict]:
 
 
 def test_each_file_lies_in_the_package_that_owns_it_with_its_size_and_sha256(measured):
-    doc = json.loads((measured / sbom.SBOM_NAME).read_text())
+    text = (measured / sbom.SBOM_NAME).read_text()
+    # a document of CycloneDX 1.6's published schema (jsonschema, the dev extra's)
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    doc = json.loads(text)
     assert doc["bomFormat"] == "CycloneDX" and doc["specVersion"] == "1.6"
     assert doc["metadata"]["component"]["version"] == "sha256:" + "ab" * 32
     by_name = components(measured)
