@@ -180,7 +180,7 @@ def images_push(
       micakit images push --registry 127.0.0.1:5000/ci --only runner --tag ci
       docker run ghcr.io/OWNER/micakit:TAG series --help    (once pushed)
     """
-    from kit.executors.docker import attachments, building, registries
+    from kit.executors.docker import attachments, building, kit_images, registries
     from kit.executors.docker.connection import connect
     from kit.executors.docker.failures import guard
     from kit.protocol.load import load
@@ -192,6 +192,9 @@ def images_push(
     p = load(protocol_path)
     client = connect(docker_host)
     with guard("pushing the images"):
+        pushing = list(kinds) or building.built_kinds(client, p, suffix)
+        refs = {kind: kit_images.ref(kind, p, suffix) for kind in pushing}
+        attachments.refuse_unready(client, refs, attestations)  # before anything is pushed
         record = building.push(
             client,
             p,

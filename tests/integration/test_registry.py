@@ -137,14 +137,25 @@ def push(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_what_cannot_be_pushed_is_the_users_to_fix(client, built):
+def test_what_cannot_be_pushed_is_the_users_to_fix(client, built, tmp_path_factory, tmp_path):
     tag, _ = built
     nothing = push("--registry", "127.0.0.1:1/none", "--tag", f"{tag}-never-built")
     assert nothing.returncode == 2, nothing.stderr
     assert "no image of micakit is built under the tag" in nothing.stderr
     assert "micakit images build" in nothing.stderr
     # port 1: nothing listens there
-    unreachable = push("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica")
+    # an image without its provenance statement is refused before anything is pushed
+    unready = push(
+        *("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica"),
+        *("--attestations", str(tmp_path / "none")),
+    )
+    assert unready.returncode == 2, unready.stderr
+    assert "no provenance statement" in unready.stderr and "pushing" not in unready.stderr
+    assert "micakit images build --attestations" in unready.stderr
+    unreachable = push(
+        *("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica"),
+        *("--attestations", str(attestations(tmp_path_factory))),
+    )
     assert unreachable.returncode == 2, unreachable.stderr
     assert "cannot push 127.0.0.1:1/none/micakit-mica" in unreachable.stderr
     assert "fix: check the registry's address" in unreachable.stderr

@@ -14,9 +14,18 @@ from pathlib import Path
 
 import docker
 
-from kit.executors.docker import inventory, kit_images, provenance, sbom
+from kit.executors.docker import building, inventory, kit_images, provenance, sbom
 
 SBOM_SUFFIX = ".cdx.json"
+
+
+def refuse_unready(client: docker.DockerClient, refs: dict[str, str], folder: Path) -> None:
+    """Before anything is pushed: each image (kind: local reference) has its statement in
+    `folder`, naming that very image (a UserError saying how to write it otherwise)."""
+    for kind, ref in refs.items():
+        image_id = building.image_id(client, ref)
+        if image_id is not None:  # one not built is the push's to name
+            provenance.read(folder / provenance.file_name(kit_images.NAMES[kind]), image_id)
 
 
 def attach(
