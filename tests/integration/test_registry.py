@@ -25,6 +25,7 @@ import pytest
 from kit.cli.assemble import series_id
 from kit.executors.docker import building, registries
 from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES, cache_volume_name
+from kit.report import sbom_tie
 from tests.conftest import ROOT, TEXT_INPUT, records
 from tests.integration.conftest import base_image, fake_contender_program
 
@@ -86,6 +87,7 @@ def built(client, tmp_path_factory) -> Iterator[tuple[str, Path]]:
             *(sys.executable, str(ROOT / "run.py"), "images", "build"),
             *("--only", "runner", "--only", "mica", "--contender", str(program)),
             *("--base", base, "--wheelhouse", str(WHEELHOUSE), "--tag", tag),
+            *("--attestations", str(attestations(tmp_path_factory))),
         ],
         capture_output=True,
         text=True,
@@ -97,6 +99,11 @@ def built(client, tmp_path_factory) -> Iterator[tuple[str, Path]]:
     for image_id in ids:  # whatever the test left: the built or the pulled images
         if building.image_id(client, image_id) is not None:
             client.api.remove_image(image_id, force=True)
+
+
+def attestations(tmp_path_factory) -> Path:
+    """Where `images build` writes the statements and `images push` the SBOMs, for this run."""
+    return tmp_path_factory.getbasetemp() / "attestations"
 
 
 def run_in(client, image: str, args: list[str], volumes: dict) -> str:
@@ -130,14 +137,25 @@ def push(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_what_cannot_be_pushed_is_the_users_to_fix(client, built):
+def test_what_cannot_be_pushed_is_the_users_to_fix(client, built, tmp_path_factory, tmp_path):
     tag, _ = built
     nothing = push("--registry", "127.0.0.1:1/none", "--tag", f"{tag}-never-built")
     assert nothing.returncode == 2, nothing.stderr
     assert "no image of micakit is built under the tag" in nothing.stderr
     assert "micakit images build" in nothing.stderr
     # port 1: nothing listens there
-    unreachable = push("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica")
+    # an image without its provenance statement is refused before anything is pushed
+    unready = push(
+        *("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica"),
+        *("--attestations", str(tmp_path / "none")),
+    )
+    assert unready.returncode == 2, unready.stderr
+    assert "no provenance statement" in unready.stderr and "pushing" not in unready.stderr
+    assert "micakit images build --attestations" in unready.stderr
+    unreachable = push(
+        *("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica"),
+        *("--attestations", str(attestations(tmp_path_factory))),
+    )
     assert unreachable.returncode == 2, unreachable.stderr
     assert "cannot push 127.0.0.1:1/none/micakit-mica" in unreachable.stderr
     assert "fix: check the registry's address" in unreachable.stderr
@@ -217,14 +235,15 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
 
 
 def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
-    client, registry, built, fast_protocol, tmp_path
+    client, registry, built, fast_protocol, tmp_path, tmp_path_factory
 ):
     tag, program = built
     namespace = f"{registry}/micakit-test"
     digests = tmp_path / "digests.json"
+    attached = attestations(tmp_path_factory)
     done = push(
         *("--registry", namespace, "--tag", tag, "--also-tag", "latest"),
-        *("--digests", str(digests)),
+        *("--digests", str(digests), "--attestations", str(attached)),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads(done.stdout)
@@ -241,6 +260,19 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
         req = urllib.request.Request(url, headers={"Accept": accept})
         with urllib.request.urlopen(req, timeout=10) as r:
             assert r.headers["Docker-Content-Digest"] == runner["digest"]
+    # beside each image, its statement (now with the registry digest) and its SBOM, named
+    for image in (runner, mica):
+        files = image["attachments"]
+        statement = json.loads((attached / files["provenance"]).read_text())
+        assert statement["subject"] == [
+            {"name": image["local"], "digest": {"sha256": image["image_id"].split(":")[1]}},
+            {"name": image["repository"], "digest": {"sha256": image["digest"].split(":")[1]}},
+        ]
+        sbom = json.loads((attached / files["sbom"]).read_text())
+        assert sbom["metadata"]["component"]["version"] == image["image_id"]
+        measured = attached / files["footprint"]
+        assert (measured / "sbom.cdx.json").read_bytes() == (attached / files["sbom"]).read_bytes()
+        assert sbom_tie.folder_differences(measured, attached) == []
 
     # as on a machine that never built them: every local name of both images gone
     for image in (runner, mica):
@@ -249,6 +281,9 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
     # the runner pulled by its digest is the image that was pushed; the Mica image is left to
     # the series, which pulls a side's image that names its registry
     assert registries.pull(client, runner["pinned"]) == runner["image_id"]
+    # the pulled image is the one its statement and its SBOM name
+    statement = json.loads((attached / runner["attachments"]["provenance"]).read_text())
+    assert statement["subject"][0]["digest"]["sha256"] == runner["image_id"].split(":")[1]
     assert building.image_id(client, mica["pinned"]) is None
 
     (tmp_path / "results").mkdir()
