@@ -127,10 +127,11 @@ def ssh_engine(tmp_path):
         yield f"ssh://root@127.0.0.1:{server.port}", server.home
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def registry(tmp_path_factory) -> Iterator[str]:
-    """A registry of this test's own on 127.0.0.1 (a free port, a temporary store): its
-    address, HOST:PORT."""
+    """A registry of the tests' own on 127.0.0.1 (a free port, a temporary store): its
+    address, HOST:PORT. One for the session: a second push of the same layers (another test's
+    namespace) sends none of them again."""
     program = shutil.which("docker-registry") or REGISTRY_PROGRAM
     if not Path(program).exists():
         pytest.skip("no docker-registry here: `apt-get install docker-registry` (ci-setup.sh)")
