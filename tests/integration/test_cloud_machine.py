@@ -5,9 +5,10 @@ kit/files/cloud-series.sh; the script pulls the runner image by its digest from 
 loopback and runs it with the Docker socket, a CPU smoke series (no --gpus); rsync pulls the
 results directory back over the ssh entry the kit writes, and `verify` checks it.
 
-This machine has no network but PyPI, so the machine is given what it would download (nanoGPT
-at its pinned commit: the fake nanoGPT, pinned by the series' protocol; tiny Shakespeare) by
-the script's overrides, set in the machine's environment only. No test reaches a cloud.
+This machine has no network but PyPI, so the machine is given what it would download by the
+script's overrides, set in the machine's environment only: nanoGPT at its pinned commit (the
+fake nanoGPT, pinned by the series' protocol) and the text (the suite's, with its SHA-256, which
+the protocol pins in place of tiny Shakespeare's). No test reaches a cloud.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from pathlib import Path
 import pytest
 
 from kit.cloud import task
-from kit.sides import data
 from tests.conftest import (
     FAKE_NANOGPT,
     FAKES,
-    REAL_INPUT,
     ROOT,
+    TEXT_INPUT,
+    TEXT_INPUT_SHA256,
     edit_protocol,
-    needs_real_input,
     pin_fake_nanogpt,
     records,
     write_protocol,
@@ -77,15 +77,14 @@ def pushed(client, registry, built) -> tuple[dict, Path]:
 
 def machine_inputs(inputs: Path, program: Path) -> None:
     """What the series names on the machine, in its results folder (mounted at /results): the
-    fast protocol, pinning the fake nanoGPT and tiny Shakespeare, and the contender program."""
+    fast protocol, pinning the fake nanoGPT and the suite's text, and the contender program."""
     inputs.mkdir(parents=True)
     protocol = write_protocol(inputs / "protocol.toml", runs=2)
-    edit_protocol(protocol, {**pin_fake_nanogpt(), "data.input_sha256": data.INPUT_SHA256})
+    edit_protocol(protocol, pin_fake_nanogpt())
     shutil.copyfile(FAKE_NANOGPT / "train.patch", inputs / "train.patch")
     shutil.copy2(program, inputs / program.name)
 
 
-@needs_real_input
 def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_verified(
     client, pushed, tmp_path
 ):
@@ -105,7 +104,8 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
             # the machine's own environment: what it would download, and no card
             "env": {
                 "MICAKIT_NANOGPT_DIR": str(FAKE_NANOGPT),
-                "MICAKIT_INPUT_FILE": str(REAL_INPUT),
+                "MICAKIT_INPUT_FILE": str(TEXT_INPUT),
+                "MICAKIT_INPUT_SHA256": TEXT_INPUT_SHA256,
                 "MICAKIT_GPUS": "",
             },
         }

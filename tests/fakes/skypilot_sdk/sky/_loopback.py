@@ -64,7 +64,7 @@ def run_job(ssh: dict[str, Any], cluster: str, task: dict[str, Any]) -> bool:
         with open(src, "rb") as f:
             copy = f"mkdir -p {posixpath.dirname(dest)} && cat > {dest}"
             subprocess.run([*base, copy], stdin=f, check=True, timeout=60)
-    envs = {**task["envs"], **ssh.get("env", {})}
+    envs = {**task["envs"], **ssh.get("env", {})}  # the machine's own settings last
     command = shlex.join(["env", *(f"{k}={v}" for k, v in envs.items()), "bash", "-c"])
     with log_path(ssh, cluster).open("wb") as log:
         done = subprocess.run(
