@@ -35,7 +35,7 @@ from tests.conftest import (
     records,
     write_protocol,
 )
-from tests.integration.conftest import loopback_sshd
+from tests.integration.conftest import Sshd, loopback_sshd
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -85,6 +85,38 @@ def machine_inputs(inputs: Path, program: Path) -> None:
     shutil.copy2(program, inputs / program.name)
 
 
+def machine_over_ssh(server: Sshd, homes: Path, entries: Path) -> dict:
+    """The fake SDK's "ssh" script: each cluster is this machine over `server`, its home under
+    `homes`, its ssh entry written in `entries`."""
+    return {
+        "port": server.port,
+        "key": str(server.client_key),
+        "entries": str(entries),
+        "homes": str(homes),
+        # the machine's own environment: what it would download, and no card
+        "env": {
+            "MICAKIT_NANOGPT_DIR": str(FAKE_NANOGPT),
+            "MICAKIT_INPUT_FILE": str(TEXT_INPUT),
+            "MICAKIT_INPUT_SHA256": TEXT_INPUT_SHA256,
+            "MICAKIT_GPUS": "",
+        },
+    }
+
+
+def kit_env(tmp_path: Path, state: Path, entries: Path) -> dict[str, str]:
+    """The kit's environment: the fake SDK on its path, and an ssh whose config includes the
+    entries written for the clusters, as ~/.ssh/config includes SkyPilot's."""
+    (tmp_path / "ssh_config").write_text(f"Include {entries}/*\n")
+    (tmp_path / "kit-home").mkdir()
+    return {
+        **os.environ,
+        "HOME": str(tmp_path / "kit-home"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(SDK)]),
+        "FAKE_SKY_STATE": str(state),
+        "MICAKIT_CLOUD_SSH": f"ssh -F {tmp_path / 'ssh_config'}",
+    }
+
+
 def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_verified(
     client, pushed, tmp_path
 ):
@@ -95,31 +127,10 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
     machine = homes / CLUSTER
     machine_inputs(machine / task.REMOTE_RESULTS / "inputs", program)
     state = tmp_path / "sky.json"
+    env = kit_env(tmp_path, state, entries)
     with loopback_sshd(tmp_path, _loopback.SSHD_CONFIG) as server:
-        ssh = {
-            "port": server.port,
-            "key": str(server.client_key),
-            "entries": str(entries),
-            "homes": str(homes),
-            # the machine's own environment: what it would download, and no card
-            "env": {
-                "MICAKIT_NANOGPT_DIR": str(FAKE_NANOGPT),
-                "MICAKIT_INPUT_FILE": str(TEXT_INPUT),
-                "MICAKIT_INPUT_SHA256": TEXT_INPUT_SHA256,
-                "MICAKIT_GPUS": "",
-            },
-        }
+        ssh = machine_over_ssh(server, homes, entries)
         state.write_text(json.dumps({"script": {"ssh": ssh}}))
-        # the client's ssh config includes the entries, as ~/.ssh/config includes SkyPilot's
-        (tmp_path / "ssh_config").write_text(f"Include {entries}/*\n")
-        (tmp_path / "kit-home").mkdir()
-        env = {
-            **os.environ,
-            "HOME": str(tmp_path / "kit-home"),
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(SDK)]),
-            "FAKE_SKY_STATE": str(state),
-            "MICAKIT_CLOUD_SSH": f"ssh -F {tmp_path / 'ssh_config'}",
-        }
         fake = {"step_ms": {"*": 10.0}, "state": "/micakit/work/state"}
         out = tmp_path / "fleet"
         done = kit(
@@ -139,7 +150,6 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
         log = _loopback.log_path(ssh, CLUSTER)
         machine_said = log.read_text(errors="replace") if log.exists() else "(no log)"
         assert done.returncode == 0, f"{said[-4000:]}\n--- the machine:\n{machine_said[-4000:]}"
-    # the machine ran the runner by its digest with the socket, and no card was asked for
     assert f"{out / DIRECTORY}: series done, verified" in said
     assert not (entries / CLUSTER).exists()  # the ssh entry left with the machine
     sky = json.loads(state.read_text())
@@ -154,6 +164,9 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
     timed = [r for r in records(pulled) if r["kind"] in ("discarded", "timed")]
     assert timed and {r["executor"] for r in timed} == {"docker"}
     assert "ok" in {r["status"] for r in timed}
+    # the machine ran the runner by its digest, a CPU smoke series
+    options = json.loads((pulled / "manifest.json").read_text())["options"]
+    assert (options["device"], options["smoke"], options["executor"]) == ("cpu", True, "docker")
     versions = json.loads((pulled / "versions.json").read_text())
     assert images["runner"]["pinned"] in versions["images"]["runner"]["repo_digests"]
     verified = kit("verify", pulled, env=env)
