@@ -9,6 +9,13 @@
 ##   MICAKIT_NAME          the results directory's name, under ~/micakit/results
 ##   MICAKIT_CONTENDER     the contender program's path on the machine, or empty
 ##   MICAKIT_SERIES_ARGS   more options for `micakit series`, shell-quoted
+##
+## Honoured only where the machine sets them (the kit never does; its tests' machine has no
+## network but this machine's): MICAKIT_NANOGPT_DIR, a nanoGPT tree at the pinned commit taken
+## instead of the download (the series checks its files' SHA-256 all the same);
+## MICAKIT_INPUT_FILE, tiny Shakespeare taken instead of the download (its SHA-256 checked
+## here as the download's); MICAKIT_GPUS, `docker run --gpus`'s value, empty for none (a CPU
+## series; default all).
 set -euo pipefail
 
 home=$HOME/micakit
@@ -17,11 +24,19 @@ cd "$home"
 
 # nanoGPT at its pinned commit and tiny Shakespeare, fetched here (the series checks both)
 if [ ! -d "nanoGPT-$MICAKIT_NANOGPT_COMMIT" ]; then
-    curl -fsSL --retry 5 "$MICAKIT_NANOGPT_URL" -o nanogpt.tar.gz
-    tar -xzf nanogpt.tar.gz
+    if [ -n "${MICAKIT_NANOGPT_DIR:-}" ]; then
+        cp -R "$MICAKIT_NANOGPT_DIR" "nanoGPT-$MICAKIT_NANOGPT_COMMIT"
+    else
+        curl -fsSL --retry 5 "$MICAKIT_NANOGPT_URL" -o nanogpt.tar.gz
+        tar -xzf nanogpt.tar.gz
+    fi
 fi
 if [ ! -f data/input.txt ]; then
-    curl -fsSL --retry 5 "$MICAKIT_INPUT_URL" -o data/input.txt.part
+    if [ -n "${MICAKIT_INPUT_FILE:-}" ]; then
+        cp "$MICAKIT_INPUT_FILE" data/input.txt.part
+    else
+        curl -fsSL --retry 5 "$MICAKIT_INPUT_URL" -o data/input.txt.part
+    fi
     echo "$MICAKIT_INPUT_SHA256  data/input.txt.part" | sha256sum -c --quiet
     mv data/input.txt.part data/input.txt
 fi
@@ -48,6 +63,8 @@ if [ -n "${MICAKIT_CONTENDER:-}" ]; then
     series+=(--contender /results/mica/program)
 fi
 eval "extra=($MICAKIT_SERIES_ARGS)"
+gpus=(--gpus "${MICAKIT_GPUS-all}")
+[ -n "${MICAKIT_GPUS-all}" ] || gpus=()
 # shellcheck disable=SC2154 # extra is set by the eval above
-"${docker[@]}" run --rm --gpus all "${user[@]}" "${mounts[@]}" "$MICAKIT_RUNNER" \
+"${docker[@]}" run --rm ${gpus[@]+"${gpus[@]}"} "${user[@]}" "${mounts[@]}" "$MICAKIT_RUNNER" \
     series "${series[@]}" ${extra[@]+"${extra[@]}"}

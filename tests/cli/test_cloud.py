@@ -176,8 +176,10 @@ def test_run_launches_labelled_machines_with_autodown_pulls_verifies_and_tears_d
     assert not sky.calls("autostop")
     # the README's docker run line: the card, the Docker socket, the runner by its digest
     assert (
-        '"${docker[@]}" run --rm --gpus all "${user[@]}" "${mounts[@]}" "$MICAKIT_RUNNER"' in script
+        '"${docker[@]}" run --rm ${gpus[@]+"${gpus[@]}"} "${user[@]}" "${mounts[@]}" '
+        '"$MICAKIT_RUNNER"' in script
     )
+    assert 'gpus=(--gpus "${MICAKIT_GPUS-all}")' in script
     assert "-v /var/run/docker.sock:/var/run/docker.sock" in script
     assert [c["cluster_name"] for c in sky.calls("down")] == ["micakit-t1-1", "micakit-t1-2"]
     assert sky.clusters() == {}

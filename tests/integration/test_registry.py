@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker.errors
@@ -27,83 +24,9 @@ from kit.executors.docker import building, registries
 from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES, cache_volume_name
 from kit.report import sbom_tie
 from tests.conftest import ROOT, TEXT_INPUT, records
-from tests.integration.conftest import base_image, fake_contender_program
+from tests.integration.conftest import attestations
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-REGISTRY_PROGRAM = "/usr/bin/docker-registry"
-WHEELHOUSE = Path(os.environ.get("MICAKIT_WHEELHOUSE", ROOT / "wheelhouse"))
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory) -> Iterator[str]:
-    """A registry of this test's own on 127.0.0.1 (a free port, a temporary store): its
-    address, HOST:PORT."""
-    program = shutil.which("docker-registry") or REGISTRY_PROGRAM
-    if not Path(program).exists():
-        pytest.skip("no docker-registry here: `apt-get install docker-registry` (ci-setup.sh)")
-    root = tmp_path_factory.mktemp("registry")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (root / "config.yml").write_text(
-        "version: 0.1\nlog:\n  level: warn\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {root / 'store'}\n"
-        f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
-    )
-    log = (root / "registry.log").open("w")
-    server = subprocess.Popen(
-        [program, "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            pytest.fail(f"docker-registry did not answer: {(root / 'registry.log').read_text()}")
-        time.sleep(0.2)
-    yield f"127.0.0.1:{port}"
-    server.terminate()
-    server.wait(10)
-    log.close()
-
-
-@pytest.fixture(scope="module")
-def built(client, tmp_path_factory) -> Iterator[tuple[str, Path]]:
-    """The runner and a Mica image (the fake contender as a one-file program), built by
-    `micakit images build` under a tag of their own; the tag and the program."""
-    base = base_image(client)
-    if not list(WHEELHOUSE.glob("*.whl")):
-        pytest.skip(f"no wheels in {WHEELHOUSE}: `bash scripts/ci-setup.sh` fills it")
-    program = fake_contender_program(tmp_path_factory)
-    tag = f"push-{uuid.uuid4().hex[:8]}"
-    out = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "run.py"), "images", "build"),
-            *("--only", "runner", "--only", "mica", "--contender", str(program)),
-            *("--base", base, "--wheelhouse", str(WHEELHOUSE), "--tag", tag),
-            *("--attestations", str(attestations(tmp_path_factory))),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    ids = [line.split("\t")[1] for line in out.stdout.splitlines()]
-    yield tag, program
-    for image_id in ids:  # whatever the test left: the built or the pulled images
-        if building.image_id(client, image_id) is not None:
-            client.api.remove_image(image_id, force=True)
-
-
-def attestations(tmp_path_factory) -> Path:
-    """Where `images build` writes the statements and `images push` the SBOMs, for this run."""
-    return tmp_path_factory.getbasetemp() / "attestations"
 
 
 def run_in(client, image: str, args: list[str], volumes: dict) -> str:

@@ -113,3 +113,50 @@ def test_a_contender_is_built_into_its_image_first(tmp_path) -> None:
     assert (
         tmp_path / "home" / "micakit" / "results" / "mica" / "program"
     ).read_bytes() == b"\x7fELF"
+
+
+def _run_with(tmp_path: Path, machine_env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The script with the machine's own settings (what it has instead of the downloads)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    envs = task.environment(task.Images(RUNNER, PYTORCH), "machine-1", None, [])
+    envs["MICAKIT_INPUT_SHA256"] = hashlib.sha256(TEXT).hexdigest()
+    env = {
+        **os.environ, **envs, **machine_env, "HOME": str(home),
+        "CALLS": str(tmp_path / "calls.jsonl"),
+        "PATH": f"{_tools(tmp_path)}{os.pathsep}{os.environ['PATH']}",
+    }  # fmt: skip
+    return subprocess.run(
+        ["bash", str(task.script())], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+
+
+def test_a_machine_without_network_or_card_is_given_the_downloads_and_no_gpus(tmp_path) -> None:
+    tree = tmp_path / "nanoGPT"
+    tree.mkdir()
+    (tree / "train.py").write_text("# nanoGPT\n")
+    text = tmp_path / "input.txt"
+    text.write_bytes(TEXT)
+    done = _run_with(
+        tmp_path,
+        {"MICAKIT_NANOGPT_DIR": str(tree), "MICAKIT_INPUT_FILE": str(text), "MICAKIT_GPUS": ""},
+    )
+    assert done.returncode == 0, done.stderr
+    home = tmp_path / "home" / "micakit"
+    assert (home / f"nanoGPT-{nanogpt.COMMIT}" / "train.py").read_text() == "# nanoGPT\n"
+    assert (home / "data" / "input.txt").read_bytes() == TEXT
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert [name for name, _ in calls if name == "curl"] == []  # nothing downloaded
+    run = [args for name, args in calls if name == "docker"][-1]
+    assert run[:2] == ["run", "--rm"] and "--gpus" not in run
+
+
+def test_a_machines_own_text_is_checked_as_the_download_is(tmp_path) -> None:
+    tree = tmp_path / "nanoGPT"
+    tree.mkdir()
+    text = tmp_path / "input.txt"
+    text.write_bytes(TEXT + b"changed\n")
+    done = _run_with(tmp_path, {"MICAKIT_NANOGPT_DIR": str(tree), "MICAKIT_INPUT_FILE": str(text)})
+    assert done.returncode != 0
+    assert "data/input.txt.part: FAILED" in done.stdout + done.stderr
+    assert not (tmp_path / "home" / "micakit" / "data" / "input.txt").exists()

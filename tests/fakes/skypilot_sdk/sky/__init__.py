@@ -13,7 +13,8 @@ prechecks), "down_fails" (clusters whose teardown fails), "job": "SUCCEEDED" or 
 "in_tail_logs": "interrupt" (a Ctrl-C while the series runs) or "hang" (the kit waits until it
 is killed), "catalog": "offline", "home" (a folder: each cluster's home is home/NAME) and
 "results" (a results directory each launched machine's series "writes" under
-micakit/results/$MICAKIT_NAME).
+micakit/results/$MICAKIT_NAME), or "ssh": the machine is this machine over ssh on 127.0.0.1,
+where the launch runs the task for real (sky/_loopback.py).
 
 A cluster launched with `down=True` and an idle limit deletes itself on the fake's clock
 (`advance_clock`): idle from the end of its job, as SkyPilot's skylet does on the machine.
@@ -31,7 +32,8 @@ from typing import Any
 
 import requests
 
-from sky import catalog, exceptions  # noqa: F401 - sky.catalog and sky.exceptions, as the SDK has
+# sky.catalog and sky.exceptions, as the SDK has them
+from sky import _loopback, catalog, exceptions  # noqa: F401
 
 __version__ = "0.14.1-fake"
 
@@ -220,7 +222,12 @@ def _launched(args: dict[str, Any]) -> tuple[int, Any]:
     state["clusters"][name]["status"] = "UP"
     save(state)
     _write_results(script, name, args["envs"])
-    handle = _Handle(_Where("us-central1", "us-central1-a"), name)
+    if script.get("ssh"):
+        ok = _loopback.run_job(script["ssh"], name, args)
+        state = load()
+        state["clusters"][name]["job"] = "SUCCEEDED" if ok else "FAILED"
+        save(state)
+    handle = _Handle(_Where("us-central1", "us-central1-a"), name, script.get("ssh"))
     return 1, handle
 
 
@@ -257,14 +264,14 @@ class _Where:
 
 
 class _Handle:
-    def __init__(self, where: _Where, name: str = "") -> None:
+    def __init__(self, where: _Where, name: str = "", ssh: dict[str, Any] | None = None) -> None:
         self.launched_resources = where
         self.cluster_name = name
         self.cluster_name_on_cloud = f"{name}-2ea4"
         self.cached_external_ips = ["127.0.0.1"]
-        self.cached_external_ssh_ports = [22]
+        self.cached_external_ssh_ports = [ssh["port"] if ssh else 22]
         self.docker_user = None
-        self.ssh_user = "gcpuser"
+        self.ssh_user = "root" if ssh else "gcpuser"
 
 
 def api_cancel(request_ids: Any = None, all_users: bool = False, silent: bool = False) -> str:
@@ -296,7 +303,8 @@ def get(request_id: Any) -> Any:
     if fn == "api_cancel":
         return list(args["request_ids"])
     if fn == "job_status":
-        job = state["script"].get("job", "SUCCEEDED")
+        cluster = state["clusters"].get(args["cluster_name"], {})
+        job = cluster.get("job") or state["script"].get("job", "SUCCEEDED")
         return {j: JobStatus[job] for j in args["job_ids"]}
     raise AssertionError(fn)
 
@@ -348,7 +356,10 @@ class StatusResponse:
 
 def _status(names: list[str] | None, credentials: bool) -> list[StatusResponse]:
     found = []
-    for name, c in load()["clusters"].items():
+    state = load()
+    ssh = state["script"].get("ssh")
+    key = ssh["key"] if ssh else "~/.sky/key"
+    for name, c in state["clusters"].items():
         if names is not None and name not in names:
             continue
         up = c["status"] == "UP"
@@ -360,8 +371,8 @@ def _status(names: list[str] | None, credentials: bool) -> list[StatusResponse]:
                 autostop=c["autostop"],
                 to_down=c["to_down"],
                 region=c["region"],
-                handle=_Handle(_Where(c["region"], c["zone"]), name) if up else None,
-                credentials={"ssh_user": "gcpuser", "ssh_private_key": "~/.sky/key"}
+                handle=_Handle(_Where(c["region"], c["zone"]), name, ssh) if up else None,
+                credentials={"ssh_user": "gcpuser", "ssh_private_key": key}
                 if credentials and up
                 else None,
             )
@@ -385,6 +396,11 @@ def tail_logs(
     if action == "hang":
         Path(state["script"]["hang_flag"]).write_text("waiting")
         time.sleep(600)
+    ssh = state["script"].get("ssh")
+    if ssh and output_stream is not None:  # the job's output, as the machine printed it
+        output_stream.write(_loopback.log_path(ssh, cluster_name).read_text(errors="replace"))
+    if ssh:
+        return 0 if state["clusters"][cluster_name].get("job") == "SUCCEEDED" else 100
     return 0 if state["script"].get("job", "SUCCEEDED") == "SUCCEEDED" else 100
 
 
