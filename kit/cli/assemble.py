@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,7 @@ class SeriesArgs:
     input: Path | None
     allow_torch: bool
     tiktoken_files: Path | None
+    full_cpu: bool
 
 
 # How `micakit series`' parameters and `SeriesOptions`' fields meet; every other parameter is
@@ -123,6 +125,19 @@ def resolve(args: SeriesArgs) -> SeriesOptions:
     device = args.device or (p.smoke.device if smoke else "cuda")
     models = list(args.models or ([next(iter(p.models))] if smoke else p.models))
     precisions = list(args.precisions or (p.smoke.precisions if smoke else p.precisions.names))
+    # checked before the results directory is made: a start refused here leaves nothing behind
+    for model in models:
+        p.model(model)
+    for precision in precisions:
+        p.check_precision(precision)
+    if device == "cpu" and not smoke and not args.full_cpu:
+        raise UserError(
+            "--device cpu without --smoke would prepare and train the protocol's full-size "
+            "models on the CPU (hours to days)",
+            "add --smoke for the scaled-down models that train in seconds "
+            "(`micakit series --smoke --device cpu --out DIR`), or --full-cpu to run the "
+            "full-size models on the CPU on purpose",
+        )
     sides = []
     if not args.no_pytorch:
         sides.append(PYTORCH)
@@ -168,6 +183,7 @@ def resolve(args: SeriesArgs) -> SeriesOptions:
         idle_timeout_s=float(args.idle_timeout or 60.0),
         # rule 9: a torch other than the protocol's pin runs only when asked, as preparation
         allow_torch=args.allow_torch,
+        full_cpu=bool(args.full_cpu) and device == "cpu" and not smoke,
     )
 
 
@@ -360,8 +376,39 @@ def series(args: SeriesArgs, argv: list[str], console: Console) -> tuple[Series,
     ex = executor(o.executor, o.docker_host)
     ex.use_series(series_id(Path(o.out)))
     card_info, conditions, gpu = _card(o, p, ex)
+    fresh = not resume and not Path(o.out).exists()
     if not resume:
         rd = ResultsDir.create(Path(o.out))
+    try:
+        return _ready(args, argv, o, p, ex, rd, (card_info, conditions, gpu), console)
+    except UserError:
+        if fresh:
+            _undo_start(rd)
+        raise
+
+
+def _undo_start(rd: ResultsDir) -> None:
+    """A new series refused before its first run (no network, an image missing) measured
+    nothing: the folder it made goes, so the same command starts it again on a clean slate."""
+    if (rd.root / store.MANIFEST).exists():
+        return  # its start was written: the series exists, `--resume` goes on
+    rd.writer.release()
+    shutil.rmtree(rd.root, ignore_errors=True)
+
+
+def _ready(
+    args: SeriesArgs,
+    argv: list[str],
+    o: SeriesOptions,
+    p: Protocol,
+    ex: Executor,
+    rd: ResultsDir,
+    card: tuple[dict, CardConditions | MachineConditions | None, str | None],
+    console: Console,
+) -> tuple[Series, Any]:
+    """The series' sides built and its start written (or, resumed, checked)."""
+    resume = args.resume
+    card_info, conditions, gpu = card
     cc = card_info.get("compute_capability")
     spec = SeriesSpec(
         models=o.models,

@@ -44,6 +44,21 @@ def _reference() -> dict:
     return tomllib.loads((resources.files("kit") / "files" / "protocol.toml").read_text("utf-8"))
 
 
+def _version(ctx: click.Context) -> None:
+    """`micakit --version`: the kit's version, its commit and the SHA-256 of the protocol it
+    ships (the hash a results directory's manifest records), all that names this kit."""
+    import hashlib
+    from importlib import resources
+
+    from kit import kit_commit
+
+    shipped = (resources.files("kit") / "files" / "protocol.toml").read_bytes()
+    click.echo(f"micakit {__version__}")
+    click.echo(f"commit {kit_commit()}")
+    click.echo(f"protocol sha256 {hashlib.sha256(shipped).hexdigest()}")
+    ctx.exit(0)
+
+
 _REFERENCE = _reference()
 _PRECISIONS = _REFERENCE["precisions"]["names"]
 
@@ -210,7 +225,14 @@ def _again(ctx: click.Context) -> str | None:
         ),
     },
 )
-@click.version_option(__version__, prog_name="micakit")
+@click.option(
+    "--version",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=lambda ctx, _, value: _version(ctx) if value else None,
+    help="Show the version, the commit it was built from and the protocol's hash, and exit.",
+)
 def main() -> None:
     """Carry out the TR-2 measurement protocol and leave a results directory anyone can rerun.
 
@@ -230,6 +252,7 @@ def main() -> None:
     "--model",
     "models",
     multiple=True,
+    shell_complete=options.complete_models,
     help=f"One of the protocol's models: {', '.join(_REFERENCE['models'])}; repeat for several "
     "(default: every model; with --smoke, the first).",
 )
@@ -237,11 +260,18 @@ def main() -> None:
     "--precision",
     "precisions",
     multiple=True,
+    shell_complete=options.complete_precisions,
     help=f"One of the protocol's precisions: {', '.join(_PRECISIONS)}; repeat for several "
     "(default: every one the card measures).",
 )
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda.")
 @click.option("--smoke", is_flag=True, help="Scaled-down models that train in seconds (CPU).")
+@click.option(
+    "--full-cpu",
+    is_flag=True,
+    help="With --device cpu and no --smoke: train the full-size models on the CPU, on purpose "
+    "(hours to days); without it that is refused.",
+)
 @click.option("--contender", type=click.Path(path_type=Path), help="The contender program (D4).")
 @click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
 @click.option("--no-pytorch", is_flag=True, help="Run the contender's configurations only.")
