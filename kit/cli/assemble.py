@@ -125,19 +125,7 @@ def resolve(args: SeriesArgs) -> SeriesOptions:
     device = args.device or (p.smoke.device if smoke else "cuda")
     models = list(args.models or ([next(iter(p.models))] if smoke else p.models))
     precisions = list(args.precisions or (p.smoke.precisions if smoke else p.precisions.names))
-    # checked before the results directory is made: a start refused here leaves nothing behind
-    for model in models:
-        p.model(model)
-    for precision in precisions:
-        p.check_precision(precision)
-    if device == "cpu" and not smoke and not args.full_cpu:
-        raise UserError(
-            "--device cpu without --smoke would prepare and train the protocol's full-size "
-            "models on the CPU (hours to days)",
-            "add --smoke for the scaled-down models that train in seconds "
-            "(`micakit series --smoke --device cpu --out DIR`), or --full-cpu to run the "
-            "full-size models on the CPU on purpose",
-        )
+    _refuse_early(p, models, precisions, device == "cpu" and not smoke and not args.full_cpu)
     sides = []
     if not args.no_pytorch:
         sides.append(PYTORCH)
@@ -185,6 +173,23 @@ def resolve(args: SeriesArgs) -> SeriesOptions:
         allow_torch=args.allow_torch,
         full_cpu=bool(args.full_cpu) and device == "cpu" and not smoke,
     )
+
+
+def _refuse_early(p: Protocol, models: list[str], precisions: list[str], full_on_cpu: bool) -> None:
+    """What is refused before the results directory is made, so that it leaves nothing behind:
+    a model or precision the protocol does not name, the full-size models on a CPU unasked."""
+    for model in models:
+        p.model(model)
+    for precision in precisions:
+        p.check_precision(precision)
+    if full_on_cpu:
+        raise UserError(
+            "--device cpu without --smoke would prepare and train the protocol's full-size "
+            "models on the CPU (hours to days)",
+            "add --smoke for the scaled-down models that train in seconds "
+            "(`micakit series --smoke --device cpu --out DIR`), or --full-cpu to run the "
+            "full-size models on the CPU on purpose",
+        )
 
 
 def _env_pairs(items: tuple[str, ...]) -> dict[str, str]:

@@ -504,8 +504,11 @@ def _holds_check(results: Path) -> bool:
 def _differences(results: Path, problems: list[str], as_json: bool) -> None:
     """verify's answer: every difference named, exit 4; or that every number matches."""
     if as_json:
-        click.echo(json.dumps({"results": str(results), "clean": not problems,
-                               "differences": problems}, indent=2))  # fmt: skip
+        from kit.results import differences  # lazy: pandas (start-up speed)
+
+        found = [differences.as_object(p) for p in problems]
+        click.echo(json.dumps({"schema_version": differences.VERIFY_SCHEMA, "results": str(results),
+                               "clean": not problems, "differences": found}, indent=2))  # fmt: skip
     else:
         for p in problems:
             click.echo(p)

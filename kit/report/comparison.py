@@ -26,7 +26,8 @@ from kit.report.states import Publication
 from kit.results import audit
 from kit.results.store import ResultsDir, load_protocol
 
-SCHEMA = 2  # 2: each configuration's class, the interval of B / A and the reason
+# 2: each configuration's class, the interval of B / A and the reason; 3: its key "schema_version"
+SCHEMA = 3
 KEY = ["model", "precision", "side", "variant"]
 SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
 
@@ -76,7 +77,7 @@ class Compared(TypedDict):
 class Comparison(TypedDict):
     """What `micakit compare --json` prints."""
 
-    schema: int
+    schema_version: int
     a: str
     b: str
     protocol_changed: bool
@@ -276,7 +277,7 @@ def compare(
             continue
         both.append(_compared(key, ra, rb, a, b, threshold))
     return Comparison(
-        schema=SCHEMA,
+        schema_version=SCHEMA,
         a=str(a.root),
         b=str(b.root),
         protocol_changed=changed,
