@@ -8,7 +8,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from kit.report import figures
 from kit.report.figures import CompileCost, StepTimeRow
 
-ONE = [StepTimeRow("Mica · float32", "contender", (0.002, 0.00201, 0.00199, 0.002, 0.00202), variant="mica")]
+ONE = [
+    StepTimeRow(
+        "Mica · float32", "contender", (0.002, 0.00201, 0.00199, 0.002, 0.00202), variant="mica"
+    )
+]
 
 
 def _boxes(fig):
@@ -32,7 +36,10 @@ def test_on_a_series_of_one_configuration_the_legend_lies_clear_of_the_axis_labe
 
 
 def test_many_configurations_keep_the_legend_clear_too():
-    rows = [StepTimeRow(f"mode {i}", "pytorch", (0.002 + i * 1e-4,) * 5, variant="eager") for i in range(8)]
+    rows = [
+        StepTimeRow(f"mode {i}", "pytorch", (0.002 + i * 1e-4,) * 5, variant="eager")
+        for i in range(8)
+    ]
     legend, label, _ = _boxes(figures.step_times_figure(rows, "Step times"))
     assert not legend.overlaps(label)
 
