@@ -93,3 +93,18 @@ def test_the_shell_completes_the_protocols_models_and_precisions():
     assert _completed("series", "--precision", "") == ["float32", "bfloat16", "float16"]
     assert _completed("correctness", "--model", "sh") == ["shakespeare-char"]
     assert _completed("correctness", "--precision", "b") == ["bfloat16"]
+
+
+def test_version_names_the_commit_and_the_protocols_hash_and_ends_as_rerun_sh_expects(cli):
+    import hashlib
+
+    from kit import __version__, kit_commit
+    from kit.protocol.load import DEFAULT_PATH
+
+    said = cli("--version").output.splitlines()
+    shipped = hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest()
+    assert said == [
+        f"commit {kit_commit()}",
+        f"protocol sha256 {shipped}",
+        f"micakit, version {__version__}",
+    ]
