@@ -380,15 +380,14 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     """
     options.reads_only()
     # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.report import summary
-    from kit.report.markdown import markdown_report
+    from kit.report import publish, summary
     from kit.results import audit
 
     rd = _series_dir(results)
     gating = _gating(results, check_dirs) if check_dirs else None
     checks = gating["statuses"] if gating else None
     t = _tables(rd, results, checks, True if preview else None)
-    click.echo(summary.text(rd, t) if as_json else markdown_report(rd, t, gating), nl=False)
+    click.echo(summary.text(rd, t) if as_json else publish.report_md(rd, t, gating), nl=False)
     for line in audit.torn(rd):  # its run reads as not run: the report is of the runs before it
         options.say(f"micakit: {line}")
 

@@ -257,10 +257,11 @@ def markdown_report(
 ) -> str:
     """The whole report: the summary first, the metadata folded, then every table. `gating`:
     the checks that gate it (gating.json's content), else those `publish --checks` saved.
-    `resolved`: with the resolution beside each verdict (resolution.py). Each model's
-    description is said once, its short name after; `earlier`: as a kit before summary.json's
-    schema 3 wrote it, the description in every caption (a directory it published verifies
-    as it was made)."""
+    `resolved`: with the resolution beside each verdict (resolution.py). A smoke series'
+    scaled-down model is described once, by its short name after (§9 holds M1's own size
+    sentence beside every number of a protocol series); `earlier`: as a kit before
+    summary.json's schema 3 wrote it, the description in every caption (a directory it
+    published verifies as it was made)."""
     protocol = store.load_protocol(rd)
     manifest = rd.manifest()
     found = rd.versions()
@@ -303,15 +304,18 @@ def markdown_report(
             lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")
     lines.append("")
     text = "\n".join(lines)
-    return text if earlier else _described_once(text, t, protocol, smoke_args(rd, protocol))
+    smoke_scaling = smoke_args(rd, protocol)
+    if earlier or smoke_scaling is None:
+        return text  # §9: M1's size sentence travels with every M1 number
+    return _described_once(text, t, protocol, smoke_scaling)
 
 
-def _described_once(text: str, t: Tables, protocol: Protocol, smoke: list[str] | None) -> str:
-    """§9's description of each model (its size sentence, or a smoke series' scaling) where it
-    first stands, and its short name ("M1, 10.7 million parameters") wherever it stood again."""
+def _described_once(text: str, t: Tables, protocol: Protocol, smoke: list[str]) -> str:
+    """A smoke series' description of each scaled-down model where it first stands, and its
+    short name ("M1, scaled down") wherever it stood again."""
     for model in dict.fromkeys(t.configurations["model"]):
         said = model_words(protocol.models, model, smoke)
-        short = model_short(protocol.models, model, smoke is not None)
+        short = model_short(protocol.models, model, smoke=True)
         first = text.find(said)
         if first < 0 or said == short:
             continue

@@ -8,6 +8,7 @@ import io
 import os
 from pathlib import Path
 
+from kit.correctness.gate import GatingJson
 from kit.errors import UserError
 from kit.report import html, rerun, resolution, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
@@ -41,6 +42,14 @@ def render(
         rerun.RERUN: script.encode("utf-8"),
         **made,
     }
+
+
+def report_md(rd: ResultsDir, t: Tables, gating: GatingJson | None = None) -> str:
+    """report.md as `publish` writes it, the plots' links included (`micakit report`): the
+    plots are drawn in memory to know which there are, and nothing is written."""
+    text = markdown_report(rd, t, gating)
+    made = html.rendered(rd, t, text, rerun.script(rd))
+    return text + plots_list(sorted(rel for rel in made if rel.startswith(f"{html.PLOTS}/")))
 
 
 def plots_list(plots: list[str]) -> str:

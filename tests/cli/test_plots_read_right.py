@@ -8,7 +8,7 @@ import re
 import pytest
 
 from kit.report import figures
-from tests.conftest import contender_args
+from tests.conftest import CONTENDER, contender_args, fake_nanogpt_protocol, pytorch_args
 
 DRAWN = ("step_times_png", "loss_curves_png", "compile_costs_png", "kernel_families_png")
 
@@ -44,9 +44,6 @@ def test_each_plot_names_its_labels_and_the_reports_link_plots_and_rerun(
     assert all(" · preparation" in t and "withheld" not in t for t in titles), titles
 
     md = (out / "report.md").read_text()
-    # the model's description once (§9), its short name after
-    assert md.count("a 10.7-million-parameter model with a 256-character context") == 1
-    assert md.count("M1, 10.7 million parameters") > 3
     plots = sorted(p.relative_to(out).as_posix() for p in (out / "plots").glob("*.png"))
     assert plots and "## Plots" in md
     for rel in plots:
@@ -57,4 +54,16 @@ def test_each_plot_names_its_labels_and_the_reports_link_plots_and_rerun(
     body = [line for line in script.splitlines() if len(line) > 30 and not line.startswith("#")]
     assert not any(line in page for line in body[:5])
     assert not re.search(r"<pre><code>[^<]*micakit series", page)
+    assert cli("verify", out).exit_code == 0
+
+
+@pytest.mark.slow  # runs a whole series: more than a few seconds
+def test_a_smoke_series_describes_its_scaled_down_model_once(tmp_path, fake_env, cli):
+    protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
+    fake_env(step_ms={"*": 1.0})
+    out = tmp_path / "r"
+    assert cli(*pytorch_args(out, protocol, "--smoke", "--contender", CONTENDER)).exit_code == 0
+    md = (out / "report.md").read_text()
+    assert md.count("scaled down for the CPU smoke series") == 1
+    assert md.count("M1, scaled down") >= 3
     assert cli("verify", out).exit_code == 0
