@@ -11,9 +11,11 @@ holds here too: a time whose correctness check has not passed is withheld unless
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TypedDict
 
@@ -30,6 +32,13 @@ from kit.results.store import ResultsDir, load_protocol
 SCHEMA = 3
 KEY = ["model", "precision", "side", "variant"]
 SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
+CLASSES = (SAME, FASTER, SLOWER, AMBIGUOUS)  # compare.schema.json's enum of them
+SCHEMA_FILE = "compare.schema.json"  # `compare --json`'s JSON Schema, shipped in the package
+
+
+def schema() -> dict:
+    """The JSON Schema of `compare --json`, as shipped in the package."""
+    return json.loads((resources.files("kit") / "files" / SCHEMA_FILE).read_text("utf-8"))
 
 
 class Timed(TypedDict):

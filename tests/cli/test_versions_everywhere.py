@@ -1,5 +1,5 @@
 """One version key, `schema_version`, in every JSON and CSV file the kit writes, and summary.json
-valid against the schema the package ships (other tools read them alone)."""
+and compare --json valid against the schemas the package ships (other tools read them alone)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from kit.report import summary
+from kit.report import comparison, summary
 from tests.conftest import contender_args
 
 
@@ -47,4 +47,13 @@ def test_every_file_the_kit_writes_carries_schema_version(tmp_path, fast_protoco
     verified = json.loads(cli("verify", out, "--json").output)
     assert verified["schema_version"] == 1 and verified["clean"] is True
     compared = json.loads(cli("compare", out, out, "--json", "--preview").output)
-    assert compared["schema_version"] and "schema" not in compared
+    jsonschema.validate(compared, comparison.schema())
+    assert compared["schema_version"] == comparison.SCHEMA and "schema" not in compared
+    assert {c["verdict"] for c in compared["both"]} <= {comparison.SAME, None}  # None: no time
+
+
+def test_every_class_compare_gives_has_its_enum():
+    """A class added to `compare` without its enum in compare.schema.json fails here."""
+    both = comparison.schema()["properties"]["both"]["items"]["properties"]
+    assert set(both["verdict"]["enum"]) == {*comparison.CLASSES, None}
+    assert comparison.schema()["properties"]["schema_version"]["enum"] == [comparison.SCHEMA]
