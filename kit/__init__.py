@@ -12,7 +12,8 @@ __version__ = "0.1.0"
 
 
 def kit_commit() -> str:
-    """The kit's own commit: read from its checkout without running git, else from the image.
+    """The kit's own commit: read from its checkout without running git, else the one its wheel
+    was built from (kit/_build.py, written by setup.py's build hook), else from the image.
 
     The runner image has no .git; its build argument KIT_COMMIT becomes MICAKIT_COMMIT there.
     """
@@ -36,4 +37,17 @@ def kit_commit() -> str:
                         return line.split()[0]
     except (OSError, IndexError):
         pass
-    return os.environ.get("MICAKIT_COMMIT") or "unknown"
+    return _built_commit() or os.environ.get("MICAKIT_COMMIT") or "unknown"
+
+
+def _built_commit() -> str | None:
+    """The commit an installed wheel was built from; None in a checkout (no kit/_build.py)."""
+    built = Path(str(resources.files("kit"))) / "_build.py"
+    try:
+        for line in built.read_text("utf-8").splitlines():
+            if line.startswith("COMMIT = "):
+                commit = line.split("=", 1)[1].strip().strip("'\"")
+                return None if commit == "unknown" else commit
+    except OSError:
+        pass
+    return None

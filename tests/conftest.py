@@ -143,7 +143,7 @@ def cli():
 
 def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
     return [
-        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--no-pytorch",
+        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--full-cpu", "--no-pytorch",
         "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
         "--input", TEXT_INPUT, *extra,
     ]  # fmt: skip
@@ -255,7 +255,7 @@ def pin_fake_nanogpt(tree: Path = FAKE_NANOGPT) -> dict[str, object]:
 def pytorch_args(out: Path, protocol: Path, *extra: str) -> list:
     """A series of both sides: the fake nanoGPT through the real PyTorch side, and the contender."""
     return [
-        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--executor", "local",
+        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--full-cpu", "--executor", "local",
         "--nanogpt", FAKE_NANOGPT, "--input", TEXT_INPUT, "--model", "shakespeare-char",
         "--precision", "float32", *extra,
     ]  # fmt: skip

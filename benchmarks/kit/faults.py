@@ -59,7 +59,7 @@ def protocol(path: Path) -> Path:
 
 def series_args(out: Path, proto: Path) -> list[str]:
     return [
-        "series", "--out", str(out), "--protocol", str(proto), "--device", "cpu",
+        "series", "--out", str(out), "--protocol", str(proto), "--device", "cpu", "--full-cpu",
         "--no-pytorch", "--contender", str(FAKES / "contender.py"), "--executor", "local",
         "--model", "shakespeare-char", "--precision", "float32", "--precision", "float16",
         "--input", str(INPUT),

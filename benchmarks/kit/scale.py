@@ -83,7 +83,7 @@ def kit(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 def start_series(out: Path, proto: Path) -> None:
     args = [
         sys.executable, str(ROOT / "run.py"), "series", "--out", str(out),
-        "--protocol", str(proto), "--device", "cpu", "--no-pytorch",
+        "--protocol", str(proto), "--device", "cpu", "--full-cpu", "--no-pytorch",
         "--contender", str(FAKES / "contender.py"), "--executor", "local",
         "--model", "shakespeare-char", "--precision", "float32", "--precision", "float16",
         "--input", str(INPUT),

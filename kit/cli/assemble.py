@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,7 @@ class SeriesArgs:
     allow_torch: bool
     tiktoken_files: Path | None
     aa: tuple[str, ...]
+    full_cpu: bool
 
 
 # How `micakit series`' parameters and `SeriesOptions`' fields meet; every other parameter is
@@ -124,6 +126,7 @@ def resolve(args: SeriesArgs) -> SeriesOptions:
     device = args.device or (p.smoke.device if smoke else "cuda")
     models = list(args.models or ([next(iter(p.models))] if smoke else p.models))
     precisions = list(args.precisions or (p.smoke.precisions if smoke else p.precisions.names))
+    _refuse_early(p, models, precisions, device == "cpu" and not smoke and not args.full_cpu)
     sides = []
     if not args.no_pytorch:
         sides.append(PYTORCH)
@@ -172,7 +175,25 @@ def resolve(args: SeriesArgs) -> SeriesOptions:
         idle_timeout_s=60.0 if args.idle_timeout is None else float(args.idle_timeout),
         # rule 9: a torch other than the protocol's pin runs only when asked, as preparation
         allow_torch=args.allow_torch,
+        full_cpu=bool(args.full_cpu) and device == "cpu" and not smoke,
     )
+
+
+def _refuse_early(p: Protocol, models: list[str], precisions: list[str], full_on_cpu: bool) -> None:
+    """What is refused before the results directory is made, so that it leaves nothing behind:
+    a model or precision the protocol does not name, the full-size models on a CPU unasked."""
+    for model in models:
+        p.model(model)
+    for precision in precisions:
+        p.check_precision(precision)
+    if full_on_cpu:
+        raise UserError(
+            "--device cpu without --smoke would prepare and train the protocol's full-size "
+            "models on the CPU (hours to days)",
+            "add --smoke for the scaled-down models that train in seconds "
+            "(`micakit series --smoke --device cpu --out DIR`), or --full-cpu to run the "
+            "full-size models on the CPU on purpose",
+        )
 
 
 def _env_pairs(items: tuple[str, ...]) -> dict[str, str]:
@@ -364,8 +385,39 @@ def series(args: SeriesArgs, argv: list[str], console: Console) -> tuple[Series,
     ex = executor(o.executor, o.docker_host)
     ex.use_series(series_id(Path(o.out)))
     card_info, conditions, gpu = _card(o, p, ex)
+    fresh = not resume and not Path(o.out).exists()
     if not resume:
         rd = ResultsDir.create(Path(o.out))
+    try:
+        return _ready(args, argv, o, p, ex, rd, (card_info, conditions, gpu), console)
+    except UserError:
+        if fresh:
+            _undo_start(rd)
+        raise
+
+
+def _undo_start(rd: ResultsDir) -> None:
+    """A new series refused before its first run (no network, an image missing) measured
+    nothing: the folder it made goes, so the same command starts it again on a clean slate."""
+    if (rd.root / store.MANIFEST).exists():
+        return  # its start was written: the series exists, `--resume` goes on
+    rd.writer.release()
+    shutil.rmtree(rd.root, ignore_errors=True)
+
+
+def _ready(
+    args: SeriesArgs,
+    argv: list[str],
+    o: SeriesOptions,
+    p: Protocol,
+    ex: Executor,
+    rd: ResultsDir,
+    card: tuple[dict, CardConditions | MachineConditions | None, str | None],
+    console: Console,
+) -> tuple[Series, Any]:
+    """The series' sides built and its start written (or, resumed, checked)."""
+    resume = args.resume
+    card_info, conditions, gpu = card
     cc = card_info.get("compute_capability")
     spec = SeriesSpec(
         models=o.models,

@@ -271,8 +271,16 @@ def assemble(args: CheckArgs, argv: list[str]) -> check_run.CheckRunner:
     type=click.Choice(["A", "B"], case_sensitive=False),
     help="A: five seeds a side, whole schedule; B: one shared start, 200 steps.",
 )
-@click.option("--model", help="shakespeare-char, gpt2-small or gpt2-medium.")
-@click.option("--precision", help="Method A: float32, bfloat16, float16 (B runs float32).")
+@click.option(
+    "--model",
+    shell_complete=options.complete_models,
+    help="shakespeare-char, gpt2-small or gpt2-medium.",
+)
+@click.option(
+    "--precision",
+    shell_complete=options.complete_precisions,
+    help="Method A: float32, bfloat16, float16 (B runs float32).",
+)
 @click.option("--seeds", help="Method A's seeds, rising: 1337-1341 (default) or 1337,1338.")
 @click.option(
     "--products",

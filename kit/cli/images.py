@@ -247,9 +247,24 @@ def footprint(
     with guard("measuring the images' footprints (§8)"):
         ratio = inventory.measure_footprints(client, refs, out / "footprint")
     if as_json:
-        click.echo(json.dumps(ratio, indent=2))
+        click.echo(json.dumps(ratio, indent=2))  # bytes, every digit: for other tools
     else:
-        for key, value in ratio.items():
-            if not isinstance(value, dict | list):
-                click.echo(f"{key}: {value}")
+        for line in footprint_lines(ratio):
+            click.echo(line)
         click.echo(f"file lists and sizes: {out / 'footprint'}")
+
+
+MIB = 1024 * 1024
+
+
+def footprint_lines(ratio: dict) -> list[str]:
+    """The footprint's ratio for a reader: sizes in MiB, the ratio to three digits (§8); the
+    JSON keeps the bytes."""
+    lines = []
+    for side in ("pytorch", "mica"):
+        size = int(ratio[f"{side}_size_bytes"])
+        lines.append(f"{side} image: {size / MIB:,.1f} MiB ({ratio[f'{side}_image']})")
+    lines.append(f"PyTorch's image / Mica's: {float(ratio['pytorch_over_mica']):.3f}")
+    if ratio.get("note"):
+        lines.append(f"note: {ratio['note']}")
+    return lines

@@ -44,6 +44,23 @@ def _reference() -> dict:
     return tomllib.loads((resources.files("kit") / "files" / "protocol.toml").read_text("utf-8"))
 
 
+def _version(ctx: click.Context) -> None:
+    """`micakit --version`: the kit's version, its commit and the SHA-256 of the protocol it
+    ships (the hash a results directory's manifest records), all that names this kit."""
+    import hashlib
+    from importlib import resources
+
+    from kit import kit_commit
+
+    shipped = (resources.files("kit") / "files" / "protocol.toml").read_bytes()
+    click.echo(f"commit {kit_commit()}")
+    click.echo(f"protocol sha256 {hashlib.sha256(shipped).hexdigest()}")
+    # last, and as click wrote it: every published rerun.sh checks that the output ends with
+    # " VERSION" (kit/files/rerun-body.sh)
+    click.echo(f"micakit, version {__version__}")
+    ctx.exit(0)
+
+
 _REFERENCE = _reference()
 _PRECISIONS = _REFERENCE["precisions"]["names"]
 
@@ -215,7 +232,14 @@ def _again(ctx: click.Context) -> str | None:
         ),
     },
 )
-@click.version_option(__version__, prog_name="micakit")
+@click.option(
+    "--version",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=lambda ctx, _, value: _version(ctx) if value else None,
+    help="Show the version, the commit it was built from and the protocol's hash, and exit.",
+)
 def main() -> None:
     """Carry out the TR-2 measurement protocol and leave a results directory anyone can rerun.
 
@@ -235,6 +259,7 @@ def main() -> None:
     "--model",
     "models",
     multiple=True,
+    shell_complete=options.complete_models,
     help=f"One of the protocol's models: {', '.join(_REFERENCE['models'])}; repeat for several "
     "(default: every model; with --smoke, the first).",
 )
@@ -242,11 +267,18 @@ def main() -> None:
     "--precision",
     "precisions",
     multiple=True,
+    shell_complete=options.complete_precisions,
     help=f"One of the protocol's precisions: {', '.join(_PRECISIONS)}; repeat for several "
     "(default: every one the card measures).",
 )
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda.")
 @click.option("--smoke", is_flag=True, help="Scaled-down models that train in seconds (CPU).")
+@click.option(
+    "--full-cpu",
+    is_flag=True,
+    help="With --device cpu and no --smoke: train the full-size models on the CPU, on purpose "
+    "(hours to days); without it that is refused.",
+)
 @click.option("--contender", type=click.Path(path_type=Path), help="The contender program (D4).")
 @click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
 @click.option("--no-pytorch", is_flag=True, help="Run the contender's configurations only.")
@@ -364,15 +396,14 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     """
     options.reads_only()
     # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.report import summary
-    from kit.report.markdown import markdown_report
+    from kit.report import publish, summary
     from kit.results import audit
 
     rd = _series_dir(results)
     gating = _gating(results, check_dirs) if check_dirs else None
     checks = gating["statuses"] if gating else None
     t = _tables(rd, results, checks, True if preview else None)
-    click.echo(summary.text(rd, t) if as_json else markdown_report(rd, t, gating), nl=False)
+    click.echo(summary.text(rd, t) if as_json else publish.report_md(rd, t, gating), nl=False)
     for line in audit.torn(rd):  # its run reads as not run: the report is of the runs before it
         options.say(f"micakit: {line}")
 
@@ -490,8 +521,11 @@ def _holds_check(results: Path) -> bool:
 def _differences(results: Path, problems: list[str], as_json: bool) -> None:
     """verify's answer: every difference named, exit 4; or that every number matches."""
     if as_json:
-        click.echo(json.dumps({"results": str(results), "clean": not problems,
-                               "differences": problems}, indent=2))  # fmt: skip
+        from kit.results import differences  # lazy: pandas (start-up speed)
+
+        found = [differences.as_object(p) for p in problems]
+        click.echo(json.dumps({"schema_version": differences.VERIFY_SCHEMA, "results": str(results),
+                               "clean": not problems, "differences": found}, indent=2))  # fmt: skip
     else:
         for p in problems:
             click.echo(p)

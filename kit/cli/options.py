@@ -161,3 +161,29 @@ def reads_only() -> None:
 
 def ends_quickly() -> bool:
     return _READS_ONLY["set"]
+
+
+def _protocol_tables(ctx: click.Context) -> dict:
+    """The protocol's tables as plain TOML, for completion: the file --protocol names where it
+    was typed before, else the shipped one (a file that does not read completes nothing)."""
+    import tomllib
+    from importlib import resources
+
+    named = ctx.params.get("protocol_path")
+    shipped = resources.files("kit") / "files" / "protocol.toml"
+    try:
+        return tomllib.loads((Path(named) if named else shipped).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def complete_models(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The shell's completion of --model: the protocol's models."""
+    names = list(_protocol_tables(ctx).get("models", {}))
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def complete_precisions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The shell's completion of --precision: the protocol's precisions."""
+    names = _protocol_tables(ctx).get("precisions", {}).get("names", [])
+    return [n for n in names if isinstance(n, str) and n.startswith(incomplete)]

@@ -21,7 +21,7 @@ from kit.results import store
 
 # 2: each record names the program it checked (contender_sha256, contender_image_id); a record
 # of schema 1 is read, and gates nothing (it names no program)
-CHECKS_SCHEMA = 2
+CHECKS_SCHEMA = 3  # 3: as 2, its version under "schema_version" (as every file the kit writes)
 CHECKS_FILE = "checks.jsonl"
 
 # why a configuration's check does not count for the program its series measured (rule 6)
@@ -61,7 +61,7 @@ class CheckRecord:
             raise ValueError(f"a check's method is 'A' or 'B', not {self.method!r}")
 
     def to_json(self) -> str:
-        return json.dumps({"schema": CHECKS_SCHEMA, **asdict(self)})
+        return json.dumps({"schema_version": CHECKS_SCHEMA, **asdict(self)})
 
 
 def record_method_a(
@@ -129,7 +129,7 @@ def load_checks(checks_dir: Path) -> list[CheckRecord]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise UserError(f"{where} is not a JSON record: {e}") from None
-        schema = obj.pop("schema", None)
+        schema = obj.pop("schema_version", obj.pop("schema", None))
         if not isinstance(schema, int) or schema > CHECKS_SCHEMA or schema < 1:  # 1 is read
             raise UserError(
                 f"{where} has check schema {schema!r}; this kit reads schema {CHECKS_SCHEMA}",

@@ -38,7 +38,7 @@ class CardConditions:
         check = sampler.wait_until_idle(
             self.card, timeout_s=self.idle_timeout_s, refuse_at_once=self.refuse_busy
         )
-        store.write_json(log_dir / IDLE, dataclasses.asdict(check))
+        store.write_json(log_dir / IDLE, {"schema_version": 1, **dataclasses.asdict(check)})
         with sampler.Sampler(self.card, log_dir / SAMPLES):
             yield
 
@@ -71,7 +71,7 @@ class MachineConditions:
             refuse_at_once=self.refuse_busy,
         )
         self.still_busy = check.busy
-        store.write_json(log_dir / IDLE, check.to_dict())
+        store.write_json(log_dir / IDLE, {"schema_version": 1, **check.to_dict()})
         with machine.MachineSampler(watcher, log_dir / MACHINE):
             yield
 

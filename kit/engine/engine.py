@@ -269,12 +269,13 @@ class Engine(Generic[R]):
             judged = made
             # a raw file, so the record's judgement is checked against the folder (verify) and a
             # folder that lost its record still shows the run was done with
-            note = {"status": judged.status, "reason": judged.reason}
+            note = {"schema_version": 1, "status": judged.status, "reason": judged.reason}
             store.write_json(log_dir / store.NOT_RUN, note)
         else:
             # a hang is stopped at the protocol's stall limit and fails like any other failure
             spec = dataclasses.replace(made, stall_s=self.protocol.timing.stall_s)
-            store.write_json(log_dir / "command.json", {"argv": list(spec.argv), "env": spec.env})
+            command = {"schema_version": 1, "argv": list(spec.argv), "env": spec.env}
+            store.write_json(log_dir / "command.json", command)
             try:
                 with self.kind.around(run, log_dir):
                     outcome = self.executor.run(spec, log_dir)

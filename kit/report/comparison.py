@@ -11,9 +11,11 @@ holds here too: a time whose correctness check has not passed is withheld unless
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TypedDict
 
@@ -26,9 +28,17 @@ from kit.report.states import Publication
 from kit.results import audit
 from kit.results.store import ResultsDir, load_protocol
 
-SCHEMA = 2  # 2: each configuration's class, the interval of B / A and the reason
+# 2: each configuration's class, the interval of B / A and the reason; 3: its key "schema_version"
+SCHEMA = 3
 KEY = ["model", "precision", "side", "variant"]
 SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
+CLASSES = (SAME, FASTER, SLOWER, AMBIGUOUS)  # compare.schema.json's enum of them
+SCHEMA_FILE = "compare.schema.json"  # `compare --json`'s JSON Schema, shipped in the package
+
+
+def schema() -> dict:
+    """The JSON Schema of `compare --json`, as shipped in the package."""
+    return json.loads((resources.files("kit") / "files" / SCHEMA_FILE).read_text("utf-8"))
 
 
 class Timed(TypedDict):
@@ -76,7 +86,7 @@ class Compared(TypedDict):
 class Comparison(TypedDict):
     """What `micakit compare --json` prints."""
 
-    schema: int
+    schema_version: int
     a: str
     b: str
     protocol_changed: bool
@@ -276,7 +286,7 @@ def compare(
             continue
         both.append(_compared(key, ra, rb, a, b, threshold))
     return Comparison(
-        schema=SCHEMA,
+        schema_version=SCHEMA,
         a=str(a.root),
         b=str(b.root),
         protocol_changed=changed,

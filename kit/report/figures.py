@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.transforms import ScaledTranslation
 
 from kit.correctness.methods import PYTORCH
 from kit.telemetry.kernels import KERNEL_TIME_LABEL
@@ -88,11 +90,27 @@ class StepTimeRow:
     variant: str = ""  # the mode or build, which picks its colour and marker
 
 
-def step_times_png(rows: list[StepTimeRow], title: str) -> bytes:
+# sides whose medians differ by more than this are drawn on a log axis: on a linear one the
+# faster side is squashed against the left edge
+LOG_ABOVE = 10.0
+STEP_AXIS = "step time (ms), the outside clock (\u00a75)"
+# the legend's top, below the axis: clear of the tick labels and the axis' own label
+LEGEND_BELOW_IN = 0.62
+
+
+def step_times_png(rows: list[StepTimeRow], title: str, earlier: bool = False) -> bytes:
+    """step_times_figure as PNG."""
+    return png_bytes(step_times_figure(rows, title, earlier))
+
+
+def step_times_figure(rows: list[StepTimeRow], title: str, earlier: bool = False) -> Figure:
     """§5 "What is reported": every timed run a dot, the median marked, the range a bar.
 
     Rule 5: a deficit is drawn exactly as a lead is; rows differ only by their mode's colour
-    and marker. On the right, each row's runs, median and range in numbers (rule 4).
+    and marker. On the right, each row's runs, median and range in numbers (rule 4). Medians
+    more than LOG_ABOVE apart are drawn on a log axis, and the axis' label says what it is
+    (log, or linear and whether it starts at zero). `earlier`: as a kit before summary.json's
+    schema 3 drew it (a directory it published verifies as it was made).
     """
     n = max(len(rows), 1)
     fig = Figure(figsize=(12, 1.6 + 0.62 * n))
@@ -118,7 +136,10 @@ def step_times_png(rows: list[StepTimeRow], title: str) -> bytes:
     right = ax.twinx()
     right.set_ylim(ax.get_ylim())
     right.set_yticks(ys, numbers, fontsize=8)
-    ax.set_xlabel("step time (ms), the outside clock (\u00a75); the axis does not start at zero")
+    if earlier:
+        ax.set_xlabel(f"{STEP_AXIS}; the axis does not start at zero")
+    else:
+        ax.set_xlabel(_step_axis(ax, [float(np.median(r.step_s)) for r in rows if r.step_s]))
     ax.grid(True, axis="x", color="0.85", linewidth=0.6)
     ax.set_title(_wrap(title, 110), fontsize=10)
     handles = [
@@ -128,16 +149,31 @@ def step_times_png(rows: list[StepTimeRow], title: str) -> bytes:
         ),
         Line2D([], [], color="0.3", linewidth=7, alpha=0.3, label="range (fastest to slowest)"),
     ]
+    # below the axis' label, whatever the figure's height (a series of one configuration is
+    # short: a place in the axis' own fraction of it would lie on the label)
+    below = ScaledTranslation(0, -LEGEND_BELOW_IN, fig.dpi_scale_trans)
     ax.legend(
         handles=handles,
         fontsize=8,
         loc="upper center",
-        bbox_to_anchor=(0.5, -0.16),
+        bbox_to_anchor=(0.5, -0.16) if earlier else (0.5, 0.0),
+        bbox_transform=ax.transAxes if earlier else ax.transAxes + below,
         ncol=3,
         frameon=False,
     )
     fig.tight_layout()
-    return png_bytes(fig)
+    return fig
+
+
+def _step_axis(ax: Axes, medians_ms: list[float]) -> str:
+    """The step-time axis made log where the medians differ more than LOG_ABOVE times, and its
+    label, true to it: log, or linear and whether it starts at zero."""
+    said = STEP_AXIS
+    if medians_ms and min(medians_ms) > 0 and max(medians_ms) / min(medians_ms) > LOG_ABOVE:
+        ax.set_xscale("log")
+        return f"{said}; log scale: the medians differ more than {LOG_ABOVE:g}\u00d7"
+    low = ax.get_xlim()[0]
+    return f"{said}; the axis does not start at zero" if low > 0 else said
 
 
 @dataclass(frozen=True)
@@ -297,8 +333,15 @@ class CompileCost:
     why: str = ""  # why no break-even is given: eager itself, no eager, overlapping ranges
 
 
-def compile_costs_png(rows: list[CompileCost], title: str) -> bytes:
-    """Left, each mode's warm-up, median and range; right, its break-even against eager."""
+def compile_costs_png(rows: list[CompileCost], title: str, earlier: bool = False) -> bytes:
+    """compile_costs_figure as PNG."""
+    return png_bytes(compile_costs_figure(rows, title, earlier))
+
+
+def compile_costs_figure(rows: list[CompileCost], title: str, earlier: bool = False) -> Figure:
+    """Left, each mode's warm-up, median and range; right, its break-even against eager. A
+    range below zero is drawn below zero, never cut (`earlier`: as a kit before summary.json's
+    schema 3 drew it, from zero)."""
     n = max(len(rows), 1)
     fig = Figure(figsize=(12, 1.8 + 0.6 * n))
     left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 2]})
@@ -306,6 +349,9 @@ def compile_costs_png(rows: list[CompileCost], title: str) -> bytes:
     looks = styles([(PYTORCH, r.variant) for r in rows])
     finite = [r.break_even_steps for r in rows if r.break_even_steps not in (None, math.inf)]
     far = max([float(x) for x in finite if x is not None] + [1.0])  # an axis, even at 0
+    below = 0.0 if earlier else min([float(x) for x in finite if x is not None] + [0.0])
+    # the words of a row without a bar start where zero lies on the axis
+    start = far * 0.03 if earlier else (0.03 * (far - below) * 1.35)
     for y, r, look in zip(ys, rows, looks):
         left.hlines(y, r.min_s, r.max_s, color=look.colour, linewidth=9, alpha=0.3)
         left.plot([r.median_s], [y], look.marker, color=look.colour, markersize=8, zorder=4)
@@ -320,20 +366,23 @@ def compile_costs_png(rows: list[CompileCost], title: str) -> bytes:
         v = r.break_even_steps
         if v is None:
             words = r.why or ("eager: the reference" if r.variant == "eager" else "none given")
-            right.text(far * 0.03, y, _wrap(words, 48), va="center", fontsize=8, color="0.35")
+            right.text(start, y, _wrap(words, 48), va="center", fontsize=8, color="0.35")
         elif v == math.inf:
-            right.text(far * 0.03, y, "never", va="center", fontsize=9, fontweight="bold")
+            right.text(start, y, "never", va="center", fontsize=9, fontweight="bold")
         else:
             right.barh(y, v, height=0.5, color=look.colour, hatch="//", edgecolor="white")
-            right.text(v + far * 0.02, y, f"{int(v):,} steps", va="center", fontsize=8)
+            at = v + far * 0.02 if earlier else max(v, 0.0) + 0.02 * (far - below)
+            right.text(at, y, f"{int(v):,} steps", va="center", fontsize=8)
     left.set_yticks(ys, [_wrap(r.label, 40) for r in rows], fontsize=8)
     left.set_ylim(-0.7, len(rows) - 0.3)
-    left.set_xlim(0, max([r.max_s for r in rows] or [1.0]) * 1.55)  # room for the numbers
+    high = max([r.max_s for r in rows] or [1.0])
+    low = 0.0 if earlier else min([r.min_s for r in rows] + [0.0])
+    left.set_xlim(low - 0.1 * (high - low) if low < 0 else 0.0, high * 1.55)  # room for numbers
     left.set_xlabel("warm-up (s), from the stamps: median (mark) and range (bar)")
-    right.set_xlim(0, far * 1.35)
+    right.set_xlim(below * 1.35, far * 1.35)
     right.set_xlabel("break-even against eager (steps)")
     for ax in (left, right):
         ax.grid(True, axis="x", color="0.85", linewidth=0.6)
     fig.suptitle(_wrap(title, 110), fontsize=10)
     fig.tight_layout()
-    return png_bytes(fig)
+    return fig

@@ -194,14 +194,18 @@ class _Enrich(Treeprocessor):
         h2 = ET.Element("h2", id="rerun")
         h2.text = "Rerun and recompute"
         p = ET.Element("p")
-        _add(
-            p,
-            [
-                file_link("rerun.sh"),
-                " runs this series again on another machine and "
-                "recomputes it; these are its commands:",
-            ],
-        )
+        if not self.rerun:  # linked, not inlined: pages of shell would bury the report
+            _add(p, [file_link("rerun.sh"), " runs this series again on another machine and "
+                     "recomputes it, every command in it."])  # fmt: skip
+        else:
+            _add(
+                p,
+                [
+                    file_link("rerun.sh"),
+                    " runs this series again on another machine and "
+                    "recomputes it; these are its commands:",
+                ],
+            )
         pre = ET.Element("pre")
         ET.SubElement(pre, "code").text = self.rerun
         h2b = ET.Element("h2", id="raw-files")
@@ -211,7 +215,7 @@ class _Enrich(Treeprocessor):
             # report.md is published with this page, so listed before it is written
             if name == "report.md" or (self.ctx.rd.root / name.rstrip("/")).exists():
                 _add(ET.SubElement(ul, "li"), [(name, name), f": {what}"])
-        return [h2, p, pre, h2b, ul]
+        return [h2, p, *([pre] if self.rerun else []), h2b, ul]
 
 
 # the tables of render's other sections, told by a column, and the raw file behind each row
@@ -311,10 +315,15 @@ def page(ctx: Context, markdown_text: str, rerun: str, secs: list[Section]) -> s
     )
 
 
-def rendered(rd: ResultsDir, t: Tables, markdown_text: str, rerun: str) -> dict[str, bytes]:
-    """plots/*.png and report.html, by their paths in the directory, built in memory."""
-    ctx = context(rd, t)
+def rendered(
+    rd: ResultsDir, t: Tables, markdown_text: str, rerun: str, earlier: bool = False
+) -> dict[str, bytes]:
+    """plots/*.png and report.html, by their paths in the directory, built in memory. The page
+    links rerun.sh; `earlier`: as a kit before summary.json's schema 3 made them, rerun.sh's
+    commands inlined (a directory it published verifies as it was made)."""
+    ctx = context(rd, t, earlier)
     secs = sections(ctx)
+    rerun = rerun if earlier else ""
     out = {f"{PLOTS}/{plot.name}": plot.png for s in secs for plot in s.plots}
     out[HTML] = page(ctx, markdown_text, rerun, secs).encode("utf-8")
     return out

@@ -58,15 +58,24 @@ class Context:
     found: Versions
     attention: dict[str, str]  # PyTorch config -> attention kernels of its profiled run
     preparation: str  # rule 9's label, or ""
+    # the plots' own titles' marks: "preparation" (rule 9, or a preview), "card not named" (D3)
+    marks: tuple[str, ...] = ()
+    earlier: bool = False  # drawn as a kit before summary.json's schema 3 drew them
 
 
-def context(rd: ResultsDir, t: Tables) -> Context:
+def context(rd: ResultsDir, t: Tables, earlier: bool = False) -> Context:
+    """`earlier`: the plots as a kit before summary.json's schema 3 drew them (a directory it
+    published verifies as it was made)."""
     found = rd.versions()
     prep = f" — {words.preparation_label(found)}" if words.is_preparation(found) else ""
     # rule 6 and D3: a preview, or a card the protocol does not name, says so in every caption
     prep += "".join(f" — {x}" for x in words.labels(t))
     attention = words.attention_by_config(t)
-    return Context(rd, t, store.load_protocol(rd), found, attention, prep)
+    # a plot pasted elsewhere keeps its labels: each in its own title, in a word
+    marks: tuple[str, ...] = ("preparation",) if words.is_preparation(found) or t.preview else ()
+    marks += () if t.card_named else ("card not named",)
+    protocol = store.load_protocol(rd)
+    return Context(rd, t, protocol, found, attention, prep, () if earlier else marks, earlier)
 
 
 def _label(ctx: Context, c: pd.Series) -> str:
@@ -81,6 +90,7 @@ class Group:
     title: str  # for captions: the model's size sentence and the series' labels
     short: str  # for a plot's title: card · M1, 10.7 million parameters · float32
     configs: pd.DataFrame
+    titled: str = ""  # a plot's title: `short` and its marks (preparation, withheld, ...)
 
 
 def _groups(ctx: Context) -> list[Group]:
@@ -91,7 +101,10 @@ def _groups(ctx: Context) -> list[Group]:
         said = words.model_words(ctx.protocol.models, model, smoke)
         short = words.model_short(ctx.protocol.models, model, smoke is not None)
         title = f"{card} · {said} · {precision}{ctx.preparation}"
-        out.append(Group(title, f"{card} · {short} · {precision}", g))
+        withheld = any(Publication.of(x) is Publication.WITHHELD for x in g["publication"])
+        marks = [*ctx.marks, *(["withheld"] if withheld and not ctx.earlier else [])]
+        plain = f"{card} · {short} · {precision}"
+        out.append(Group(title, plain, g, " · ".join([plain, *marks])))
     return out
 
 
@@ -181,7 +194,7 @@ def step_time_section(ctx: Context) -> Section:
             ".",
         ]
         name = f"step-times.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
-        png = figures.step_times_png(rows, f"Step times · {group.short}")
+        png = figures.step_times_png(rows, f"Step times · {group.titled}", ctx.earlier)
         out.append(Plot(name, png, f"Step times, {title}", tuple(caption)))
     note = " ".join(said) or ("" if out else "No configuration of this series has a timed run yet.")
     return Section("Step times", tuple(out), note)
@@ -223,7 +236,7 @@ def conditions_section(ctx: Context) -> Section:
                 ".",
                 *_conditions_words(ctx),
             ]
-            short = f"The card through each timed run · {group.short} · {c['variant']}"
+            short = f"The card through each timed run · {group.titled} · {c['variant']}"
             png = figures.conditions_png(traces, short)
             name = f"conditions.{_slug(c['card'], c['config'])}.png"
             out.append(Plot(name, png, f"Card conditions, {label}", tuple(caption)))
@@ -285,7 +298,7 @@ def kernel_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.kernel_families_png(frame, f"Kernel families · {group.short}")
+        png = figures.kernel_families_png(frame, f"Kernel families · {group.titled}")
         name = f"kernel-families.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Kernel families, {title}", tuple(caption)))
     note = (
@@ -330,7 +343,7 @@ def loss_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.loss_curves_png(curves, f"Training loss · {group.short}")
+        png = figures.loss_curves_png(curves, f"Training loss · {group.titled}")
         name = f"loss.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Loss curves, {title}", tuple(caption)))
     note = "" if out else "No configuration of this series has a timed run that counted yet."
@@ -380,7 +393,7 @@ def compile_cost_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.compile_costs_png(rows, f"What compiling costs · {group.short}")
+        png = figures.compile_costs_png(rows, f"What compiling costs · {group.titled}", ctx.earlier)
         name = f"compile-costs.{_slug(*group.configs.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"What compiling costs, {group.title}", tuple(caption)))
     note = "" if out else "No PyTorch mode of this series is complete with its times shown."

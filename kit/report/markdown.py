@@ -28,6 +28,7 @@ from kit.report.words import (
     is_preparation,
     labels,
     mib,
+    model_short,
     model_words,
     models_of,
     names,
@@ -248,11 +249,19 @@ def machine_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
 
 
 def markdown_report(
-    rd: ResultsDir, t: Tables, gating: GatingJson | None = None, resolved: bool = True
+    rd: ResultsDir,
+    t: Tables,
+    gating: GatingJson | None = None,
+    resolved: bool = True,
+    earlier: bool = False,
 ) -> str:
     """The whole report: the summary first, the metadata folded, then every table. `gating`:
     the checks that gate it (gating.json's content), else those `publish --checks` saved.
-    `resolved`: with the resolution beside each verdict (resolution.py)."""
+    `resolved`: with the resolution beside each verdict (resolution.py). A smoke series'
+    scaled-down model is described once, by its short name after (§9 holds M1's own size
+    sentence beside every number of a protocol series); `earlier`: as a kit before
+    summary.json's schema 3 wrote it, the description in every caption (a directory it
+    published verifies as it was made)."""
     protocol = store.load_protocol(rd)
     manifest = rd.manifest()
     found = rd.versions()
@@ -294,7 +303,25 @@ def markdown_report(
         if a.number in in_force:
             lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")
     lines.append("")
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    smoke_scaling = smoke_args(rd, protocol)
+    if earlier or smoke_scaling is None:
+        return text  # §9: M1's size sentence travels with every M1 number
+    return _described_once(text, t, protocol, smoke_scaling)
+
+
+def _described_once(text: str, t: Tables, protocol: Protocol, smoke: list[str]) -> str:
+    """A smoke series' description of each scaled-down model where it first stands, and its
+    short name ("M1, scaled down") wherever it stood again."""
+    for model in dict.fromkeys(t.configurations["model"]):
+        said = model_words(protocol.models, model, smoke)
+        short = model_short(protocol.models, model, smoke=True)
+        first = text.find(said)
+        if first < 0 or said == short:
+            continue
+        cut = first + len(said)
+        text = text[:cut] + text[cut:].replace(said, short)
+    return text
 
 
 def _side_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:

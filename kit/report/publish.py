@@ -8,6 +8,7 @@ import io
 import os
 from pathlib import Path
 
+from kit.correctness.gate import GatingJson
 from kit.errors import UserError
 from kit.report import html, rerun, resolution, sbom_tie, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
@@ -18,23 +19,45 @@ from kit.results.store import ResultsDir
 from kit.results.tablefile import csv_text, read_table
 
 
-def render(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, bytes]:
+def render(
+    rd: ResultsDir, t: Tables, resolved: bool = True, earlier: bool = False
+) -> dict[str, bytes]:
     """report.md, rerun.sh, plots/ and report.html by their paths, built in memory.
 
     The HTML is the Markdown's own text with plots added, so §9's wording holds in both;
-    rerun.sh carries rule 7's "every ... script". `resolved`: with the resolution beside each
-    verdict (a directory published before it is verified without).
+    rerun.sh carries rule 7's "every ... script". report.md ends with links to the plots.
+    `resolved`: with the resolution beside each verdict (a directory published before it is
+    verified without); `earlier`: the report as a kit before summary.json's schema 3 made it.
     """
-    text = markdown_report(rd, t, resolved=resolved)
+    text = markdown_report(rd, t, resolved=resolved, earlier=earlier)
     script = rerun.script(rd)
+    made = html.rendered(rd, t, text, script, earlier)
+    if not earlier:
+        text += plots_list(sorted(rel for rel in made if rel.startswith(f"{html.PLOTS}/")))
     return {
         "report.md": text.encode("utf-8"),
         summary.SUMMARY: summary.text(rd, t, resolved).encode(
             "utf-8"
         ),  # the one file other tools read
         rerun.RERUN: script.encode("utf-8"),
-        **html.rendered(rd, t, text, script),
+        **made,
     }
+
+
+def report_md(rd: ResultsDir, t: Tables, gating: GatingJson | None = None) -> str:
+    """report.md as `publish` writes it, the plots' links included (`micakit report`): the
+    plots are drawn in memory to know which there are, and nothing is written."""
+    text = markdown_report(rd, t, gating)
+    made = html.rendered(rd, t, text, rerun.script(rd))
+    return text + plots_list(sorted(rel for rel in made if rel.startswith(f"{html.PLOTS}/")))
+
+
+def plots_list(plots: list[str]) -> str:
+    """report.md's last section: each plot report.html shows, linked by its file."""
+    if not plots:
+        return ""
+    lines = [f"- [{Path(rel).stem}]({rel})" for rel in plots]
+    return "\n## Plots\n\nThe plots of report.html, each as a file:\n\n" + "\n".join(lines) + "\n"
 
 
 # the folders whose every file `publish` makes: one it does not make is named by `verify`
@@ -95,7 +118,9 @@ def verify(
     # the tables compared in a forked process while this one renders the rest
     compared = fanout.Children([functools.partial(_diff_tables, rd.root, fresh)], len(fresh.runs))
     try:
-        published_files = render(rd, fresh, resolution.published_with(rd))
+        # as the kit that published the directory made its report
+        earlier = summary.published_version(rd.root) < summary.SCHEMA_OF_LAYOUT
+        published_files = render(rd, fresh, resolution.published_with(rd), earlier)
     except ValueError as e:
         compared.result()
         return [f"cannot recompute: {e}"]

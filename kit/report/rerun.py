@@ -114,6 +114,8 @@ def _series_args(o: dict, executor: str) -> list[str]:
         args.append("--smoke")
     if o.get("device"):
         args += ["--device", str(o["device"])]
+    if o.get("full_cpu"):
+        args.append("--full-cpu")
     for m in o.get("models") or []:
         args += ["--model", str(m)]
     for p in o.get("precisions") or []:

@@ -119,7 +119,9 @@ def published_with(rd: ResultsDir) -> bool:
     if not path.is_file():
         return True
     try:
-        schema = json.loads(path.read_text("utf-8")).get("schema")
+        published = json.loads(path.read_text("utf-8"))
+        # the version key: "schema_version" since summary.json's schema 3, "schema" before
+        schema = published.get("schema_version", published.get("schema"))
     except (ValueError, AttributeError, OSError):
         return True  # unreadable: verify names the file as differing
     return not isinstance(schema, int) or schema >= FIRST_SCHEMA

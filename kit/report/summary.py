@@ -18,14 +18,22 @@ from typing import Any
 import pandas as pd
 
 from kit import __version__
-from kit.report import clocks, resolution
+from kit.report import clocks, resolution, states, verdict
 from kit.report.tables import Tables
 from kit.results import store
+from kit.results.planned import CONTENDER
 from kit.results.store import ResultsDir
 
 SUMMARY = "summary.json"
-SCHEMA = 2  # 2: each comparison's resolution (resolution.py), "clocks", and the comparisons'
-# verdict by cycles and what the clocks say; 1 still read and verified
+SCHEMA = 3  # 2: each comparison's resolution (resolution.py), "clocks", and the comparisons'
+# verdict by cycles and what the clocks say; 3: the version key "schema_version" (was "schema"),
+# and beside each state, verdict and publication its kind (an enum) and its reason (prose);
+# 1 and 2 still read and verified
+VERSION_KEY = "schema_version"
+# the report's layout since this schema (plots titled with their labels, true axes, report.md
+# linking the plots, report.html linking rerun.sh): an earlier directory's is made as it was
+SCHEMA_OF_LAYOUT = 3
+OLD_VERSION_KEY = "schema"  # summary.json's schema 1 and 2
 SCHEMA_FILE = "summary.schema.json"
 NEVER_KEY = "break_even_steps_vs_eager"
 
@@ -57,19 +65,60 @@ def _state(row: dict[str, Any]) -> str:
     return "complete" if row.get("median_step_s") is not None else "no time"
 
 
-def _comparisons(t: Tables, resolved: bool) -> list[dict[str, Any]]:
-    """The comparison table's rows; with schema 2, each with its resolution (null where a side
-    shows no time), the kit's diagnostic outside §10."""
-    rows = _rows(t.comparison)
+def _publication(cell: object) -> dict[str, str]:
+    """A publication cell (rule 6) as its kind, an enum of states.Publication's names, and the
+    reason beside it: why it is withheld, or the preview's label."""
+    kind = states.Publication.of(cell)
+    text = "" if cell is None else str(cell)
+    if kind is states.Publication.WITHHELD:
+        return {"publication_kind": "withheld", "publication_reason": text.partition(": ")[2]}
+    if kind is states.Publication.PREVIEW:
+        return {"publication_kind": "preview", "publication_reason": text}
+    return {"publication_kind": "published", "publication_reason": ""}
+
+
+def _verdict(said: object) -> dict[str, str]:
+    """D1's verdict cell as its kind (verdict.VERDICTS) and, with no verdict, the reason."""
+    text = str(said or "")
+    word, _, why = text.partition(": ")
+    if word == verdict.NO_VERDICT:
+        return {"verdict_kind": verdict.NO_VERDICT, "verdict_reason": why}
+    return {"verdict_kind": text, "verdict_reason": ""}
+
+
+def _typed(row: dict[str, Any], found: dict[tuple, dict]) -> dict[str, Any]:
+    """A comparison row with each prose cell's kind and reason beside it: what a dashboard
+    reads without matching words. The contender's state is its configuration's (`found`)."""
+    key = (row["card"], row["model"], row["precision"], row["contender_build"])
+    config = found.get(key, {})
+    return row | {
+        "contender_state_kind": config.get("state"),
+        "contender_state_reason": config.get("state_reason") or "",
+        "correctness_kind": states.CheckOutcome.of(str(row.get("correctness") or "")).value,
+        **_publication(row.get("publication")),
+        **_verdict(row.get("verdict")),
+    }
+
+
+def _comparisons(t: Tables, resolved: bool, configurations: list[dict]) -> list[dict[str, Any]]:
+    """The comparison table's rows, each with its kinds and reasons; with schema 2 and later,
+    each with its resolution (null where a side shows no time), the kit's diagnostic outside
+    §10."""
+    found = {
+        (c["card"], c["model"], c["precision"], c["variant"]): c
+        for c in configurations
+        if c["side"] == CONTENDER
+    }
+    rows = [_typed(row, found) for row in _rows(t.comparison)]
     if not resolved:
         return rows
-    found = resolution.of_comparisons(t)
-    return [row | {"resolution": x.to_json() if x else None} for row, x in zip(rows, found)]
+    resolved_rows = resolution.of_comparisons(t)
+    return [row | {"resolution": x.to_json() if x else None} for row, x in zip(rows, resolved_rows)]
 
 
 def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
-    """summary.json's content; `resolved`: schema 2, with the resolution, else schema 1 (as a
-    directory published before it has it)."""
+    """summary.json's content; `resolved`: this kit's schema, with the resolution, else schema
+    1 (as a directory published before it has it)."""
     manifest = rd.manifest()
     runs = t.runs
     configurations = []
@@ -85,19 +134,20 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
             {
                 **row,
                 "state": state,
+                **_publication(row.get("publication")),
                 "units": {"step": "s", "peak_memory": "bytes"},
                 "raw": folders,
             }
         )
     versions = rd.versions().to_json()
-    return {
-        "schema": SCHEMA if resolved else 1,
+    document = {
+        VERSION_KEY: SCHEMA,
         "kit": {"version": __version__, "commit": manifest.kit_commit},
         "protocol_sha256": manifest.protocol_sha256,
         "series": dict(manifest.spec),
         "date": manifest.date_utc or None,  # when the series started (UTC)
         "configurations": configurations,
-        "comparisons": _comparisons(t, resolved),
+        "comparisons": _comparisons(t, resolved, configurations),
         # what compiling costs (per complete PyTorch mode): warm-up and break-even against eager
         # a break-even of infinity: the mode's steps are not faster, it never pays ("never")
         "compile_costs": [
@@ -120,6 +170,23 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
             "tables": [f"tables/{name}.csv" for name, _ in t.items()],
         },
     }
+    return document if resolved else _schema_1(document)
+
+
+# the fields schema 3 added beside the prose ones: each one's kind (an enum) and its reason
+TYPED = (
+    "publication_kind", "publication_reason", "verdict_kind", "verdict_reason",
+    "contender_state_kind", "contender_state_reason", "correctness_kind",
+)  # fmt: skip
+
+
+def _schema_1(document: dict[str, Any]) -> dict[str, Any]:
+    """summary.json as a kit before schema 2 wrote it (no resolution, no kinds, the version
+    under "schema"): what `verify` recomputes for a directory it published."""
+    older = {k: v for k, v in document.items() if k != VERSION_KEY}
+    for part in ("configurations", "comparisons"):
+        older[part] = [{k: v for k, v in row.items() if k not in TYPED} for row in older[part]]
+    return {OLD_VERSION_KEY: 1, **older}
 
 
 CLOCK_FIELDS = [
@@ -144,19 +211,39 @@ def _dumps(document: Any) -> str:
     return json.dumps(document, indent=2, allow_nan=False, default=str) + "\n"
 
 
+def version_of(document: object) -> int | None:
+    """A summary.json's schema version, under either key ("schema" before schema 3)."""
+    if not isinstance(document, dict):
+        return None
+    version = document.get(VERSION_KEY, document.get(OLD_VERSION_KEY))
+    return version if isinstance(version, int) else None
+
+
+def published_version(root: Path) -> int:
+    """The schema of the summary.json a directory was published with; this kit's where there is
+    none yet or it does not read (verify names it then)."""
+    try:
+        found = version_of(json.loads((root / SUMMARY).read_text("utf-8")))
+    except (OSError, ValueError):
+        return SCHEMA
+    return SCHEMA if found is None else found
+
+
 def as_older(path: Path, recomputed: bytes) -> bytes:
-    """The recomputed summary.json as an older kit's (`schema` below SCHEMA) holds it: the keys
-    added since, which the published file lacks, left out; else the recomputation unchanged."""
+    """The recomputed summary.json as an older kit's (its version below SCHEMA) holds it: the
+    keys added since, which the published file lacks, left out, and the version under the key
+    that kit wrote; else the recomputation unchanged."""
     try:
         published = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return recomputed
-    if not isinstance(published, dict) or not isinstance(published.get("schema"), int):
-        return recomputed
-    if published["schema"] >= SCHEMA:
+    version = version_of(published)
+    if version is None or version >= SCHEMA:
         return recomputed
     shaped = _like(json.loads(recomputed), published)
-    return _dumps({**shaped, "schema": published["schema"]}).encode("utf-8")
+    key = VERSION_KEY if VERSION_KEY in published else OLD_VERSION_KEY
+    shaped.pop(VERSION_KEY, None)
+    return _dumps({key: version, **shaped}).encode("utf-8")
 
 
 def _like(new: Any, old: Any) -> Any:

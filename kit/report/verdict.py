@@ -11,6 +11,8 @@ from kit.report.states import ConfigState
 
 FASTER, LEVEL, SLOWER = "faster", "level", "slower"
 NO_VERDICT = "no verdict"
+# every verdict a comparison can carry (summary.json's enum, kit/files/summary.schema.json)
+VERDICTS = (FASTER, LEVEL, SLOWER, NO_VERDICT)
 # step times in seconds, as the tables hold them (numpy arrays) or as a list
 Times = Sequence[float] | npt.NDArray[np.floating]
 

@@ -4,7 +4,9 @@ for a series (kit.report.publish) and a correctness check (kit.correctness.check
 
 from __future__ import annotations
 
+import ast
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -63,3 +65,60 @@ def same(a: object, b: object) -> bool:
     if math.isnan(fa) and math.isnan(fb):
         return True
     return fa == fb or abs(fa - fb) <= 1e-12 * max(abs(fa), abs(fb))
+
+
+# -- the same differences for other tools (`verify --json`) ------------------------------------
+
+VERIFY_SCHEMA = 1  # the version of `verify --json`'s answer
+# a value as the lines above write it: Python's repr of a text, or a bare number or word
+_VALUE = r"""(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^,]+?)"""
+_FORMS = (
+    ("line", re.compile(rf"(?P<file>\S+) line (?P<line>\d+): published (?P<found>{_VALUE}), "
+                        rf"recomputed (?P<expected>{_VALUE})")),
+    ("cell", re.compile(rf"(?P<file>\S+) row (?P<row>\d+) column (?P<column>.+?): published "
+                        rf"(?P<found>{_VALUE}), recomputed (?P<expected>{_VALUE})")),
+    ("lines", re.compile(r"(?P<file>\S+): (?P<found>\d+) lines published, (?P<expected>\d+) "
+                         r"recomputed")),
+    ("rows", re.compile(r"(?P<file>\S+): (?P<found>\d+) rows published, (?P<expected>\d+) "
+                        r"recomputed")),
+    ("columns", re.compile(r"(?P<file>\S+): columns (?P<found>\[.*\]) differ from the "
+                           r"recomputed ones")),
+    ("missing", re.compile(r"(?P<file>\S+): missing")),
+    ("plot", re.compile(r"(?P<file>\S+\.png): differs from the plot recomputed from the raw "
+                        r"logs")),
+    ("not made", re.compile(r"(?P<file>\S+): a file the report does not make")),
+)  # fmt: skip
+KINDS = (*(kind for kind, _ in _FORMS), "other")
+
+
+def as_object(said: str) -> dict[str, object]:
+    """One difference as `verify --json` gives it: the file, where in it (line, or row and
+    column), what was found there (published) and what was expected (recomputed from the raw
+    files), its kind (KINDS), and the sentence `verify` prints, as `reason`. A difference of
+    another wording (a raw file changed, a record) is of kind "other", its file named where the
+    sentence starts with one."""
+    out: dict[str, object] = dict.fromkeys(("file", "line", "row", "column", "expected", "found"))
+    out |= {"kind": "other", "reason": said}
+    for kind, form in _FORMS:
+        m = form.fullmatch(said)
+        if m is None:
+            continue
+        got = m.groupdict()
+        out |= {"kind": kind, "file": got["file"], "column": got.get("column")}
+        for key in ("line", "row"):
+            out[key] = int(got[key]) if got.get(key) else None
+        for key in ("expected", "found"):
+            out[key] = _value(got[key]) if got.get(key) is not None else None
+        return out
+    first = said.split(":", 1)[0].split(" ", 1)[0]
+    if ":" in said and ("/" in first or "." in first):
+        out["file"] = first
+    return out
+
+
+def _value(text: str) -> object:
+    """A value as the sentence wrote it, read back (a text's repr, a number); else the text."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text

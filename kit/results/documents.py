@@ -19,12 +19,20 @@ from typing import Any
 from kit.errors import UserError
 from kit.results.planned import Config, PlannedRun
 
-SCHEMA = 1  # the schema of manifest.json, plan.json and versions.json
+# the schema of manifest.json, plan.json and versions.json; 2: its key is "schema_version" (as in
+# every file the kit writes), "schema" before
+SCHEMA = 2
+VERSION_KEY, OLD_VERSION_KEY = "schema_version", "schema"
+
+
+def version_key(schema: int) -> str:
+    """The key a document of `schema` keeps its version under: an earlier directory's own."""
+    return VERSION_KEY if schema >= 2 else OLD_VERSION_KEY
 
 
 def refuse_newer(d: Mapping[str, Any], where: str) -> int:
     """The document's schema; one a newer kit wrote is refused (0: before schemas were kept)."""
-    schema = d.get("schema", 0)
+    schema = d.get(VERSION_KEY, d.get(OLD_VERSION_KEY, 0))
     if not isinstance(schema, int) or schema > SCHEMA:
         raise UserError(
             f"{where} has results schema {schema!r}; this kit reads schema {SCHEMA} and older",
@@ -99,7 +107,7 @@ class Manifest:
     # -- the file -------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": self.schema}
+        out: dict[str, Any] = {version_key(self.schema): self.schema}
         if self.kind:
             out["kind"] = self.kind
         for name in _HEADER:
@@ -119,7 +127,16 @@ class Manifest:
         """Schema 0 (before schemas were kept) lacked the executor's versions and the check's
         kind; its other keys are read as they are. A key this kit does not know is refused."""
         schema = refuse_newer(d, where)
-        known = {"schema", "kind", *_HEADER, "series", "check", "options", "inputs_sha256"}
+        known = {
+            VERSION_KEY,
+            OLD_VERSION_KEY,
+            "kind",
+            *_HEADER,
+            "series",
+            "check",
+            "options",
+            "inputs_sha256",
+        }
         unknown = sorted(set(d) - known)
         if unknown:
             raise UserError(
@@ -195,7 +212,7 @@ class Plan:
         return [r.to_json() for r in self.order]
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": self.schema}
+        out: dict[str, Any] = {version_key(self.schema): self.schema}
         if self.configurations or self.primary is not None:
             out["configurations"] = [c.to_json() for c in self.configurations]
         if self.primary is not None:
@@ -210,7 +227,7 @@ class Plan:
     @classmethod
     def of(cls, order: Sequence[Mapping[str, Any]], **fields: Any) -> Plan:
         """The plan an engine writes: its runs as their kinds give them, and a series' fields."""
-        return cls.from_json({"schema": SCHEMA, **fields, "order": list(order)})
+        return cls.from_json({VERSION_KEY: SCHEMA, **fields, "order": list(order)})
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], where: str = "plan.json") -> Plan:
@@ -264,7 +281,8 @@ class Versions:
     def from_json(cls, d: Mapping[str, Any], where: str = "versions.json") -> Versions:
         refuse_newer(d, where)
         try:
-            rest = {k: v for k, v in d.items() if k not in ("schema", "kit", "card", "executor")}
+            header = (VERSION_KEY, OLD_VERSION_KEY, "kit", "card", "executor")
+            rest = {k: v for k, v in d.items() if k not in header}
             images = rest.pop("images", None)
             return cls(
                 kit=dict(d.get("kit") or {}),

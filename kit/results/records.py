@@ -6,8 +6,8 @@ kind, ...) and of its judgement (`judged`: the step time, the final loss, a sepa
 fields), each under its own name, so a line is read by its keys' names and never by their
 order (`jq -S` sorts them). `from_json` upgrades an older schema and refuses a newer one.
 
-Schema 2 (this kit):
-    {"schema": 2, "run_id": 3, "run": {"config": ..., "round": 1, "kind": "timed", ...},
+Schema 3 (this kit; schema 2 is the same with its version under "schema"):
+    {"schema_version": 3, "run_id": 3, "run": {"config": ..., "round": 1, "kind": "timed", ...},
      "log_dir": ..., "started_utc": ..., "start_ns": ..., "end_ns": ..., "exit_code": 0,
      "stopped": null, "status": "ok", "reason": "", "judged": {"step_s": ..., ...},
      "executor": "local", "files": {...}}
@@ -24,12 +24,12 @@ from typing import Any
 from kit.errors import UserError
 from kit.status import RunStatus
 
-RECORD_SCHEMA = 2
+RECORD_SCHEMA = 3  # 3: as 2, its version under "schema_version" (as every file the kit writes)
 RUN, JUDGED = "run", "judged"  # schema 2: the planned run's fields, the judgement's fields
 # the envelope: what the engine writes of every run, whatever its kind
 _ENVELOPE = frozenset(
-    ("schema", "run_id", "log_dir", "started_utc", "start_ns", "end_ns", "exit_code", "stopped",
-     "status", "reason", "executor", "files", "outputs")
+    ("schema_version", "schema", "run_id", "log_dir", "started_utc", "start_ns", "end_ns",
+     "exit_code", "stopped", "status", "reason", "executor", "files", "outputs")
 )  # fmt: skip
 # Schema 1's judgement, by name: every field a schema-1 kit wrote after the reason (a timed
 # run's judgement; a profiled run's kernel table; a graph-break run's counts). Schema 1 is
@@ -86,7 +86,7 @@ class RunRecord:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "schema": RECORD_SCHEMA,
+            "schema_version": RECORD_SCHEMA,
             "run_id": self.run_id,
             RUN: dict(self.head),
             "log_dir": self.log_dir,
@@ -111,7 +111,7 @@ class RunRecord:
         judgement's fields flat beside the envelope's) is upgraded, and schema 0 (no "schema"
         yet) too: its lines lacked the run's kind (a timed run) and why the kit stopped it (it
         did not)."""
-        schema = d.get("schema", 0)
+        schema = d.get("schema_version", d.get("schema", 0))
         if not isinstance(schema, int) or schema > RECORD_SCHEMA:
             raise UserError(
                 f"{where} is a run record of schema {schema!r}; this kit reads schema "

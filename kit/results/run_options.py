@@ -60,10 +60,13 @@ class SeriesOptions:
     idle_timeout_s: float = 60.0
     allow_torch: bool = False
     aa: tuple[str, ...] = ()  # `--aa`: the A/A rounds' configurations (primary, all, or ids)
+    # --device cpu without --smoke: the full-size models on a CPU, asked for on purpose
+    full_cpu: bool = False
     python: str | None = None  # not kept unless set: the local PyTorch side's interpreter
 
     def to_json(self) -> dict[str, Any]:
-        return _to_json(self, omitted=("python",))
+        # full_cpu kept only when asked: a manifest is as an earlier kit wrote it otherwise
+        return _to_json(self, omitted=("python", "full_cpu"))
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], where: str = "manifest.json") -> SeriesOptions:
@@ -130,11 +133,12 @@ class CheckOptions:
 
 
 def _to_json(options: Any, omitted: tuple[str, ...]) -> dict[str, Any]:
-    """The options as the manifest keeps them, in field order; an `omitted` field only if set."""
+    """The options as the manifest keeps them, in field order; an `omitted` field only if set
+    (not None, not False)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(options):
         value = getattr(options, f.name)
-        if f.name in omitted and value is None:
+        if f.name in omitted and (value is None or value is False):
             continue
         if isinstance(value, tuple):
             value = list(value)

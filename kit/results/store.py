@@ -32,7 +32,15 @@ from typing import Any, TypeVar
 
 from kit.errors import UserError
 from kit.protocol.load import Protocol, load
-from kit.results.documents import SCHEMA, Manifest, Plan, Versions, refuse_newer
+from kit.results.documents import (
+    OLD_VERSION_KEY,
+    SCHEMA,
+    VERSION_KEY,
+    Manifest,
+    Plan,
+    Versions,
+    refuse_newer,
+)
 from kit.results.lock import LOCK, WriterLock
 from kit.results.records import RunRecord
 
@@ -40,7 +48,8 @@ T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
 NOT_RUN = "not-run.json"  # in a run folder: why the kit did not start that run (its status)
 VERSIONS = "versions.json"  # rule 4: kit.results.documents.Versions
-# JSON files whose "schema" the store writes and strips on reading (their readers see only
+# JSON files whose "schema_version" (an earlier kit's "schema") the store writes and strips on
+# reading (their readers see only
 # their data); manifest.json, plan.json, summary.json and each record carry theirs as a field
 STAMPED = ("versions.json", "gating.json", "publication.json", "adjustments.json",
            "footprint/ratio.json")  # fmt: skip
@@ -243,7 +252,7 @@ class ResultsDir:
         return doc
 
     def read_json(self, rel: str) -> Any:
-        """A JSON file of the directory. One that a newer kit wrote (a higher "schema") is
+        """A JSON file of the directory. One that a newer kit wrote (a higher version) is
         refused. An older one is returned as it is: the typed documents upgrade theirs in
         `from_json` (kit.results.documents, through `_document`); the other files here have
         had one schema only."""
@@ -258,12 +267,13 @@ class ResultsDir:
             return obj
         refuse_newer(obj, str(path))
         if rel in STAMPED:
-            obj.pop("schema", None)
+            obj.pop(VERSION_KEY, None)
+            obj.pop(OLD_VERSION_KEY, None)
         return obj
 
     def write_json(self, rel: str, obj: object) -> None:
         if rel in STAMPED and isinstance(obj, dict):
-            obj = {"schema": SCHEMA, **obj}
+            obj = {VERSION_KEY: SCHEMA, **obj}
         write_json(self.root / rel, obj)
 
     def write_text(self, rel: str, text: str) -> None:

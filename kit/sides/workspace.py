@@ -93,7 +93,7 @@ def prepare(p: Protocol, o: SideInputs, dest: Path) -> Path:
             for f in sorted(tmp.rglob("*"))
             if f.is_file() and not f.is_symlink()
         }
-        listing = {"nanogpt_commit": p.nanogpt.commit, "files": files}
+        listing = {"schema_version": 1, "nanogpt_commit": p.nanogpt.commit, "files": files}
         store.write_json(tmp / "workspace.json", listing)
     tmp.rename(dest)
     return dest

@@ -210,8 +210,9 @@ class MachineSampler:
 
     def __enter__(self) -> MachineSampler:
         self._file = self.path.open("w", encoding="utf-8")
-        header = {"kind": "header", "schema": SCHEMA, "version": VERSION, "t_ns": self.clock(),
-                  "clock": "time.monotonic_ns", "interval_s": self.interval_s}  # fmt: skip
+        header = {"kind": "header", "format": SCHEMA, "schema_version": VERSION,
+                  "t_ns": self.clock(), "clock": "time.monotonic_ns",
+                  "interval_s": self.interval_s}  # fmt: skip
         self._write(header)
         self._sample()
         self._thread = threading.Thread(target=self._run, name="micakit-machine", daemon=True)
@@ -280,12 +281,13 @@ class MachineSummary:
 
 def summarize_machine(path: Path, start_ns: int | None, end_ns: int | None) -> MachineSummary:
     records = [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
-    if not records or records[0].get("schema") != SCHEMA:
+    # the file's name: "format" ("schema" in a file an earlier kit wrote)
+    if not records or records[0].get("format", records[0].get("schema")) != SCHEMA:
         raise UserError(f"{path} is not a micakit machine samples file")
-    if int(records[0].get("version", 0)) > VERSION:
+    version = int(records[0].get("schema_version", records[0].get("version", 0)))
+    if version > VERSION:
         raise UserError(
-            f"{path} is machine samples version {records[0]['version']}; this micakit reads up "
-            f"to {VERSION}",
+            f"{path} is machine samples version {version}; this micakit reads up to {VERSION}",
             "upgrade micakit to read this results directory",
         )
     samples = [r for r in records if r.get("kind") == "sample"]

@@ -333,7 +333,7 @@ class NvmlCard:
 
 _NO_CARD_FIX = (
     "on a GPU machine run the runner container with --gpus all (see README#gpu); "
-    "for a CPU smoke series use --device cpu"
+    "on a machine without a card run the scaled-down smoke series with --smoke --device cpu"
 )
 
 

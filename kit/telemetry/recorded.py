@@ -29,7 +29,7 @@ class FakeCard:
     """A card replayed from a recorded JSON fixture (tests/fixtures/nvml/), so that tests know
     exactly what the card said.
 
-    The fixture (schema "micakit.nvml-fixture", version 1) holds `info` and a `timeline` of
+    The fixture (format "micakit.nvml-fixture", schema_version 1) holds `info` and a `timeline` of
     moments `{"t_s", "sample", "processes"}` or `{"t_s", "error"}`; from an error moment on, every
     reading raises `CardError`, as NVML does for a lost GPU.
 
@@ -41,10 +41,12 @@ class FakeCard:
     def __init__(
         self, fixture: Mapping[str, Any], *, clock: Callable[[], int] | None = None
     ) -> None:
-        if fixture.get("schema") != FIXTURE_SCHEMA:
-            raise ValueError(f"not an NVML fixture: schema {fixture.get('schema')!r}")
-        if int(fixture.get("version", 0)) > FIXTURE_VERSION:
-            raise ValueError(f"NVML fixture version {fixture['version']} is newer than this kit")
+        name = fixture.get("format", fixture.get("schema"))  # "schema" in an earlier recording
+        if name != FIXTURE_SCHEMA:
+            raise ValueError(f"not an NVML fixture: format {name!r}")
+        version = int(fixture.get("schema_version", fixture.get("version", 0)))
+        if version > FIXTURE_VERSION:
+            raise ValueError(f"NVML fixture version {version} is newer than this kit")
         self._info = CardInfo.from_dict(fixture["info"])
         self._timeline = tuple(
             _Moment(
@@ -113,8 +115,8 @@ def fixture_from_samples(
 ) -> dict[str, Any]:
     """A fixture dict from readings, for recording a real card into tests/fixtures/nvml/."""
     return {
-        "schema": FIXTURE_SCHEMA,
-        "version": FIXTURE_VERSION,
+        "format": FIXTURE_SCHEMA,
+        "schema_version": FIXTURE_VERSION,
         "info": info.to_dict(),
         "timeline": [
             {

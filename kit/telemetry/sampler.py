@@ -117,7 +117,8 @@ class Sampler:
     Records, one JSON object a line, flushed as written, each stamped `t_ns` by `clock` (the
     kit's line clock, `time.monotonic_ns`, so samples and output lines share one time axis):
 
-    - `{"kind": "header", "schema": "micakit.samples", "version": 1, ...}` first;
+    - `{"kind": "header", "format": "micakit.samples", "schema_version": 1, ...}` first (an
+      earlier kit's: "schema" and "version");
     - `{"kind": "sample", ...Sample fields..., "clock_events": [...]}` every `interval_s`;
     - `{"kind": "memory", "memory_used_bytes": N}` every `memory_interval_s`, written only when
       the value changed since the last record that carried it (the peak stays exact, the file
@@ -170,8 +171,8 @@ class Sampler:
         self._file = self.path.open("w", encoding="utf-8")
         header: dict[str, Any] = {
             "kind": "header",
-            "schema": SAMPLES_SCHEMA,
-            "version": SAMPLES_VERSION,
+            "format": SAMPLES_SCHEMA,
+            "schema_version": SAMPLES_VERSION,
             "t_ns": self.clock(),
             "clock": "time.monotonic_ns",
             "interval_s": self.interval_s,

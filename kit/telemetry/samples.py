@@ -80,15 +80,16 @@ def read_samples(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dic
                 header = record
                 continue
             records.append(record)
-    if header is None or header.get("schema") != SAMPLES_SCHEMA:
+    # the file's name and version: "format" and "schema_version"; "schema" and "version" before
+    if header is None or header.get("format", header.get("schema")) != SAMPLES_SCHEMA:
         raise UserError(
             f"{path} is not a micakit samples file",
             "point at a run's samples file, as written by the series",
         )
-    if int(header.get("version", 0)) > SAMPLES_VERSION:
+    version = int(header.get("schema_version", header.get("version", 0)))
+    if version > SAMPLES_VERSION:
         raise UserError(
-            f"{path} is samples version {header['version']}; this micakit reads up to "
-            f"{SAMPLES_VERSION}",
+            f"{path} is samples version {version}; this micakit reads up to {SAMPLES_VERSION}",
             "upgrade micakit to read this results directory",
         )
     return header, records

@@ -32,7 +32,7 @@ def buffered_contender(tmp_path: Path) -> Path:
 
 def series_args(out: Path, protocol: Path, program: Path) -> list:
     return [
-        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--no-pytorch",
+        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--full-cpu", "--no-pytorch",
         "--contender", program, "--executor", "local", "--model", "shakespeare-char",
         "--input", TEXT_INPUT, "--precision", "float32",
     ]  # fmt: skip

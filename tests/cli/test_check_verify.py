@@ -74,7 +74,7 @@ def copied(src: Path, dest: Path) -> Path:
 def verified(d: Path) -> tuple[int, list[str]]:
     """`verify`'s exit status and the differences it named (--json)."""
     result = run("verify", d, "--json")
-    return result.exit_code, json.loads(result.stdout)["differences"]
+    return result.exit_code, [d["reason"] for d in json.loads(result.stdout)["differences"]]
 
 
 def sha(path: Path) -> str:

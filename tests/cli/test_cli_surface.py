@@ -60,7 +60,12 @@ def test_verify_json_names_the_differences(series, cli):
     res = CliRunner().invoke(main, ["verify", str(series), "--json"])
     assert res.exit_code == 4
     found = json.loads(res.stdout)
-    assert found["clean"] is False and any("report.md" in d for d in found["differences"])
+    assert found["schema_version"] == 1 and found["clean"] is False
+    (line,) = [d for d in found["differences"] if d["file"] == "report.md"]
+    assert line["kind"] == "line" and isinstance(line["line"], int)
+    assert "kontender" in line["found"] and "kontender" not in line["expected"]
+    assert "contender" in line["expected"] and line["reason"].startswith("report.md line ")
+    assert set(line) == {"file", "line", "row", "column", "expected", "found", "kind", "reason"}
 
 
 @pytest.mark.slow  # runs whole series: more than a few seconds

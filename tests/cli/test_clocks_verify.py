@@ -7,7 +7,9 @@ import json
 
 import pandas as pd
 
-from kit.report import clocks
+from kit.report import clocks, publish, summary, tables
+from kit.results import audit
+from kit.results.store import ResultsDir
 from kit.results.tablefile import TABLE_SCHEMA_COLUMN
 from tests.conftest import contender_args, write_protocol
 
@@ -30,12 +32,22 @@ def _as_an_older_kit_wrote_it(out, schema: int) -> None:
         table.to_csv(path, index=False, float_format="%.17g")
     path = out / "summary.json"
     document = json.loads(path.read_text())
-    document["schema"] = 1
+    # the version under "schema", no kinds beside the prose (summary.json's schema 3)
+    document = {"schema": 1, **{k: v for k, v in document.items() if k != "schema_version"}}
     document.pop("clocks", None)
     for row in document["comparisons"]:  # an older kit wrote neither the clocks nor the resolution
-        for key in ("verdict_by_cycles", "clocks_say", "resolution"):
+        for key in ("verdict_by_cycles", "clocks_say", "resolution", *summary.TYPED):
+            row.pop(key, None)
+    for row in document["configurations"]:
+        for key in summary.TYPED:
             row.pop(key, None)
     path.write_text(json.dumps(document, indent=2) + "\n")
+    # its report, page and plots as that kit made them
+    rd = ResultsDir.open(out)
+    t = tables.tables(rd, listing=audit.refuse_if_altered(rd))
+    for rel, data in publish.render(rd, t, resolved=False, earlier=True).items():
+        if rel != "summary.json":
+            (out / rel).write_bytes(data)
 
 
 def test_clock_columns_and_verify_of_an_older_directory(tmp_path, cli, fake_env):
@@ -50,8 +62,8 @@ def test_clock_columns_and_verify_of_an_older_directory(tmp_path, cli, fake_env)
     assert (timed.loc[readable, "clock_source"] == "cpu").all()
     assert (timed.loc[~readable, "clock_source"] == clocks.NOT_READABLE).all()
     assert timed["clock_window"].eq("§5 window").all()
-    summary = json.loads((out / "summary.json").read_text())
-    assert [r["run_id"] for r in summary["clocks"]] == timed["run_id"].tolist()
+    published = json.loads((out / "summary.json").read_text())
+    assert [r["run_id"] for r in published["clocks"]] == timed["run_id"].tolist()
     assert cli("verify", out).exit_code == 0
 
     _as_an_older_kit_wrote_it(out, schema=1)

@@ -6,6 +6,7 @@ ships into a side's environment) must come from the installed package, never the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from tests.conftest import CONTENDER, FAKE_NANOGPT, FAKES, ROOT, TEXT_INPUT, fak
 # what never goes into a wheel's source tree: history, caches, results, earlier builds; the
 # checkout's own folders by their place at its top (kit/results/ is the kit's source)
 _ANYWHERE = shutil.ignore_patterns("*.egg-info", "__pycache__", ".*_cache")
+BUILT_FROM = "0123456789abcdef0123456789abcdef01234567"
 _AT_THE_TOP = {".git", ".venv", "results", "build", "dist", "wheelhouse"}
 
 
@@ -42,7 +44,14 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_smoke_series_and_verifies_it
     # kit/files' links to the protocol's files must resolve as they do in the checkout
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, symlinks=True, ignore=NOT_SOURCES)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    # the commit the wheel is built from: a checkout's HEAD, read by the build (setup.py)
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text(BUILT_FROM + "\n")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "MICAKIT_COMMIT")
+    }
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     _run(
         [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", src],
@@ -69,6 +78,13 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_smoke_series_and_verifies_it
         env,
     ).stdout.split()
     assert all(Path(w).is_relative_to(venv) for w in where), where
+    said = _run([venv / "bin" / "micakit", "--version"], tmp_path, env).stdout.splitlines()
+    protocol_sha256 = hashlib.sha256((ROOT / "kit" / "files" / "protocol.toml").read_bytes())
+    assert said == [
+        f"commit {BUILT_FROM}",
+        f"protocol sha256 {protocol_sha256.hexdigest()}",
+        "micakit, version 0.1.0",  # last: rerun.sh checks the output ends with the version
+    ]
     files = Path(where[1])
     for name in (
         "protocol.toml",
@@ -114,6 +130,8 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_smoke_series_and_verifies_it
         env,
     )
     _run([micakit, "verify", out], tmp_path, env)
+    assert json.loads((out / "manifest.json").read_text())["kit_commit"] == BUILT_FROM
+    assert json.loads((out / "summary.json").read_text())["kit"]["commit"] == BUILT_FROM
     versions = json.loads((out / "versions.json").read_text())
     assert versions["pytorch"]["sdpa_backends"]["math"] is True  # the shipped probes ran
     assert (out / "rerun.sh").is_file() and (out / "report.md").is_file()

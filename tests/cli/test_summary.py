@@ -7,7 +7,9 @@ import json
 import jsonschema
 import pytest
 
-from kit.report import summary
+from kit.report import publish, summary, tables
+from kit.results import audit
+from kit.results.store import ResultsDir
 from tests.conftest import contender_args, records
 
 
@@ -53,6 +55,117 @@ def test_summary_holds_states_times_and_links_and_follows_its_schema(
 
 
 def test_the_schema_refuses_a_summary_without_states():
-    broken = {"schema": 1, "configurations": [{"config": "x"}]}
+    broken = {"schema_version": 3, "configurations": [{"config": "x"}]}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, summary.schema())
+
+
+def _described(schema: dict, document: object, where: str = "") -> list[str]:
+    """The fields of `document` that `schema` does not describe (type and description)."""
+    missing = []
+    if isinstance(document, dict) and "properties" in schema:
+        for key, value in document.items():
+            field = schema["properties"].get(key)
+            if field is None or "description" not in field:
+                missing.append(f"{where}/{key}")
+            elif key not in ("series", "versions"):  # the manifest's and versions.json's own
+                missing += _described(field, value, f"{where}/{key}")
+    elif isinstance(document, list) and "items" in schema:
+        for item in document:
+            missing += _described(schema["items"], item, f"{where}[]")
+    return sorted(set(missing))
+
+
+@pytest.mark.slow  # runs a whole series: more than a few seconds
+def test_every_field_is_described_and_typed_and_prose_has_its_enum_beside_it(
+    tmp_path, fast_protocol, fake_env, cli
+):
+    fake_env(step_ms={"*": 2.0}, events={"mica-half-intermediates#3": "oom"})
+    out = tmp_path / "r"
+    res = cli(
+        *contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
+    )
+    assert res.exit_code == 0, res.output
+    for preview in (False, True):
+        if preview:
+            assert cli("publish", out, "--preview").exit_code == 0
+        data = _strict((out / summary.SUMMARY).read_text())
+        jsonschema.validate(data, summary.schema())
+        assert data["schema_version"] == summary.SCHEMA and "schema" not in data
+        assert _described(summary.schema(), data) == []
+        oom = next(c for c in data["configurations"] if c["state"] == "out of memory")
+        assert oom["state_reason"] == "in run 8"
+        for c in data["comparisons"]:
+            assert c["verdict_kind"] == "no verdict" and c["verdict_reason"]
+            assert c["verdict"] == f"no verdict: {c['verdict_reason']}"
+            assert c["correctness_kind"] == "not checked"
+        kinds = {c["publication_kind"] for c in data["configurations"]}
+        assert kinds == ({"preview"} if preview else {"withheld"})
+        if not preview:
+            c = data["configurations"][0]
+            assert c["publication"] == f"withheld: {c['publication_reason']}"
+        half = next(
+            c for c in data["comparisons"] if c["contender_build"] == "mica-half-intermediates"
+        )
+        assert (half["contender_state_kind"], half["contender_state_reason"]) == (
+            "out of memory",
+            "in run 8",
+        )
+
+
+def _enum(*path: str) -> set:
+    node = summary.schema()
+    for key in path:
+        node = node["properties"][key] if key != "[]" else node["items"]
+    return set(node["enum"])
+
+
+def test_every_state_verdict_publication_and_class_the_kit_knows_has_its_enum():
+    """A state, verdict, publication or check outcome added to the kit without its enum in
+    summary.schema.json fails here."""
+    from kit.report import states, verdict
+    from kit.results.planned import CONTENDER, PYTORCH
+
+    assert _enum("configurations", "[]", "state") == {s.value for s in states.State}
+    assert _enum("comparisons", "[]", "contender_state_kind") == {s.value for s in states.State}
+    publications = {p.name.lower() for p in states.Publication}
+    assert _enum("configurations", "[]", "publication_kind") == publications
+    assert _enum("comparisons", "[]", "publication_kind") == publications
+    assert _enum("comparisons", "[]", "verdict_kind") == set(verdict.VERDICTS)
+    d1 = set(verdict.VERDICTS) - {verdict.NO_VERDICT}
+    assert _enum("comparisons", "[]", "times_alone_say") == d1 | {""}
+    assert _enum("comparisons", "[]", "verdict_by_cycles") == d1 | {""}
+    assert _enum("comparisons", "[]", "correctness_kind") == {o.value for o in states.CheckOutcome}
+    assert _enum("configurations", "[]", "side") == {PYTORCH, CONTENDER}
+    assert _enum("schema_version") == {summary.SCHEMA}
+
+
+@pytest.mark.slow  # runs a whole series: more than a few seconds
+def test_a_summary_an_earlier_kit_wrote_under_schema_still_verifies_and_a_changed_kind_does_not(
+    tmp_path, fast_protocol, fake_env, cli
+):
+    fake_env(step_ms={"*": 2.0})
+    out = tmp_path / "r"
+    assert cli(*contender_args(out, fast_protocol, "--precision", "float32")).exit_code == 0
+    path = out / summary.SUMMARY
+    new = json.loads(path.read_text())
+    # as the kit before schema 3 wrote it: the version under "schema", no kinds or reasons
+    older = {"schema": 2, **{k: v for k, v in new.items() if k != "schema_version"}}
+    for part in ("configurations", "comparisons"):
+        older[part] = [{k: v for k, v in r.items() if k not in summary.TYPED} for r in older[part]]
+    path.chmod(0o644)
+    path.write_text(json.dumps(older, indent=2, allow_nan=False) + "\n")
+    # its report, page and plots as that kit made them
+    rd = ResultsDir.open(out)
+    t = tables.tables(rd, listing=audit.refuse_if_altered(rd))
+    for rel, data in publish.render(rd, t, earlier=True).items():
+        if rel != summary.SUMMARY:
+            (out / rel).chmod(0o644)
+            (out / rel).write_bytes(data)
+    res = cli("verify", out)
+    assert res.exit_code == 0, res.output
+    changed = json.loads(json.dumps(new))
+    changed["comparisons"][0]["verdict_kind"] = "faster"
+    path.write_text(json.dumps(changed, indent=2, allow_nan=False) + "\n")
+    res = cli("verify", out)
+    assert res.exit_code == 4 and "summary.json" in res.output, res.output

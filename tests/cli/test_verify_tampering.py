@@ -443,7 +443,11 @@ def test_a_directory_written_before_schema_2_verifies_clean(series, cli):
         if note in r["files"]:
             (series / note).unlink()
             del r["files"][note]
-        envelope = {k: v for k, v in r.items() if k not in ("run", "judged", "executor", "files")}
+        envelope = {
+            k: v
+            for k, v in r.items()
+            if k not in ("run", "judged", "executor", "files", "schema_version")
+        }
         head = list(envelope).index("log_dir")
         flat = dict(list(envelope.items())[:head]) | r["run"] | dict(list(envelope.items())[head:])
         flat |= {**r["judged"], "executor": r["executor"], "files": r["files"], "schema": 1}

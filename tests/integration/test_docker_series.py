@@ -77,6 +77,7 @@ def series_args(out: Path, protocol: Path, program: Path, image: str, fake: dict
         str(protocol),
         "--device",
         "cpu",
+        "--full-cpu",
         "--executor",
         "docker",
         "--no-pytorch",

@@ -102,7 +102,7 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
         [
             *("series", "--out", out),
             *("--protocol", f"/inputs/protocol/{fast_protocol.name}"),
-            *("--device", "cpu", "--executor", "docker", "--no-pytorch"),
+            *("--device", "cpu", "--full-cpu", "--executor", "docker", "--no-pytorch"),
             *("--contender", f"/inputs/contender/{program.name}"),
             *("--mica-image", f"micakit-mica:{tag}"),
             *("--model", "shakespeare-char", "--precision", "float32"),
@@ -223,7 +223,7 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
         [
             *("series", "--out", "/results/pulled"),
             *("--protocol", f"/inputs/protocol/{fast_protocol.name}"),
-            *("--device", "cpu", "--executor", "docker", "--no-pytorch"),
+            *("--device", "cpu", "--full-cpu", "--executor", "docker", "--no-pytorch"),
             *("--contender", f"/inputs/contender/{program.name}", "--mica-image", mica["pinned"]),
             *("--model", "shakespeare-char", "--precision", "float32"),
             *(

@@ -306,7 +306,7 @@ def push(
             "pinned": f"{repository}@{digest}",  # what rerun.sh and `docker pull` name
         }
     return {
-        "schema": kit_images.PUSHED_SCHEMA,
+        "schema_version": kit_images.PUSHED_SCHEMA,
         "kit_version": __version__,
         "protocol_sha256": protocol.sha256,
         "registry": registry,

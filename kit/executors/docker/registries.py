@@ -28,6 +28,12 @@ _LOGIN_FIX = (
     "log in to the registry first (`docker login {host}`; in GitHub Actions, "
     "docker/login-action with the job's GITHUB_TOKEN and `packages: write`), then again"
 )
+# a registry's answer, or the engine's, where credentials are missing or not enough: the engine
+# says "no basic auth credentials" when it has none for the host, ghcr.io "unauthenticated"
+_LOGIN_WORDS = (
+    "unauthorized", "unauthenticated", "denied", "authentication required",
+    "no basic auth credentials", "401",
+)  # fmt: skip
 _REACH_FIX = (
     "check the registry's address ({host}); a registry served over plain http must be on "
     "127.0.0.1 or listed in the engine's `insecure-registries` (/etc/docker/daemon.json)"
@@ -134,7 +140,7 @@ def _push_one(
 
 def _refused(what: str, host: str, error: str) -> UserError:
     lower = error.lower()
-    if any(w in lower for w in ("unauthorized", "denied", "authentication required")):
+    if any(w in lower for w in _LOGIN_WORDS):
         return UserError(
             f"{host} refused the push of {what}: {error}", _LOGIN_FIX.format(host=host)
         )
@@ -160,7 +166,7 @@ def pull(
         error = str(e.explanation or e)
     if error is not None:
         lower = error.lower()
-        if any(w in lower for w in ("unauthorized", "denied", "authentication required")):
+        if any(w in lower for w in _LOGIN_WORDS):
             fix = f"log in to {host} (`docker login {host}`), or pull it yourself"
         elif any(w in lower for w in ("not found", "unknown manifest", "manifest unknown")):
             fix = "check the image's name and tag (a release lists its images' digests)"

@@ -146,3 +146,34 @@ def test_footprint_files_are_world_readable_under_umask_077(tmp_path: Path) -> N
         os.umask(old)
     for p in (tmp_path / "footprint").rglob("*"):
         assert stat.S_IMODE(p.stat().st_mode) == (0o755 if p.is_dir() else 0o644), p
+
+
+def test_the_terminal_gives_mib_and_a_three_digit_ratio_and_json_the_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from kit.executors.docker import connection
+
+    big = {
+        "micakit-pytorch:t": {"usr/lib/libtorch.so": b"x" * (3 * 1024 * 1024 + 5)},
+        "micakit-mica:t": {"opt/mica/bin/mica": b"z" * (1024 * 1024 + 7)},
+    }
+    monkeypatch.setattr(connection, "connect", lambda host=None: FakeClient(FakeAPI(big)))
+    refs = ["--pytorch", "micakit-pytorch:t", "--mica", "micakit-mica:t"]
+    res = CliRunner().invoke(main, ["footprint", str(tmp_path / "a"), *refs])
+    assert res.exit_code == 0, res.output
+    assert "pytorch image: 3.0 MiB (micakit-pytorch:t)" in res.output
+    assert "mica image: 1.0 MiB (micakit-mica:t)" in res.output
+    assert "PyTorch's image / Mica's: 3.000" in res.output
+    ratio_line = next(x for x in res.output.splitlines() if x.startswith("PyTorch's image"))
+    assert (
+        ratio_line == f"PyTorch's image / Mica's: {(3 * 1024 * 1024 + 5) / (1024 * 1024 + 7):.3f}"
+    )
+    assert "bytes" not in res.output.split("note:")[0]
+    res = CliRunner().invoke(main, ["footprint", str(tmp_path / "b"), *refs, "--json"])
+    got = json.loads(res.output)
+    assert (
+        got["pytorch_size_bytes"] == 3 * 1024 * 1024 + 5
+        and got["mica_size_bytes"] == 1024 * 1024 + 7
+    )

@@ -569,7 +569,7 @@ def test_records_round_trip(tmp_path: Path):
     assert rb.passed is True and rb.beside_passed is False and "step 150" in rb.beside_reason
     first = json.loads((tmp_path / checks.CHECKS_FILE).read_text().splitlines()[0])
     assert (
-        first["schema"] == checks.CHECKS_SCHEMA
+        first["schema_version"] == checks.CHECKS_SCHEMA
         and first["method"] == "A"
         and first["seeds_per_side"] == 5
     )
@@ -581,7 +581,7 @@ def test_load_checks_without_a_file(tmp_path: Path):
 
 def test_load_checks_refuses_a_newer_schema(tmp_path: Path):
     line = json.loads(b_rec().to_json())
-    line["schema"] = checks.CHECKS_SCHEMA + 1
+    line["schema_version"] = checks.CHECKS_SCHEMA + 1
     (tmp_path / checks.CHECKS_FILE).write_text(json.dumps(line) + "\n")
     newer, mine = checks.CHECKS_SCHEMA + 1, checks.CHECKS_SCHEMA
     with pytest.raises(
@@ -788,7 +788,11 @@ def test_the_withheld_speed_says_the_check_ran_another_program():
 
 
 def test_a_record_of_schema_1_is_read_and_never_gates(tmp_path: Path):
-    old = {k: v for k, v in json.loads(b_rec().to_json()).items() if "contender_" not in k}
+    old = {
+        k: v
+        for k, v in json.loads(b_rec().to_json()).items()
+        if "contender_" not in k and k != "schema_version"
+    }
     lines = [
         json.dumps({**old, "schema": 1}),
         json.dumps(

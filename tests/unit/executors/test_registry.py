@@ -82,6 +82,11 @@ def test_references_split_into_repository_tag_and_digest():
     "error, fix",
     [
         ("unauthorized: authentication required", "docker login ghcr.io"),
+        ("no basic auth credentials", "docker login ghcr.io"),
+        (
+            "unauthenticated: User cannot be authenticated with the token provided.",
+            "docker login ghcr.io",
+        ),
         ("denied: permission_denied: write_package", "packages: write"),
         ('Get "http://ghcr.io/v2/": dial tcp: connection refused', "insecure-registries"),
         ("http: server gave HTTP response to HTTPS client", "insecure-registries"),

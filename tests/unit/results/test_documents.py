@@ -38,7 +38,7 @@ def test_a_series_documents_read_back_exactly_as_written(series):
         ("versions.json", rd.versions()),
     ):
         written = _json(series / name)
-        written.pop("schema") if name == "versions.json" else None  # the store stamps it
+        written.pop("schema_version") if name == "versions.json" else None  # the store stamps it
         assert typed.to_json() == written, name
         assert list(typed.to_json()) == list(written), name  # key for key, in order
 
@@ -88,6 +88,7 @@ def test_an_older_manifest_is_upgraded():
         (Manifest, {**MANIFEST_0, "schema": SCHEMA + 1}),
         (Plan, {"schema": SCHEMA + 1, "order": []}),
         (Versions, {"schema": SCHEMA + 1}),
+        (Plan, {"schema_version": SCHEMA + 1, "order": []}),
     ],
 )
 def test_a_newer_schema_is_refused_naming_it(document, data):
@@ -133,7 +134,7 @@ def test_a_check_plan_keeps_its_runs_sides_and_seeds():
         {"run_id": 1, "kind": "training", "side": "contender", "seed": 1337},
     ]
     plan = Plan.of(order)
-    assert plan.to_json() == {"schema": SCHEMA, "order": order}
+    assert plan.to_json() == {"schema_version": SCHEMA, "order": order}
     assert plan.order[1] == PlannedRun(1, kind="training", side="contender", seed=1337)
 
 
@@ -154,3 +155,11 @@ def test_versions_keep_each_sides_probe_answer_as_given():
     found = Versions.from_json(d)
     assert found.side("pytorch")["torch"] == "2.13.0" and found.images is not None
     assert found.to_json() == d and list(found.to_json()) == list(d)
+
+
+def test_an_earlier_kits_document_keeps_the_key_it_was_written_with():
+    old = Manifest.from_json({"schema": 1, **MANIFEST_0})
+    assert list(old.to_json())[0] == "schema" and old.to_json()["schema"] == 1
+    plan = Plan.of([{"run_id": 0, "kind": "training", "side": "contender", "seed": 1}])
+    assert list(plan.to_json())[0] == "schema_version"
+    assert Plan.from_json({"schema": 1, "order": plan.order_json()}).to_json()["schema"] == 1

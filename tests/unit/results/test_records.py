@@ -13,7 +13,7 @@ from kit.results.records import RECORD_SCHEMA, RunRecord
 from kit.status import RunStatus
 
 LINE = (
-    '{"schema": 2, "run_id": 3, "run": {"config": "shakespeare-char/float32/contender/mica", '
+    '{"schema_version": 3, "run_id": 3, "run": {"config": "shakespeare-char/float32/contender/mica", '
     '"round": 1, "kind": "timed", "discarded": false, "batch_size": null}, '
     '"log_dir": "runs/0003-shakespeare-char.float32.contender.mica/attempt-1", '
     '"started_utc": "2026-12-01T00:49:36+00:00", "start_ns": 10, "end_ns": 20, '
@@ -21,6 +21,8 @@ LINE = (
     '"own_step_s": 0.00099, "final_loss": 3.5}, "executor": "local", '
     '"files": {"runs/0003-shakespeare-char.float32.contender.mica/attempt-1/stdout.log": "ab"}}'
 )
+# the same run as a schema-2 kit wrote it: the version under "schema"
+LINE_V2 = LINE.replace('{"schema_version": 3,', '{"schema": 2,')
 # the same run as a schema-1 kit wrote it: every field flat, the judgement's after the reason
 LINE_V1 = (
     '{"schema": 1, "run_id": 3, "config": "shakespeare-char/float32/contender/mica", '
@@ -41,7 +43,7 @@ def test_a_line_is_read_and_written_again_key_for_key_in_order():
     assert json.dumps(record.to_json()) == LINE
 
 
-@pytest.mark.parametrize("line", [LINE, LINE_V1], ids=["schema 2", "schema 1"])
+@pytest.mark.parametrize("line", [LINE, LINE_V2, LINE_V1], ids=["schema 3", "schema 2", "schema 1"])
 def test_a_record_with_its_keys_sorted_reads_back_the_same(line):
     # `jq -S` sorts every object's keys: a record is read by its keys' names, never their order
     as_written = RunRecord.from_json(json.loads(line))
@@ -51,15 +53,16 @@ def test_a_record_with_its_keys_sorted_reads_back_the_same(line):
     assert resorted.head["round"] == 1 and resorted.step_s == 0.001
 
 
-def test_a_schema_1_record_is_upgraded():
-    record = RunRecord.from_json(json.loads(LINE_V1))
+@pytest.mark.parametrize("older", [LINE_V2, LINE_V1], ids=["schema 2", "schema 1"])
+def test_an_older_record_is_upgraded(older):
+    record = RunRecord.from_json(json.loads(older))
     assert record == RunRecord.from_json(json.loads(LINE))
     assert json.dumps(record.to_json()) == LINE
 
 
 def test_what_a_check_adds_keeps_its_place_too():
     line = {
-        "schema": 2, "run_id": 0, "run": {"kind": "shared-start", "side": "pytorch",
+        "schema_version": 3, "run_id": 0, "run": {"kind": "shared-start", "side": "pytorch",
         "seed": 1337, "config": "c"}, "log_dir": "runs/0000-c/attempt-1", "started_utc": "t",
         "start_ns": 1, "end_ns": 2, "exit_code": 0, "stopped": None, "status": "ok",
         "reason": "", "judged": {}, "executor": "local", "files": {}, "outputs": {"ckpt.pt": "00"},
@@ -69,7 +72,7 @@ def test_what_a_check_adds_keeps_its_place_too():
     assert record.outputs == {"ckpt.pt": "00"}
     assert list(record.to_json()) == list(line)
     # a schema-1 check's record: its side and seed were the run's, in any order
-    flat = {k: v for k, v in line.items() if k not in ("run", "judged")}
+    flat = {k: v for k, v in line.items() if k not in ("run", "judged", "schema_version")}
     v1 = {**dict(sorted({**flat, **line["run"]}.items())), "schema": 1}
     assert RunRecord.from_json(v1).head == record.head
 
@@ -80,12 +83,12 @@ def test_a_record_from_before_schemas_was_a_timed_run():
     record = RunRecord.from_json(old)
     assert record.kind == "timed" and record.stopped is None
     assert record.step_s == 0.001 and record.head["round"] == 1
-    assert record.to_json()["schema"] == RECORD_SCHEMA
+    assert record.to_json()["schema_version"] == RECORD_SCHEMA
 
 
 def test_a_newer_record_is_refused_and_a_broken_one_named():
-    with pytest.raises(UserError, match="schema 3; this kit reads schema 2") as e:
-        RunRecord.from_json({**json.loads(LINE), "schema": 3}, "runs.jsonl record 4")
+    with pytest.raises(UserError, match="schema 4; this kit reads schema 3") as e:
+        RunRecord.from_json({**json.loads(LINE), "schema_version": 4}, "runs.jsonl record 4")
     assert "runs.jsonl record 4" in e.value.message
     broken = json.loads(LINE)
     del broken["status"]

@@ -67,16 +67,19 @@ def test_stamped_json_files_carry_the_schema_and_readers_see_only_their_data(tmp
     rd = ResultsDir.create(tmp_path / "r")
     rd.write_json("versions.json", {"kit": "0.2.0"})
     on_disk = json.loads((rd.root / "versions.json").read_text())
-    assert on_disk == {"schema": 1, "kit": "0.2.0"}
+    assert on_disk == {"schema_version": 2, "kit": "0.2.0"}
     assert rd.read_json("versions.json") == {"kit": "0.2.0"}
+    # as an earlier kit stamped it: the version under "schema", read the same
+    (rd.root / "versions.json").write_text('{"schema": 1, "kit": "0.1.0"}')
+    assert rd.read_json("versions.json") == {"kit": "0.1.0"}
 
 
 def test_a_json_file_from_before_schemas_is_read_and_a_newer_one_refused(tmp_path):
     rd = ResultsDir.create(tmp_path / "r")
     (rd.root / "gating.json").write_text('{"statuses": {}}')  # schema 0: no field yet
     assert rd.read_json("gating.json") == {"statuses": {}}
-    (rd.root / "plan.json").write_text('{"schema": 2, "order": []}')
-    with pytest.raises(UserError, match=r"plan.json has results schema 2; this kit reads") as e:
+    (rd.root / "plan.json").write_text('{"schema_version": 3, "order": []}')
+    with pytest.raises(UserError, match=r"plan.json has results schema 3; this kit reads") as e:
         rd.read_json("plan.json")
     assert "kit_version" in e.value.fix
 

@@ -195,7 +195,7 @@ def test_a_machine_that_stays_busy_is_waited_for_once(fake: FakeProc, tmp_path, 
             pass
         assert json.loads((folder / conditions.IDLE).read_text())["device"] == "cpu"
         header = (folder / conditions.MACHINE).read_text().splitlines()[0]
-        assert json.loads(header)["schema"] == machine.SCHEMA
+        assert json.loads(header)["format"] == machine.SCHEMA
     assert waits == [30, 0.0, 30]
 
 

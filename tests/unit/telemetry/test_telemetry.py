@@ -118,8 +118,8 @@ def test_sampler_writes_a_versioned_stamped_file(tmp_path: Path) -> None:
     after = time.monotonic_ns()
     records = _records(path)
     header, end = records[0], records[-1]
-    assert header["kind"] == "header" and header["schema"] == "micakit.samples"
-    assert header["version"] == 1 and header["card"]["name"] == "NVIDIA GeForce RTX 4090"  # type: ignore[index]
+    assert header["kind"] == "header" and header["format"] == "micakit.samples"
+    assert header["schema_version"] == 1 and header["card"]["name"] == "NVIDIA GeForce RTX 4090"  # type: ignore[index]
     assert end["kind"] == "end" and end["samples"] == sampler.samples >= 20
     stamps = [r["t_ns"] for r in records]
     assert stamps == sorted(stamps)
