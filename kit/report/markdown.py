@@ -17,7 +17,7 @@ import pandas as pd
 
 from kit.correctness.gate import GatingJson
 from kit.protocol.load import Model, Protocol
-from kit.report import overview, resolution, sidetables, states
+from kit.report import next_steps, overview, resolution, sidetables, states
 from kit.report.footprint_report import footprint_lines
 from kit.report.states import Publication
 from kit.report.tables import GATING, Tables
@@ -264,6 +264,7 @@ def markdown_report(
         title + label,
         "",
         *overview.summary_lines(rd, t, protocol),
+        *next_steps.markdown_lines(rd, t, protocol),  # rule 6's way out, on the first screen
         *overview.metadata_lines(rd, t, protocol),
         "## Comparison (D1)",
         "",
