@@ -99,7 +99,8 @@ def _command(c: Context, method: str, model: str, precision: str | None, out: st
     argv += ["--seeds", seeds] if seeds else []
     if c.smoke:
         argv.append("--smoke")
-    if o is not None and (c.smoke or o.device != "cuda"):
+    here = products is None  # a check of another card's series runs on that card, on CUDA
+    if o is not None and here and (c.smoke or o.device != "cuda"):
         argv += ["--device", o.device]
     if o is not None and o.executor:
         argv += ["--executor", o.executor]

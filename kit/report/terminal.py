@@ -32,43 +32,35 @@ def _times(median: float, low: float, high: float, runs: int) -> str:
 
 
 def _side_line(name: str, times: str, publication: str) -> str:
+    name = f"{name:<36}"[: max(36, len(name))] + "  "
     if times:
-        return f"  {name:<34}{times}"
+        return f"  {name}{times}"
     if states.Publication.of(publication) is states.Publication.WITHHELD:
-        return f"  {name:<34}{publication}"
-    return f"  {name:<34}no time"
+        return f"  {name}{publication}"
+    return f"  {name}no time"
 
 
-def _group_lines(r: pd.Series) -> list[str]:
-    """One contender build against PyTorch's fastest complete mode."""
-    mode = r["pytorch_fastest_mode"]
-    contender = f"{r['contender_build']} ({r['build_role']} build)"
-    out = [
-        _side_line(
-            contender,
-            _times(
-                r["contender_median_step_s"],
-                r["contender_min_step_s"],
-                r["contender_max_step_s"],
-                int(r["contender_runs"]),
-            ),  # fmt: skip
-            str(r["publication"]),
-        )
-    ]
+def _group_lines(rows: pd.DataFrame, pytorch_ran: bool) -> list[str]:
+    """Each contender build, PyTorch's fastest complete mode once, then per build the ratio
+    and D1's verdict as the comparison has it, or why there is none."""
+    out = []
+    for _, r in rows.iterrows():
+        times = _times(r["contender_median_step_s"], r["contender_min_step_s"],
+                       r["contender_max_step_s"], int(r["contender_runs"]))  # fmt: skip
+        name = f"contender {r['contender_build']} ({r['build_role']} build)"
+        out.append(_side_line(name, times, str(r["publication"])))
+    first = rows.iloc[0]
+    mode = first["pytorch_fastest_mode"]
     if mode:
-        torch = f"PyTorch {mode} mode (its fastest)"
-        times = _times(r["pytorch_median_step_s"], r["pytorch_min_step_s"],
-                       r["pytorch_max_step_s"], int(r["pytorch_runs"]))  # fmt: skip
-        out.append(_side_line(torch, times, str(r["publication"])))
+        times = _times(first["pytorch_median_step_s"], first["pytorch_min_step_s"],
+                       first["pytorch_max_step_s"], int(first["pytorch_runs"]))  # fmt: skip
+        out.append(_side_line(f"PyTorch {mode} mode (fastest)", times, str(first["publication"])))
     else:
-        out.append("  PyTorch: no mode is complete")
-    ratio = r["ratio"]
-    said = (
-        f"ratio P/M {ratio:.3f} (PyTorch's median over the contender's) · "
-        if not (isinstance(ratio, float) and math.isnan(ratio))
-        else ""
-    )
-    out.append(f"  {said}{r['verdict']}")
+        out.append("  PyTorch: " + ("no mode is complete" if pytorch_ran else "not in this series"))
+    for _, r in rows.iterrows():
+        ratio = r["ratio"]
+        said = "" if math.isnan(float(ratio)) else f"ratio P/M {ratio:.3f} · "
+        out.append(f"  {r['contender_build']}: {said}{r['verdict']}")
     return out
 
 
@@ -96,9 +88,11 @@ def result_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
         cmp = t.comparison
         here = (cmp["card"] == card) & (cmp["model"] == model)
         rows = cmp[here & (cmp["precision"] == precision)]
-        for _, r in rows.iterrows():
-            lines += _group_lines(r)
-        if rows.empty:
+        c = t.configurations
+        mine = c[(c["card"] == card) & (c["model"] == model) & (c["precision"] == precision)]
+        if not rows.empty:
+            lines += _group_lines(rows, bool((mine["side"] == PYTORCH).any()))
+        else:
             lines += _pytorch_only(t, card, model, precision)
         lines += _no_time(t, card, model, precision)
         lines.append("")
