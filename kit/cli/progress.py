@@ -25,7 +25,10 @@ def finished(record: RunRecord) -> str:
     """A finished run in a few words: its step time (§5), or its state and why."""
     if record.status == RunStatus.OK:  # a separate record (§6) has no step time
         return "ok" if record.step_s is None else f"{record.step_s * 1e3:.3f} ms/step"
-    return f"{record.status}: {record.reason}" if record.reason else str(record.status)
+    if not record.reason or record.reason.startswith(record.status):
+        # an out-of-memory run's reason is the program's own line, which may begin so
+        return record.reason or str(record.status)
+    return f"{record.status}: {record.reason}"
 
 
 def plan_lines(configs: list[Config], order: list[PlannedRun], done: set[int]) -> list[str]:

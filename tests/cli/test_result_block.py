@@ -161,8 +161,10 @@ def test_on_a_terminal_each_run_shows_its_step_time_and_report_ends_with_the_res
     timed = records[records["kind"] == "timed"]
     for _, r in timed.iterrows():  # each finished run's own line above the bar
         assert f"run {r['run_id']}: {r['step_s'] * 1e3:.3f} ms/step" in said, said[-3000:]
-    # a profiled run without nsys says so once
+    # a profiled run without nsys says so once, on the bar and in its record
     assert "not profiled: nsys" in said and "not profiled: not profiled" not in said
+    profiled = records[records["kind"] == "profile"]
+    assert len(profiled) and not profiled["reason"].str.startswith("not profiled").any()
     assert "Next:" in said and f"micakit verify {out}" in said
     # `micakit report` on a terminal: the report, then the same block
     printed = on_a_terminal([*run, "report", str(out)], env)
