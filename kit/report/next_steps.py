@@ -24,6 +24,7 @@ from kit.results.run_options import SeriesOptions
 from kit.results.store import ResultsDir
 
 DIR = "DIR"  # the results directory itself, in report.md and report.html
+ELSEWHERE = "RESULTS"  # the results folder of another card's series (7.3's five seeds a side)
 WAY_OUT = "What rule 6 waits for"  # report.md's section, after the summary
 
 
@@ -132,9 +133,9 @@ def needed(c: Context, model: str, precision: str, status: str) -> tuple[Needed,
         what = "method A, five seeds a side" + (
             f", on the {c.five_seed_card} (amendment 7.3)" if elsewhere else ""
         )
-        products = f"RESULTS/{_slug(c.five_seed_card)}" if elsewhere else None
+        products = f"{ELSEWHERE}/{_slug(c.five_seed_card)}" if elsewhere else None
         if elsewhere:  # another card's series and check, run on that card
-            name = f"RESULTS/{_slug(c.five_seed_card)}-check-{model}-{precision}-A"
+            name = f"{products}-check-{model}-{precision}-A"
         out.append(Needed(what, _command(c, "A", model, precision, name, products=products), name))
     if states.METHOD_A_ONE_SEED in missing or (
         states.METHOD_A in missing and not c.smoke and c.card != c.five_seed_card
@@ -205,6 +206,8 @@ def markdown_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     for w in waits:
         wants = "; ".join(n.what for n in w.needs) or w.note
         lines.append(f"- {w.key}: {w.status}. Waits for: {wants}.")
+    if any(ELSEWHERE in x for x in commands(waits)):
+        lines += ["", f"`{ELSEWHERE}/…` stands for the folder of the series of the card named."]
     cmds = commands(waits)
     if cmds:  # an indented block: report.md's code, and report.html's <pre>
         lines += ["", "The checks, then the verdicts gated by them:", ""]

@@ -125,6 +125,8 @@ def next_lines(
         lines.append(f"    {w.key} waits for {wants}")
     for command in next_steps.commands(waits):
         lines.append(f"  {command}")
+    if any(next_steps.ELSEWHERE in x for x in next_steps.commands(waits)):
+        lines.append(f"  ({next_steps.ELSEWHERE}/… is the folder of the series of the card named)")
     if any(w.needs for w in waits):
         lines.append(f"  {next_steps.publish_command(c, waits)}")
     return lines
