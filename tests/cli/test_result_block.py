@@ -71,7 +71,8 @@ def test_a_smoke_series_ends_with_the_result_and_its_commands_lead_to_a_verdict(
     # report.md names them too, DIR standing for the directory
     md = (series / "report.md").read_text()
     assert f"## {next_steps.WAY_OUT}" in md
-    assert md.index(f"## {next_steps.WAY_OUT}") < md.index("<details>")  # on the first screen
+    # a smoke series is a preview: its times come first, the way out after the comparison
+    assert md.index("## Comparison (D1)") < md.index(f"## {next_steps.WAY_OUT}")
     assert "    micakit publish DIR --checks DIR-check-shakespeare-char-float32-A" in md
     # each command as printed: the checks, then publish gates the verdict
     for argv in checks:
@@ -106,6 +107,9 @@ def test_compare_of_a_smoke_series_shows_its_times_as_preparation(tmp_path, cli,
     assert f"`micakit compare {full} {full} --preview`" in res.output
     assert commands(res.output, "correctness") and commands(res.output, "publish")
     assert cli("compare", full, full, "--json").exit_code == 0
+    # its report says what rule 6 waits for right after the summary, on the first screen
+    md = (full / "report.md").read_text()
+    assert md.index("## Summary") < md.index(f"## {next_steps.WAY_OUT}") < md.index("<details>")
 
 
 def test_paths_under_the_runner_image_are_the_hosts(tmp_path, monkeypatch):
