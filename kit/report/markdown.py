@@ -265,7 +265,7 @@ def markdown_report(
         "",
         *overview.summary_lines(rd, t, protocol),
         # rule 6's way out on the first screen where it withholds the times; below the
-        # comparison in a preview, whose times the first screen shows
+        # comparison and configurations in a preview, whose times the first screen shows
         *([] if t.preview else next_steps.markdown_lines(rd, t, protocol)),
         *overview.metadata_lines(rd, t, protocol),
         "## Comparison (D1)",
@@ -273,10 +273,10 @@ def markdown_report(
         *publication_lines(t),
         *gating_lines(rd, gating),
         *comparison_lines(rd, t, protocol.models, smoke_args(rd, protocol), resolved),
-        *(next_steps.markdown_lines(rd, t, protocol) if t.preview else []),
         "## Configurations",
         "",
         *configurations_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
+        *(next_steps.markdown_lines(rd, t, protocol) if t.preview else []),
         *machine_lines(rd, t, protocol),
         *overview.compile_cost_lines(rd, t, protocol),
         *overview.plan_notes(rd),

@@ -71,8 +71,8 @@ def test_a_smoke_series_ends_with_the_result_and_its_commands_lead_to_a_verdict(
     # report.md names them too, DIR standing for the directory
     md = (series / "report.md").read_text()
     assert f"## {next_steps.WAY_OUT}" in md
-    # a smoke series is a preview: its times come first, the way out after the comparison
-    assert md.index("## Comparison (D1)") < md.index(f"## {next_steps.WAY_OUT}")
+    # a smoke series is a preview: its times come first, the way out after their tables
+    assert md.index("## Configurations") < md.index(f"## {next_steps.WAY_OUT}")
     assert "    micakit publish DIR --checks DIR-check-shakespeare-char-float32-A" in md
     # each command as printed: the checks, then publish gates the verdict
     for argv in checks:
