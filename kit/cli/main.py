@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -351,9 +352,11 @@ def series(ctx: click.Context, **opts: Any) -> None:
     from kit.report import publish, tables
     from kit.results import audit, store
 
-    console = Console(stderr=True, quiet=options.level(ctx) == options.QUIET)
+    quiet = options.level(ctx) == options.QUIET
+    console = Console(stderr=True, quiet=quiet)
     s, hooks = assemble.series(assemble.SeriesArgs(**opts), sys.argv, console)
     disk_failed = False
+    published: Tables | None = None
     try:
         s.run()
         if s.complete():
@@ -367,11 +370,28 @@ def series(ctx: click.Context, **opts: Any) -> None:
         hooks.close()
         if s.rd.records() and not disk_failed:
             # D6: numbers only from what a series wrote
-            publish.write(s.rd, tables.tables(s.rd, listing=audit.refuse_if_altered(s.rd)))
+            published = tables.tables(s.rd, listing=audit.refuse_if_altered(s.rd))
+            publish.write(s.rd, published)
         store.publish_modes(s.rd.root)  # whatever the umask, the results are readable (D6)
-    click.echo(f"{s.rd.root / 'report.md'}")
+    if quiet or published is None:  # -q: the report's path alone, for scripts
+        click.echo(f"{s.rd.root / 'report.md'}")
+    else:  # the result in hyperfine's manner, with the commands that apply next
+        _result(s.rd, published, s.executor.host_path)
     if not s.complete():  # pragma: no cover - run() either finishes or raises
         raise UserError("the series stopped before its last run", f"resume {s.rd.root}")
+
+
+def _result(
+    rd: ResultsDir, t: Tables, host_path: Callable[[Path], str | None] | None = None
+) -> None:
+    """The result block on stdout (kit.report.terminal), paths as the user's shell sees them."""
+    from kit.cli import shown  # lazy: the report's modules load with it (start-up speed)
+    from kit.report import terminal
+    from kit.results import store
+
+    where = shown.mapper(host_path)
+    protocol = store.load_protocol(rd)
+    click.echo(terminal.block(rd, t, protocol, where(str(rd.root)), where), nl=False)
 
 
 @main.command("report")
@@ -404,6 +424,8 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
     checks = gating["statuses"] if gating else None
     t = _tables(rd, results, checks, True if preview else None)
     click.echo(summary.text(rd, t) if as_json else publish.report_md(rd, t, gating), nl=False)
+    if not as_json and sys.stdout.isatty():  # on a terminal, the result block ends the report
+        _result(rd, t)
     for line in audit.torn(rd):  # its run reads as not run: the report is of the runs before it
         options.say(f"micakit: {line}")
 

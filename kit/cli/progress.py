@@ -23,6 +23,16 @@ def describe(run: PlannedRun) -> str:
     return run.kind
 
 
+def finished(record: RunRecord) -> str:
+    """A finished run in a few words: its step time (§5), or its state and why."""
+    if record.status == RunStatus.OK:  # a separate record (§6) has no step time
+        return "ok" if record.step_s is None else f"{record.step_s * 1e3:.3f} ms/step"
+    if not record.reason or record.reason.startswith(record.status):
+        # an out-of-memory run's reason is the program's own line, which may begin so
+        return record.reason or str(record.status)
+    return f"{record.status}: {record.reason}"
+
+
 def plan_lines(configs: list[Config], order: list[PlannedRun], done: set[int]) -> list[str]:
     lines = [f"{len(configs)} configurations:"]
     lines += [f"  {i:2d}  {c.id}" for i, c in enumerate(configs)]
@@ -62,12 +72,7 @@ class PlainProgress(Hooks):
 
     def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
         self.finished += 1
-        step = record.step_s
-        shown = f"{step * 1e3:.3f} ms/step" if step is not None else record.reason
-        if shown.startswith(record.status):
-            self._print(f"    {shown}")
-        else:
-            self._print(f"    {record.status}" + (f": {shown}" if shown else ""))
+        self._print(f"    {finished(record)}")
 
     def message(self, text: str) -> None:
         self._print(text)
@@ -106,8 +111,8 @@ class LiveProgress(PlainProgress):
 
     def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
         self.bar.advance(self.task)
-        if record.status != RunStatus.OK:
-            self._print(f"run {run.run_id} {run.config}: {record.status}: {record.reason}")
+        # above the bar, each finished run with its step time, or its state and why
+        self._print(f"{describe(run)} · {run.config} · run {run.run_id}: {finished(record)}")
 
     def close(self) -> None:
         self.bar.stop()

@@ -41,7 +41,7 @@ def prepare(kind: str, spec: RunSpec, executor: Executor, log_dir: Path) -> Prep
     # Docker executor mounts the host's installation read-only, for this run only)
     found = executor.profiler(spec.image, log_dir / "which-nsys")
     if not isinstance(found, Profiler):
-        return Prepared(spec, f"{NOT_PROFILED}: {found}")
+        return Prepared(spec, found)  # the reason alone: the record's status says "not profiled"
     out = Mount("profile", log_dir, read_only=False)
     profile, _ = kernels.nsys_commands(
         spec.argv, f"{executor.where(out)}/{REPORT}", nsys=found.nsys

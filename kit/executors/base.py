@@ -210,3 +210,8 @@ class Executor(abc.ABC):
     def host(self) -> str:
         """The name of the machine the runs run on (the manifest's `host`): this one."""
         return socket.gethostname()
+
+    def host_path(self, path: Path) -> str | None:
+        """Where `path` lies on the engine's host, where the kit runs in a container and can
+        tell (its mounts); None here: the kit's own paths are the user's."""
+        return None

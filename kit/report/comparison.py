@@ -23,7 +23,7 @@ import pandas as pd
 
 from kit.errors import UserError
 from kit.measure import timing
-from kit.report import intervals, tables
+from kit.report import intervals, next_steps, tables
 from kit.report.states import Publication
 from kit.results import audit
 from kit.results.store import ResultsDir, load_protocol
@@ -95,6 +95,8 @@ class Comparison(TypedDict):
     only_in_a: list[OnlyIn]
     only_in_b: list[OnlyIn]
     threshold: float
+    # rule 6's way out where a time is withheld: `--preview`, the checks and the gating commands
+    way_out: list[str]
 
 
 @dataclass(frozen=True)
@@ -106,17 +108,28 @@ class Side:
     configurations: pd.DataFrame
     step_s: dict[str, tuple[float, ...]]  # each configuration's ok timed runs' step times (§5)
     threshold: float  # its protocol's [diagnostics] threshold
+    preview: bool = False  # its times shown labelled preparation (a smoke series always is)
+    way_out: tuple[str, ...] = ()  # the commands that make the checks rule 6 waits for
 
 
 def read(root: Path, *, preview: bool = False) -> Side:
     """A directory's configurations; rule 6 withholds unchecked times unless `preview`."""
     rd = ResultsDir.open(root)
-    # D6: numbers only from what a series wrote
-    t = tables.tables(rd, preview=preview, listing=audit.refuse_if_altered(rd))
+    # D6: numbers only from what a series wrote; a smoke series is the preview it is, as in
+    # `report` (kit.report.tables.is_preview)
+    t = tables.tables(rd, preview=True if preview else None, listing=audit.refuse_if_altered(rd))
     runs = t.runs[(t.runs["kind"] == "timed") & (t.runs["status"] == timing.OK)]
     step_s = {str(c): tuple(g["step_s"].astype(float)) for c, g in runs.groupby("config")}
-    threshold = load_protocol(rd).diagnostics.threshold
-    return Side(root, rd.manifest().protocol_sha256, t.configurations, step_s, threshold)
+    protocol = load_protocol(rd)
+    way_out: tuple[str, ...] = ()
+    if any(Publication.of(p) is Publication.WITHHELD for p in t.configurations["publication"]):
+        c = next_steps.context(rd, protocol, str(root))
+        waits = next_steps.waiting(t, c, protocol)
+        checks = next_steps.commands(waits)
+        way_out = (*checks, next_steps.publish_command(c, waits)) if checks else ()
+    threshold = protocol.diagnostics.threshold
+    sha256 = rd.manifest().protocol_sha256
+    return Side(root, sha256, t.configurations, step_s, threshold, t.preview, way_out)
 
 
 def _state(row: pd.Series) -> str:
@@ -290,11 +303,12 @@ def compare(
         a=str(a.root),
         b=str(b.root),
         protocol_changed=changed,
-        preview=preview,
+        preview=preview or a.preview or b.preview,
         both=both,
         only_in_a=only_a,
         only_in_b=only_b,
         threshold=threshold,
+        way_out=list(dict.fromkeys([*a.way_out, *b.way_out])),
     )
 
 
@@ -342,6 +356,7 @@ def markdown(result: Comparison) -> str:
             f"| {e['card_b']} | {_ms(e['a_s'], e['state_a'])} | {_ms(e['b_s'], e['state_b'])} "
             f"| {ratio} | {overlap} | {e['verdict'] or '—'} | {_interval(e)} | {e['reason']} |"
         )
+    lines += _withheld_lines(result)
     for name, only in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
         if only:
             lines += ["", f"Only in {name}:", ""]
@@ -350,3 +365,20 @@ def markdown(result: Comparison) -> str:
                 for o in only
             ]
     return "\n".join(lines) + "\n"
+
+
+def _withheld_lines(result: Comparison) -> list[str]:
+    """Rule 6's way out, where it withholds a time: `--preview`, or the checks that give it."""
+    states = [x for e in result["both"] for x in (e["state_a"], e["state_b"])]
+    if not any(Publication.of(x) is Publication.WITHHELD for x in states):
+        return []
+    lines = [
+        "",
+        "Rule 6 withholds the times of configurations whose correctness check has not passed. "
+        f"`micakit compare {result['a']} {result['b']} --preview` shows them, labelled "
+        "preparation: not a protocol result.",
+    ]
+    if result.get("way_out"):
+        lines += ["", "The checks that give them a verdict, then the verdicts gated by them:", ""]
+        lines += [f"    {x}" for x in result["way_out"]]
+    return lines

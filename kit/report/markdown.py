@@ -17,7 +17,7 @@ import pandas as pd
 
 from kit.correctness.gate import GatingJson
 from kit.protocol.load import Model, Protocol
-from kit.report import overview, resolution, sidetables, states
+from kit.report import next_steps, overview, resolution, sidetables, states
 from kit.report.footprint_report import footprint_lines
 from kit.report.states import Publication
 from kit.report.tables import GATING, Tables
@@ -273,6 +273,9 @@ def markdown_report(
         title + label,
         "",
         *overview.summary_lines(rd, t, protocol),
+        # rule 6's way out on the first screen where it withholds the times; below the
+        # comparison and configurations in a preview, whose times the first screen shows
+        *([] if t.preview else next_steps.markdown_lines(rd, t, protocol)),
         *overview.metadata_lines(rd, t, protocol),
         "## Comparison (D1)",
         "",
@@ -282,6 +285,7 @@ def markdown_report(
         "## Configurations",
         "",
         *configurations_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
+        *(next_steps.markdown_lines(rd, t, protocol) if t.preview else []),
         *machine_lines(rd, t, protocol),
         *overview.compile_cost_lines(rd, t, protocol),
         *overview.plan_notes(rd),

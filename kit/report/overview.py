@@ -3,8 +3,9 @@ metadata in a collapsible block, and what compiling costs.
 
 The summary gives one line per model and precision: D1's verdict with the two medians and
 their ratio, or why there is none. It is the line most often read alone, so it shows a time
-only beside a verdict: a configuration withheld (rule 6), previewed (rule 9), out of memory,
-void, failed or incomplete reads its state and no number.
+only beside a verdict or labelled as preparation (a preview, whose verdict cell says so): a
+configuration withheld (rule 6), out of memory, void, failed or incomplete reads its state and
+no number.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _said(r: pd.Series) -> str:
         return f"no verdict: {state}"
     publication = states.Publication.of(r["publication"])
     if publication is states.Publication.PREVIEW:
-        return f"no verdict: {states.PREVIEW} (times in the comparison below)"
+        return f"no verdict: {states.PREVIEW}"
     if publication is states.Publication.WITHHELD:
         return f"no verdict: {r['publication']}"
     return str(r["verdict"])
@@ -91,8 +92,9 @@ def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
             continue
         for _, r in mine.iterrows():
             said = _said(r)
-            # a time only beside a verdict: never a withheld, previewed or incomplete one
-            shown = said in VERDICTS
+            # a time beside a verdict, or a preview's labelled as preparation (the first
+            # screen shows the numbers a reader came for); never a withheld or incomplete one
+            shown = said in VERDICTS or said == f"no verdict: {states.PREVIEW}"
             mode = r["pytorch_fastest_mode"]
             against = (
                 words.pytorch_name(found, mode, precision, r["pytorch_attention"] or "—")

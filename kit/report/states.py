@@ -167,3 +167,26 @@ def publication(check: str, preview: bool) -> str:
 def named_card(card: str, named: list[str]) -> bool:
     """D3: the protocol names its cards as NVML names them."""
     return card in named
+
+
+# the checks a status says are missing (kit.correctness.checks.check_verdict's reasons)
+METHOD_A, METHOD_A_ONE_SEED, METHOD_B = "A", "A one seed", "B"
+
+
+def missing_methods(status: str) -> frozenset[str]:
+    """Which checks a configuration's status still waits for: all of them where none of this
+    program ran, else those its reasons name (method A, its one seed on another card, B)."""
+    outcome = CheckOutcome.of(status)
+    if outcome is CheckOutcome.PASSED:
+        return frozenset()
+    if outcome is CheckOutcome.UNBOUND or status == NOT_CHECKED:
+        return frozenset({METHOD_A, METHOD_B})
+    found = set()
+    for reason in status.split("; "):
+        if reason.startswith("method A's one seed"):
+            found.add(METHOD_A_ONE_SEED)
+        elif reason.startswith("method A") and "failed" not in reason:
+            found.add(METHOD_A)
+        elif reason.startswith("method B") and "failed" not in reason:
+            found.add(METHOD_B)
+    return frozenset(found)

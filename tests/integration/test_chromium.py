@@ -176,3 +176,48 @@ def test_the_summary_is_seen_whole_without_scrolling(tmp_path, cli, fake_env):
     run = chromium(pushed, tmp_path / "profile-pushed", f"--screenshot={shot2}", size="1280,800")
     assert run.returncode == 0 and shot2.exists(), run.stderr[-2000:]
     assert colour_rows(shot2, SUMMARY_HEADER, min_run=60) == []
+
+
+MARK = (0xFF, 0x00, 0xFF)  # a colour the page never uses, painted on the cells looked for
+
+
+def marked(page: Path, out: Path, pattern: str, tag: str) -> Path:
+    """A copy of the page whose elements `tag` holding `pattern` are painted MARK, so that a
+    screenshot shows where they lie."""
+    import re
+
+    text = page.read_text("utf-8")
+    found = re.compile(
+        rf"<{tag}(?: [^>]*)?>((?:(?!</{tag}>).)*?{pattern}(?:(?!</{tag}>).)*)</{tag}>", re.S
+    )
+    painted, n = found.subn(rf'<{tag} style="background: #ff00ff">\1</{tag}>', text)
+    assert n, f"no <{tag}> holds {pattern!r}"
+    out.write_text(painted, "utf-8")
+    return out
+
+
+def first_screen_rows(page: Path, profile: Path, name: str) -> list[int]:
+    """The rows of the first 1280×800 screen crossed by a run of MARK."""
+    shot = profile.parent / f"{name}.png"
+    run = chromium(page, profile, f"--screenshot={shot}", size="1280,800")
+    assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+    assert console(run.stderr) == []
+    shutil.copy(shot, artifacts("first_screen") / f"{name}-1280x800.png")
+    return colour_rows(shot, MARK, min_run=30)
+
+
+def test_the_first_screen_holds_the_numbers_or_what_rule_6_waits_for(tmp_path, cli, fake_env):
+    """A preview's first screen shows its medians (the summary's cells that hold a number);
+    a series rule 6 withholds shows, on its first screen, the commands that make its checks.
+    Each check fails on a page that pushes them below the fold."""
+    out = both_sides(tmp_path, cli, fake_env)  # published as a preview
+    numbers = marked(out / "report.html", tmp_path / "numbers.html", r"\d+\.\d{3}", "td")
+    assert first_screen_rows(numbers, tmp_path / "p1", "preview"), "no number on the first screen"
+    pushed = tmp_path / "numbers-pushed.html"
+    filler = '<div style="height: 900px">a long preamble</div>\n<h2 id="summary">'
+    pushed.write_text(numbers.read_text("utf-8").replace('<h2 id="summary">', filler, 1))
+    assert first_screen_rows(pushed, tmp_path / "p2", "preview-pushed") == []
+    # rule 6: no check passed, no preview: what is missing and how to get it
+    assert cli("publish", out).exit_code == 0
+    way_out = marked(out / "report.html", tmp_path / "rule6.html", "micakit correctness", "pre")
+    assert first_screen_rows(way_out, tmp_path / "p3", "rule6"), "the way out is below the fold"

@@ -123,6 +123,14 @@ class DockerExecutor(Executor):
             self._host_paths = detect_host_paths(self.client)
         return self._host_paths
 
+    def host_path(self, path: Path) -> str | None:
+        """The host's path of a path of the kit's, read from its own container's mounts."""
+        try:
+            paths = self.host_paths
+            return paths.to_host(path) if paths.container_id else None
+        except (UserError, docker.errors.DockerException):
+            return None  # under no mount, or the engine does not say: the caller falls back
+
     @property
     def cache_volume(self) -> str:
         return cache_volume_name(self.series_id)
