@@ -42,7 +42,7 @@ def test_every_verdict_has_its_resolution_and_an_older_publication_verifies(
     assert "with 5 rounds no test can reach p < 0.0625" in line and "significant" not in line
     data = json.loads((out / summary.SUMMARY).read_text())
     jsonschema.validate(data, summary.schema())
-    assert data["schema"] == 2
+    assert data["schema"] == 3
     (found,) = [c["resolution"] for c in data["comparisons"]]
     assert found["interval_high"] < 1 and found["told_apart"] and found["paired_rounds"] == 5
     assert found["smallest_paired_p"] == pytest.approx(0.0625)
