@@ -99,6 +99,7 @@ class SeriesArgs:
     input: Path | None
     allow_torch: bool
     tiktoken_files: Path | None
+    aa: tuple[str, ...]
 
 
 # How `micakit series`' parameters and `SeriesOptions`' fields meet; every other parameter is
@@ -158,6 +159,8 @@ def resolve(args: SeriesArgs) -> SeriesOptions:
         data_dir=str(Path(args.data_dir or Path(out) / "work" / "data").resolve()),
         input=_absolute(args.input),
         tiktoken_files=_absolute(args.tiktoken_files),
+        # the A/A rounds' configurations as said: `primary`, `all` or ids, comma-separated or not
+        aa=tuple(w.strip() for said in args.aa for w in said.split(",") if w.strip()),
         executor=args.executor,
         env=_env_pairs(args.env),
         docker_host=args.docker_host,
@@ -371,6 +374,7 @@ def series(args: SeriesArgs, argv: list[str], console: Console) -> tuple[Series,
         compute_capability=float(f"{cc[0]}.{cc[1]}") if cc else None,
         smoke=o.smoke,
         sides=o.sides,
+        aa=o.aa,
         extra={"contender": o.contender or "none given"},
     )
     work = rd.root / "work"

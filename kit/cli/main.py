@@ -281,6 +281,16 @@ def main() -> None:
     type=click.Path(path_type=Path),
     help="GPT-2's vocab.bpe and encoder.json, for offline machines.",
 )
+@click.option(
+    "--aa",
+    multiple=True,
+    is_flag=False,
+    flag_value="primary",
+    metavar="[all|CONFIG]",
+    help="After the timed rounds, A/A rounds: each chosen configuration against its identical "
+    "twin, to measure this card's own noise. Alone: the contender's primary build and "
+    "PyTorch's default mode; `all`; or configurations by id (repeat, or comma-separated).",
+)
 @options.verbosity
 @click.pass_context
 def series(ctx: click.Context, **opts: Any) -> None:
@@ -292,6 +302,7 @@ def series(ctx: click.Context, **opts: Any) -> None:
       micakit series --out results/L4 --contender PATH/TO/mica-program
       micakit series --out results/L4-m1 --model shakespeare-char --precision float32
       micakit series --smoke --device cpu --executor local --out results/smoke
+      micakit series --out results/L4 --contender PATH/TO/mica-program --aa
       micakit series --resume results/L4
     """
     # first, so that a stop or a full disk at any moment of start-up says how to go on

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kit.engine.series import Hooks
-from kit.results.planned import Config, PlannedRun
+from kit.results.planned import AA_KINDS, AA_TWIN, Config, PlannedRun
 from kit.results.records import RunRecord
 from kit.status import RunStatus
 
@@ -18,6 +18,8 @@ from kit.status import RunStatus
 def describe(run: PlannedRun) -> str:
     if run.timed:
         return f"round {run.round}"
+    if run.kind in AA_KINDS:  # the twin by its name, `<config>~aa`
+        return f"A/A round {run.round}" + (" twin" if run.kind == AA_TWIN else "")
     return run.kind
 
 

@@ -19,20 +19,31 @@ from typing import Any
 from kit.engine import extras
 from kit.engine.conditions import CardConditions, MachineConditions
 from kit.engine.engine import Engine, Judged, Kind
-from kit.engine.scheduler import plan
+from kit.engine.scheduler import aa_chosen, plan
 from kit.errors import SeriesFailed, UserError
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.executors.docker import footprint
 from kit.measure import timing
 from kit.protocol.load import FAMILIES, Protocol
 from kit.results import store
-from kit.results.planned import GRAPH_BREAKS, PROFILE, PYTORCH, Config, PlannedRun
+from kit.results.planned import (
+    AA_KINDS,
+    AA_TWIN,
+    GRAPH_BREAKS,
+    PROFILE,
+    PYTORCH,
+    TIMED,
+    Config,
+    PlannedRun,
+    twin_name,
+)
 from kit.results.records import RunRecord
 from kit.results.store import ResultsDir
 from kit.sides.side import RunContext, Side
 from kit.status import FINAL
 
 SEPARATE = (PROFILE, GRAPH_BREAKS)
+NOT_TIMED = (*SEPARATE, *AA_KINDS)  # runs after the rounds: out of memory stops no configuration
 ADJUSTMENTS = store.ADJUSTMENTS  # amendment 5.1: a model whose batch this series halved
 
 
@@ -53,6 +64,7 @@ class SeriesSpec:
     smoke: bool = False
     sides: tuple[str, ...] = ("pytorch", "contender")
     separate_records: bool = True  # §6: profiled runs and graph-break runs after the rounds
+    aa: tuple[str, ...] = ()  # `--aa`: the configurations of the A/A rounds (primary, all, ids)
     extra: dict[str, Any] = field(default_factory=dict)  # side inputs: paths, hashes, images
 
 
@@ -148,7 +160,10 @@ class Series(Kind[PlannedRun]):
             ids = [c.id for c in self.configs]
             compiled = [c.id for c in self.configs if c.side == PYTORCH and c.variant != "eager"]
             separate = [(PROFILE, ids), (GRAPH_BREAKS, compiled)]
-        self.order = plan(self.configs, runs, discarded, separate)
+        primary = {c.id: self._primary(c) for c in self.configs}
+        # the A/A rounds leave the protocol's plan as it was: they follow its timed rounds
+        self.aa = aa_chosen(spec.aa, self.configs, primary)
+        self.order = plan(self.configs, runs, discarded, separate, self.aa)
         self.engine = Engine(rd, protocol, executor, self.order, self)
 
     # -- starting and resuming --------------------------------------------------------------
@@ -164,6 +179,7 @@ class Series(Kind[PlannedRun]):
             "configurations": [c.to_json() for c in self.configs],
             "primary": {c.id: self._primary(c) for c in self.configs},
             "not_measured": self.not_measured,
+            **({"aa": self.aa} if self.aa else {}),
         }
         manifest = {
             "series": dataclasses.asdict(self.spec),
@@ -217,7 +233,7 @@ class Series(Kind[PlannedRun]):
         return {
             r.config
             for r in latest.values()
-            if r.status == timing.OOM and r.kind not in SEPARATE and self._current(r)
+            if r.status == timing.OOM and r.kind not in NOT_TIMED and self._current(r)
         }
 
     def passed_over(self, run: PlannedRun, latest: Mapping[int, RunRecord]) -> bool:
@@ -229,7 +245,7 @@ class Series(Kind[PlannedRun]):
         self.hooks.run_finished(run, record)
         if _buffered(record):
             raise self._buffered_stop(run, record)
-        if record.status == timing.OOM and run.kind not in SEPARATE:
+        if record.status == timing.OOM and run.kind not in NOT_TIMED:
             self.hooks.message(
                 f"{run.config}: out of memory in run {run.run_id}; "
                 "recorded, and the series goes on (amendment 8)"
@@ -255,7 +271,7 @@ class Series(Kind[PlannedRun]):
         return self.by_id[run.config].slug
 
     def title(self, run: PlannedRun) -> str:
-        return f"run {run.run_id} of {run.config}"
+        return f"run {run.run_id} of {twin_name(run.config) if run.kind == AA_TWIN else run.config}"
 
     def head(self, run: PlannedRun) -> dict[str, Any]:
         return {
@@ -370,7 +386,7 @@ class Series(Kind[PlannedRun]):
         """A timed run's whole-run limit: the protocol's factor times its configuration's
         discarded run (which compiled, loaded and warmed everything a timed run reuses), and
         never less than the stall limit."""
-        if planned.kind != "timed":
+        if planned.kind != TIMED and planned.kind not in AA_KINDS:
             return None
         for r in reversed(self.rd.runs()):
             if r.start_ns is None or r.end_ns is None:

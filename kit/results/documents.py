@@ -181,6 +181,7 @@ class Plan:
     primary: Mapping[str, bool] | None = None  # a configuration the verdicts read (amendment 4)
     not_measured: tuple[NotMeasured, ...] | None = None
     schema: int = SCHEMA
+    aa: tuple[str, ...] = ()  # the configurations of the A/A rounds; none before they existed
 
     @property
     def by_id(self) -> dict[str, Config]:
@@ -201,6 +202,8 @@ class Plan:
             out["primary"] = dict(self.primary)
         if self.not_measured is not None:
             out["not_measured"] = [vars(n) for n in self.not_measured]
+        if self.aa:
+            out["aa"] = list(self.aa)
         out["order"] = self.order_json()
         return out
 
@@ -221,6 +224,7 @@ class Plan:
                 configurations=configurations,
                 primary=None if d.get("primary") is None else dict(d["primary"]),
                 not_measured=None if missing is None else tuple(NotMeasured(**n) for n in missing),
+                aa=tuple(str(c) for c in d.get("aa") or ()),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise _malformed(where, e) from None

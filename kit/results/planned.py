@@ -40,6 +40,14 @@ class Config:
 
 
 DISCARDED, TIMED, PROFILE, GRAPH_BREAKS = "discarded", "timed", "profile", "graph-breaks"
+# A/A rounds after the timed rounds: a configuration's own A/A run, and its identical twin's
+AA, AA_TWIN = "aa", "aa-twin"
+AA_KINDS = (AA, AA_TWIN)
+
+
+def twin_name(config_id: str) -> str:
+    """The name a reader sees for a configuration's identical twin in the A/A rounds."""
+    return f"{config_id}~aa"
 
 
 @dataclass(frozen=True)
@@ -50,8 +58,10 @@ class PlannedRun:
 
     run_id: int  # the run's place in the series, fixed before the first run
     config: str = ""  # Config.id; "" for a check's run
-    round: int = 0  # 0 for discarded runs; 1..runs for the timed rounds; runs + 1 after them
-    kind: str = TIMED  # discarded, timed, or one of the separate records of §6; a check's kind
+    # 0 for discarded runs; 1..runs for the timed rounds and again for the A/A rounds; runs + 1
+    # for the separate records of §6
+    round: int = 0
+    kind: str = TIMED  # discarded, timed, aa, aa-twin, or a separate record of §6; a check's kind
     side: str = ""  # a check's run only
     seed: int | None = None  # a check's run only
 

@@ -59,6 +59,7 @@ class SeriesOptions:
     refuse_busy: bool = False
     idle_timeout_s: float = 60.0
     allow_torch: bool = False
+    aa: tuple[str, ...] = ()  # `--aa`: the A/A rounds' configurations (primary, all, or ids)
     python: str | None = None  # not kept unless set: the local PyTorch side's interpreter
 
     def to_json(self) -> dict[str, Any]:
@@ -69,6 +70,7 @@ class SeriesOptions:
         values = _from_json(cls, d, where, UPGRADES)
         for name in ("models", "precisions", "sides"):
             values[name] = tuple(values[name])
+        values["aa"] = tuple(values.get("aa") or ())
         values["env"] = dict(values.get("env") or {})
         return cls(**values)
 

@@ -30,6 +30,7 @@ KEPT = {
     "refuse_busy": False,
     "idle_timeout_s": 60.0,
     "allow_torch": False,
+    "aa": ["primary"],
 }
 
 
@@ -44,6 +45,7 @@ def test_an_older_manifest_gets_the_defaults_its_kit_ran_with():
     older = {k: v for k, v in KEPT.items() if k not in ("allow_torch", "gpu", "nanogpt", "env")}
     o = SeriesOptions.from_json(older)
     assert (o.allow_torch, o.gpu, o.nanogpt, o.env) == (False, None, None, {})
+    assert SeriesOptions.from_json({k: v for k, v in older.items() if k != "aa"}).aa == ()
 
 
 def test_an_unknown_option_is_from_a_newer_kit_and_refused_by_name():
@@ -61,7 +63,7 @@ def test_a_manifest_without_a_required_option_is_refused():
 def test_the_sides_read_the_same_inputs_from_a_series_or_a_check():
     o = SeriesOptions.from_json(KEPT)
     check = {k: v for k, v in KEPT.items() if k not in ("precisions", "env", "refuse_busy",
-             "idle_timeout_s", "allow_torch", "gpu")}  # fmt: skip
+             "idle_timeout_s", "allow_torch", "gpu", "aa")}  # fmt: skip
     check |= {"method": "A", "model": "shakespeare-char", "precision": "float32", "seeds": [1],
               "card": "cpu", "card_info": {"name": "cpu"}}  # fmt: skip
     assert o.inputs() == CheckOptions.from_json(check).inputs()
