@@ -99,7 +99,7 @@ def run_case(case: str, a: argparse.Namespace, tmp: Path) -> dict[str, object]:
     start = time.monotonic()
     with neighbour(case == "nanogpt-busy"):
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "run.py"), "-q", *series_args(case, out, proto, a)],
+            [sys.executable, str(ROOT / "run.py"), *series_args(case, out, proto, a), "-q"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -33,10 +33,8 @@ import pandas as pd
 from kit.measure import timing
 from kit.report import intervals
 from kit.results.documents import Plan
-from kit.results.planned import TIMED
+from kit.results.planned import AA, AA_KINDS, AA_TWIN, TIMED, twin_name
 
-AA, AA_TWIN = "aa", "aa-twin"  # the kinds of A/A runs in plan.json and runs.jsonl
-KINDS = (AA, AA_TWIN)
 TITLE = "A/A not level on this card"
 NAME = "aa"  # tables/aa.csv
 COLUMNS = [
@@ -48,14 +46,9 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def twin_name(config_id: str) -> str:
-    """The twin's name wherever a reader sees it."""
-    return f"{config_id}~aa"
-
-
 def chosen(plan: Plan) -> list[str]:
-    """The configurations the plan runs A/A, in the order of their first A/A run."""
-    return list(dict.fromkeys(r.config for r in plan.order if r.kind in KINDS))
+    """The configurations the plan runs A/A (plan.json's `aa`), else those of its A/A runs."""
+    return list(plan.aa) or list(dict.fromkeys(r.config for r in plan.order if r.kind in AA_KINDS))
 
 
 def _ok(runs: pd.DataFrame, config: str, kind: str) -> pd.Series:
@@ -230,4 +223,4 @@ RUN_FIELDS = ["run_id", "round", "kind", "status", "step_s"]  # summary.json's a
 
 def runs_of(runs: pd.DataFrame, config: str) -> pd.DataFrame:
     """A configuration's A/A runs, the twin's and its own, in the plan's order."""
-    return runs[(runs["config"] == config) & runs["kind"].isin(KINDS)][RUN_FIELDS]
+    return runs[(runs["config"] == config) & runs["kind"].isin(AA_KINDS)][RUN_FIELDS]

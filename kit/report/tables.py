@@ -22,7 +22,7 @@ from kit.protocol.load import Protocol
 from kit.report import aa, clocks, compile_cost, sidetables, states, verdict
 from kit.results import fanout, judging, store
 from kit.results.documents import Plan
-from kit.results.planned import CONTENDER, PYTORCH, Config, PlannedRun
+from kit.results.planned import AA_KINDS, CONTENDER, PYTORCH, Config, PlannedRun
 from kit.results.records import RunRecord
 from kit.results.store import ResultsDir
 
@@ -197,7 +197,7 @@ def configurations_table(
         _, publication = published[c.id]
         ok = np.asarray(st.step_s, dtype=float) if _shown(publication) else np.array([])
         # an A/A run out of memory leaves the configuration's own state alone (kit.report.aa)
-        oom = mine[(mine["status"] == timing.OOM) & ~mine["kind"].isin(aa.KINDS)]
+        oom = mine[(mine["status"] == timing.OOM) & ~mine["kind"].isin(AA_KINDS)]
         notes = [] if st.has_time else [st.shown]
         flagged = timed[timed["flagged"]]
         for _, f in flagged.iterrows():

@@ -12,7 +12,7 @@ import pytest
 
 from kit.report import aa, comparison, resolution, verdict
 from kit.results.documents import Plan
-from kit.results.planned import Config, PlannedRun
+from kit.results.planned import AA, AA_TWIN, Config, PlannedRun
 
 ROUNDS = 5
 CARD, MODEL, PRECISION = "cpu", "M1", "float32"
@@ -64,8 +64,8 @@ def _series(apart: float, noise: float, seed: int = 11, twin_bias: float = 0.0) 
     times = {}
     for c, base in ((TORCH, 0.100), (MICA, 0.100 * (1 - apart))):
         times[(c, "timed")] = _noisy(base, noise, rng)
-        times[(c, aa.AA)] = _noisy(base, noise, rng)
-        times[(c, aa.AA_TWIN)] = _noisy(base * (1 + twin_bias), noise, rng)
+        times[(c, AA)] = _noisy(base, noise, rng)
+        times[(c, AA_TWIN)] = _noisy(base * (1 + twin_bias), noise, rng)
     return _runs(times)
 
 
@@ -139,7 +139,7 @@ def test_the_second_run_of_a_round_two_percent_slower_flags_the_series():
     """A position bias: the twin goes first in odd rounds, the configuration in even ones."""
     second = np.array([1.02 if r % 2 else 1.0 for r in range(1, ROUNDS + 1)])
     own, twin = 0.1 * second, 0.1 * (2.02 - second)  # the one that runs second is 2% slower
-    runs = _runs({(TORCH, aa.AA): own, (TORCH, aa.AA_TWIN): twin, (TORCH, "timed"): own})
+    runs = _runs({(TORCH, AA): own, (TORCH, AA_TWIN): twin, (TORCH, "timed"): own})
     (row,) = aa.table(runs, _plan(runs), THRESHOLD).to_dict("records")  # type: ignore[union-attr]
     assert row["flagged"] and row["ratio"] == pytest.approx(1 / 1.02, abs=0.002)
     assert row["round_to_round_max"] == pytest.approx(1.02 - 1 / 1.02, abs=0.002)
@@ -149,7 +149,7 @@ def test_the_second_run_of_a_round_two_percent_slower_flags_the_series():
 def test_a_a_runs_apart_from_the_timed_runs_flag_the_series():
     rng = np.random.default_rng(3)
     timed, own, twin = _noisy(0.1, 0.001, rng), _noisy(0.11, 0.001, rng), _noisy(0.11, 0.001, rng)
-    runs = _runs({(TORCH, "timed"): timed, (TORCH, aa.AA): own, (TORCH, aa.AA_TWIN): twin})
+    runs = _runs({(TORCH, "timed"): timed, (TORCH, AA): own, (TORCH, AA_TWIN): twin})
     (row,) = aa.table(runs, _plan(runs), THRESHOLD).to_dict("records")  # type: ignore[union-attr]
     assert abs(row["ratio"] - 1) < THRESHOLD  # level with its twin ...
     assert row["flagged"]  # ... but not with its own timed runs
@@ -170,7 +170,7 @@ def test_a_series_without_a_a_runs_has_no_table_and_no_spread():
 
 def test_a_failed_a_a_run_leaves_its_configuration_without_a_ratio():
     runs = _series(apart=0.03, noise=0.003)
-    runs.loc[(runs["config"] == TORCH.id) & (runs["kind"] == aa.AA), "status"] = "failed"
+    runs.loc[(runs["config"] == TORCH.id) & (runs["kind"] == AA), "status"] = "failed"
     table = aa.table(runs, _plan(runs), THRESHOLD)
     assert table is not None
     row = table.set_index("config").loc[TORCH.id]
