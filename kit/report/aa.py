@@ -89,8 +89,9 @@ def of_config(runs: pd.DataFrame, config: str, threshold: float) -> dict[str, An
     rounds = sorted(set(own.index) & set(twin.index))
     ratios = twin[rounds].to_numpy() / own[rounds].to_numpy()
     both = np.concatenate([own.to_numpy(), twin.to_numpy()])
-    both_ran = len(own) and len(twin)
-    iv = intervals.ratio_interval(twin.to_numpy(), own.to_numpy()) if both_ran else None
+    # a bootstrap needs two runs a side; with one (a one-round check) the ratio stands alone
+    resampled = len(own) > 1 and len(twin) > 1
+    iv = intervals.ratio_interval(twin.to_numpy(), own.to_numpy()) if resampled else None
     nan = math.nan
     row: dict[str, Any] = {
         "config": config,
@@ -98,7 +99,7 @@ def of_config(runs: pd.DataFrame, config: str, threshold: float) -> dict[str, An
         "aa_runs": len(both),
         "config_median_step_s": float(np.median(own)) if len(own) else nan,
         "twin_median_step_s": float(np.median(twin)) if len(twin) else nan,
-        "ratio": iv.ratio if iv else nan,
+        "ratio": float(np.median(twin) / np.median(own)) if len(own) and len(twin) else nan,
         "ratio_interval_low": iv.low if iv else nan,
         "ratio_interval_high": iv.high if iv else nan,
         "ratio_min": float(ratios.min()) if len(ratios) else nan,

@@ -215,3 +215,12 @@ def test_compare_reads_three_percent_slower_with_small_noise_as_slower():
     result = comparison.compare(a, _side(b_runs, "b"))
     assert [e["verdict"] for e in result["both"]] == ["slower", "slower"]
     assert len(comparison.slower_than(result, 0.02)) == 2
+
+
+def test_one_a_a_round_gives_a_ratio_without_an_interval():
+    """A one-round series (the device check's): no bootstrap of one run a side."""
+    runs = _runs({(TORCH, "timed"): [0.1], (TORCH, AA): [0.1], (TORCH, AA_TWIN): [0.1005]})
+    (row,) = aa.table(runs, _plan(runs), THRESHOLD).to_dict("records")  # type: ignore[union-attr]
+    assert row["ratio"] == pytest.approx(1.005) and row["aa_spread"] == pytest.approx(0.005)
+    assert math.isnan(row["ratio_interval_low"]) and math.isnan(row["round_to_round_max"])
+    assert not row["flagged"]
