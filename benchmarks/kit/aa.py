@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kit.protocol.load import DEFAULT_PATH  # noqa: E402
+from kit.engine.series import files_beside  # noqa: E402
+from kit.protocol.load import DEFAULT_PATH, load  # noqa: E402
 
 FAKES = ROOT / "tests" / "fakes"
 INPUT = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
@@ -51,6 +53,10 @@ CASES = ("sleep", "nanogpt", "nanogpt-busy")
 def protocol(path: Path, runs: int) -> Path:
     """The kit's protocol with `runs` rounds (timed and smoke), PyTorch's eager mode alone in
     the smoke series, and no wait for a busy CPU (the load is printed beside the figures)."""
+    for name in files_beside(load(DEFAULT_PATH)):  # the patch and the files it names beside it
+        if not Path(name).is_absolute():
+            (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(DEFAULT_PATH.parent / name, path.parent / name)
     text = DEFAULT_PATH.read_text()
     for table in ("timing", "smoke"):
         text = re.sub(
