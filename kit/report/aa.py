@@ -197,9 +197,9 @@ def lines(aa: pd.DataFrame | None, threshold: float, named: list[str], caption: 
     return [
         "## A/A: this card's own noise (the kit's diagnostic, outside §10)",
         "",
-        f"**{TITLE}** for {flagged} of {len(aa)} configurations."
+        f"**{flagged} of {len(aa)} A/A configurations flagged** (the title names them)."
         if flagged
-        else f"The A/A runs of all {len(aa)} chosen configurations are level.",
+        else f"None of the {len(aa)} A/A configurations is flagged.",
         "",
         "After the timed rounds each chosen configuration ran again beside its identical twin "
         "(the same command, named `<config>~aa`), as many A/A rounds as timed rounds, the twin "
