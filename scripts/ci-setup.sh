@@ -42,6 +42,9 @@ packages() {
     # `micakit images push` is tested against a registry of its own on 127.0.0.1
     # (tests/integration/test_registry.py); the test starts it, so its service stays off
     [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+    # `micakit cloud run` pulls each machine's results with rsync (tests/cli/test_cloud.py,
+    # over ssh on loopback in tests/integration/test_cloud_machine.py)
+    command -v rsync >/dev/null || need+=(rsync)
     if [ ${#need[@]} -gt 0 ]; then
         $SUDO apt-get update -q
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \

@@ -3,6 +3,12 @@
 # 7), run a micakit series on it, bring its results directory back, and delete the machine:
 # also when a step fails on the way, on Ctrl-C and on SIGTERM (--keep keeps it for debugging).
 #
+# This script is the path with no extra dependency: bash and the Google Cloud CLI, one machine,
+# the images built on it from this checkout. For several machines, another card or cloud, the
+# released images by digest, and machines that delete themselves when this computer is gone,
+# use `micakit cloud run --machines 1 --instance-type g2-standard-8 --digests digests.json`
+# (pip install 'micakit[cloud]': SkyPilot; docs/reproduce.md).
+#
 # Steps, each a gcloud command printed before it runs (--dry-run prints them and runs none):
 #   1. gcloud compute instances create: a Deep Learning VM image that carries NVIDIA's driver
 #   2. wait until SSH answers
@@ -49,6 +55,8 @@ usage: scripts/rent-g2.sh [OPTIONS] [-- SERIES-ARGS...]
 
 Rent a Google Cloud g2-standard-8 (one NVIDIA L4), run \`micakit series\` on it, copy the
 results directory back, and delete the machine (also when a step fails, or on Ctrl-C).
+The path with no extra dependency (gcloud alone); for a fleet, other cards and machines that
+delete themselves: micakit cloud run (pip install 'micakit[cloud]', docs/reproduce.md).
 
   --project ID    Google Cloud project (default: \$CLOUDSDK_CORE_PROJECT)
   --zone ZONE     a zone with L4s, e.g. us-central1-a (default: \$CLOUDSDK_COMPUTE_ZONE)

@@ -168,7 +168,8 @@ def resolve(args: SeriesArgs) -> SeriesOptions:
         mica_image=args.mica_image,
         gpu=args.gpu,
         refuse_busy=args.refuse_busy,
-        idle_timeout_s=float(args.idle_timeout or 60.0),
+        # 0 waits not at all: it is a value, not a missing one
+        idle_timeout_s=60.0 if args.idle_timeout is None else float(args.idle_timeout),
         # rule 9: a torch other than the protocol's pin runs only when asked, as preparation
         allow_torch=args.allow_torch,
     )

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 
 import click
 
 from kit.cli import options
+from kit.errors import ExitCode
 
 
 @click.group()
@@ -45,6 +47,19 @@ def images() -> None:
 )
 @click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
 @click.option("--tag", "suffix", help="The tag (default: <kit version>-<protocol hash>).")
+@click.option(
+    "--attestations",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("attestations"),
+    show_default=True,
+    help="Where each image's provenance statement (<image>.intoto.json) is written.",
+)
+@click.option(
+    "--check-reproducible",
+    is_flag=True,
+    help="Build each image a second time from the same inputs, every step again, and name "
+    "every file whose list entry, size or content differs (exit 4 where any does).",
+)
 @options.protocol_option
 @options.docker_host_option
 @options.verbosity
@@ -56,17 +71,21 @@ def images_build(
     libs: Path | None,
     nanogpt: Path | None,
     suffix: str | None,
+    attestations: Path,
+    check_reproducible: bool,
     protocol_path: Path | None,
     docker_host: str | None,
 ) -> None:
-    """Build the images through the Docker SDK, streaming the build's output on stderr.
+    """Build the images through the Docker SDK, streaming the build's output on stderr, and
+    write each one's provenance statement (in-toto, SLSA v1) into its folder of attestations.
 
     \b
     Examples:
       micakit images build --contender PATH/TO/mica-program --libs PATH/TO/its-libs
       micakit images build --only pytorch --base micakit-base:bookworm --wheelhouse wheelhouse
+      micakit images build --only mica --contender PROGRAM --check-reproducible
     """
-    from kit.executors.docker import building, connection
+    from kit.executors.docker import building, connection, reproducible
     from kit.executors.docker.failures import guard
     from kit.protocol.load import load
     from kit.sides import workspace
@@ -75,23 +94,33 @@ def images_build(
     if not kinds:
         kinds = ("pytorch", "runner") + (("mica",) if contender else ())
     client = connection.connect(docker_host)
+    build = functools.partial(
+        building.build_images,
+        client,
+        p,
+        list(kinds),
+        base=base,
+        wheelhouse=wheelhouse,
+        contender=contender,
+        libs=libs,
+        pytorch_context=functools.partial(
+            workspace.image_context, p, str(nanogpt) if nanogpt else None
+        ),
+        on_line=options.say,
+    )
     with guard("building the images"):
-        built = building.build_images(
-            client,
-            p,
-            list(kinds),
-            base=base,
-            wheelhouse=wheelhouse,
-            contender=contender,
-            libs=libs,
-            pytorch_context=functools.partial(
-                workspace.image_context, p, str(nanogpt) if nanogpt else None
-            ),
-            suffix=suffix,
-            on_line=options.say,
-        )
+        built = build(suffix=suffix, attestations=attestations)
     for name, image_id in built.items():
         click.echo(f"{name}\t{image_id}")
+    if check_reproducible:
+        with guard("building the images again"):
+            differences = reproducible.check(client, built, build)
+        for line in differences:
+            click.echo(line)
+        if differences:
+            options.say(f"micakit: {len(differences)} differences between the two builds")
+            sys.exit(int(ExitCode.VERIFY_MISMATCH))
+        options.say("the second build holds the same files, sizes and contents")
 
 
 @images.command("push")
@@ -120,6 +149,14 @@ def images_build(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the record printed on stdout to this file (e.g. for a release).",
 )
+@click.option(
+    "--attestations",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("attestations"),
+    show_default=True,
+    help="The statements `images build` wrote: each gains its image's registry digest, and "
+    "each image's SBOM (<image>.cdx.json) is measured beside it; the record names both.",
+)
 @options.protocol_option
 @options.docker_host_option
 @options.verbosity
@@ -129,6 +166,7 @@ def images_push(
     suffix: str | None,
     also: tuple[str, ...],
     digests_path: Path | None,
+    attestations: Path,
     protocol_path: Path | None,
     docker_host: str | None,
 ) -> None:
@@ -142,7 +180,7 @@ def images_push(
       micakit images push --registry 127.0.0.1:5000/ci --only runner --tag ci
       docker run ghcr.io/OWNER/micakit:TAG series --help    (once pushed)
     """
-    from kit.executors.docker import building, registries
+    from kit.executors.docker import attachments, building, kit_images, registries
     from kit.executors.docker.connection import connect
     from kit.executors.docker.failures import guard
     from kit.protocol.load import load
@@ -154,6 +192,9 @@ def images_push(
     p = load(protocol_path)
     client = connect(docker_host)
     with guard("pushing the images"):
+        pushing = list(kinds) or building.built_kinds(client, p, suffix)
+        refs = {kind: kit_images.ref(kind, p, suffix) for kind in pushing}
+        attachments.refuse_unready(client, refs, attestations)  # before anything is pushed
         record = building.push(
             client,
             p,
@@ -163,6 +204,7 @@ def images_push(
             also=tuple(also),
             on_line=options.say,
         )
+        record = attachments.attach(client, record, attestations, options.say)
     text = json.dumps(record, indent=2) + "\n"
     if digests_path:
         store.write_atomic(digests_path, text)

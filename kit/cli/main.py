@@ -202,6 +202,11 @@ def _again(ctx: click.Context) -> str | None:
             "compare",
             "Compare two results directories: does B reproduce A?",
         ),
+        "cloud": (
+            "kit.cli.cloud",
+            "cloud",
+            "Reproduce on rented cards through SkyPilot (pip install 'micakit[cloud]').",
+        ),
         "images": ("kit.cli.images", "images", "The measured images (§8) and the runner image."),
         "footprint": (
             "kit.cli.images",

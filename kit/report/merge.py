@@ -8,7 +8,8 @@ writes `release.csv` (every digit) and `release.md` into a new directory. Refuse
   different kit versions (`kit_version`): their numbers did not come from one procedure;
 - a series that has not finished: a release publishes the protocol's runs, not some of them;
 - a series with a void run: §5 finds a void run's cause before anything is published;
-- two directories of the same card, model and precision: a release publishes one series of each.
+- two directories of the same card, model and precision, unless they ran on two machines (their
+  cards' UUIDs differ, kit.report.machines): a release publishes one series of each machine.
 
 Every comparison row is kept, the deficits with the leads (rule 5), each naming the directory
 its raw logs are in (rule 4), in the order card, model, precision (the protocol file's order).
@@ -26,7 +27,7 @@ import pandas as pd
 from kit.errors import UserError
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import states, tables, words
+from kit.report import machines, states, tables, words
 from kit.report.tables import Tables
 from kit.results import audit, store
 from kit.results.documents import Manifest, Versions
@@ -108,10 +109,16 @@ def open_sources(dirs: Sequence[Path]) -> list[Source]:
 def release_table(sources: Sequence[Source], protocol: Protocol) -> pd.DataFrame:
     """Every source's comparison rows, with the source named, ordered by card, model, precision."""
     rows, columns = [], [SOURCE]
+    fleet = _is_fleet(sources)
+    machine = machines.machine_column({s.name: s.found for s in sources})
     for s in sources:
         c = s.tables.comparison
         columns += [col for col in c.columns if col not in columns]
-        rows += [{SOURCE: s.name, **r} for r in c.to_dict("records")]
+        # several machines of one card name: a row per machine, the machine named
+        extra = {machines.MACHINE: machine[s.name]} if fleet else {}
+        rows += [{SOURCE: s.name, **extra, **r} for r in c.to_dict("records")]
+    if fleet:
+        columns.insert(1, machines.MACHINE)
     table = pd.DataFrame(rows, columns=columns)
     if table.empty:
         return table
@@ -154,6 +161,7 @@ def release_markdown(sources: Sequence[Source], protocol: Protocol, table: pd.Da
         "",
         _series_table(sources),
         "",
+        *_machines_section(sources, table),
         "## Comparison (D1)",
         "",
     ]
@@ -225,17 +233,52 @@ def _check_no_void(name: str, t: Tables) -> None:
 
 
 def _check_one_series_each(sources: Sequence[Source]) -> None:
-    owner: dict[tuple[str, str, str], str] = {}
+    """One series of each card, model and precision on each machine (its card's UUID)."""
+    owners: dict[tuple[str, str, str], list[Source]] = {}
     for s in sources:
         configs = s.tables.configurations
         for key in dict.fromkeys(zip(configs["card"], configs["model"], configs["precision"])):
-            if key in owner:
-                raise UserError(
-                    f"{owner[key]} and {s.name} both measured {' '.join(key)} "
-                    "(card, model, precision); a release publishes one series of each",
-                    "leave one of the two directories out",
-                )
-            owner[key] = s.name
+            for other in owners.get(key, []):
+                if machines.same_card(other.found, s.found):
+                    raise UserError(
+                        f"{other.name} and {s.name} both measured {' '.join(key)} "
+                        "(card, model, precision) on one card (the same UUID in versions.json, "
+                        "or none recorded); a release publishes one series of each machine",
+                        "leave one of the two directories out",
+                    )
+            owners.setdefault(key, []).append(s)
+
+
+def _is_fleet(sources: Sequence[Source]) -> bool:
+    """Whether a card name stands for several machines (cards of two UUIDs) in these sources."""
+    uuids: dict[str, set[str]] = {}
+    for s in sources:
+        uuid = machines.identity(s.found).get("uuid")
+        if uuid:
+            uuids.setdefault(s.manifest.card, set()).add(uuid)
+    return any(len(found) > 1 for found in uuids.values())
+
+
+def _machines_section(sources: Sequence[Source], table: pd.DataFrame) -> list[str]:
+    """The machines, where several share a card name: which, where, what they cost, and the
+    spread between them beside the spread within each."""
+    if not _is_fleet(sources):
+        return []
+    dirs = [s.rd.root for s in sources]
+    found = [s.found for s in sources]
+    lines = ["## Machines", "", *machines.fleet_summary(found, dirs), ""]
+    lines += [machines.machines_table([s.name for s in sources], found, dirs), ""]
+    spreads = None if table.empty else machines.spread_table(table)
+    if spreads:
+        lines += [
+            "Between machines: (largest − smallest) / median of the machines' medians; within "
+            "a machine: the largest (max − min) / median of one machine's timed runs (its "
+            "rounds), in percent.",
+            "",
+            spreads,
+            "",
+        ]
+    return lines
 
 
 # -- formatting -------------------------------------------------------------------------------
@@ -311,9 +354,12 @@ def _comparison_table(sources: Sequence[Source], protocol: Protocol, table: pd.D
         if not r["card_named"]:
             card += f" ({states.NOT_NAMED})"
         smoke = words.smoke_args(s.rd, protocol)
+        # several machines of the card's name: each row names its card (NVML's UUID)
+        machine = {"machine": r[machines.MACHINE]} if machines.MACHINE in r else {}
         rows.append(
             {
                 "card": card,
+                **machine,
                 # §9: every M1 number travels with its model's size, in its own row
                 "model": words.model_words(protocol.models, r["model"], smoke),
                 "precision": r["precision"],

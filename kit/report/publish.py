@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from kit.errors import UserError
-from kit.report import html, rerun, resolution, summary, tables
+from kit.report import html, rerun, resolution, sbom_tie, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
 from kit.report.tables import Tables
 from kit.results import audit, fanout, store, tablefile
@@ -106,6 +106,8 @@ def verify(
         problems += file_differences(rd.root, rel, data)
     made = {*published_files, *(f"tables/{name}.csv" for name, _ in fresh.items())}
     problems += [f"{rel}: a file the report does not make" for rel in _unmade(rd.root, made)]
+    # §8: each image's bill of materials against the footprint the kit measured
+    problems += sbom_tie.differences(rd.root / "footprint")
     return problems
 
 

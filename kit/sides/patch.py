@@ -163,6 +163,13 @@ def apply_patch(
     nothing behind. `files` are the run files copied beside it (the kit's patch is PATCH_PATH).
     """
     src_dir, dest_dir, patch_path = Path(src_dir), Path(dest_dir), Path(patch_path)
+    if not patch_path.is_file():
+        raise UserError(
+            f"the protocol file names nanoGPT's patch {patch_path.name} (§4), which is not at "
+            f"{patch_path}",
+            "put the patch beside the protocol file, or set [nanogpt] patch to the name of the "
+            "patch that lies there",
+        )
     patched: dict[str, str] = {}
     for fp in parse_patch(patch_path.read_text(encoding="utf-8"), patch_path.name):
         f = src_dir / fp.path

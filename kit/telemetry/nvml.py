@@ -61,6 +61,10 @@ class CardInfo:
     cuda_driver_version: str  # the CUDA version the driver supports, e.g. "12.4"
     memory_total_bytes: int
     index: int | None = None
+    # what tells two cards of one name apart beside the UUID (merge: a row per machine); None
+    # where the card does not report it (a GeForce has no serial) or an older kit did not read it
+    serial: str | None = None
+    vbios_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -78,6 +82,8 @@ class CardInfo:
             cuda_driver_version=str(data["cuda_driver_version"]),
             memory_total_bytes=int(data["memory_total_bytes"]),
             index=None if data.get("index") is None else int(data["index"]),
+            serial=_optional_text(data.get("serial")),
+            vbios_version=_optional_text(data.get("vbios_version")),
         )
 
 
@@ -161,6 +167,11 @@ class Card(Protocol):
 # The real card
 
 
+def _optional_text(value: object) -> str | None:
+    text = "" if value is None else str(value).strip()
+    return text or None
+
+
 def _cuda_version(encoded: int) -> str:
     # NVML encodes CUDA 12.4 as 12040.
     return f"{encoded // 1000}.{(encoded % 1000) // 10}"
@@ -223,7 +234,17 @@ class NvmlCard:
             cuda_driver_version=_cuda_version(int(self._call(nv.nvmlSystemGetCudaDriverVersion))),
             memory_total_bytes=int(self._call(nv.nvmlDeviceGetMemoryInfo, h).total),
             index=self._index,
+            serial=self._identity(nv.nvmlDeviceGetSerial, h),
+            vbios_version=self._identity(nv.nvmlDeviceGetVbiosVersion, h),
         )
+
+    def _identity(self, fn: Callable[..., Any], handle: Any) -> str | None:
+        """A field that only names the card: None where this card or driver cannot read it."""
+        try:
+            value = self._call(fn, handle, optional=True)
+        except CardError:
+            return None  # e.g. NVML_ERROR_NO_PERMISSION: the card is still measured
+        return _optional_text(value)
 
     def _process_name(self, pid: int) -> str | None:
         try:

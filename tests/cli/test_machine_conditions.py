@@ -3,6 +3,7 @@ that are not the kit's, and the mark it leaves on every run and in the report.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -88,3 +89,14 @@ def test_refuse_busy_refuses_a_busy_machine_with_a_fix(
     assert result.exit_code == ExitCode.USER_ERROR, result.output
     assert "error: other processes use" in result.output and "fix:" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_idle_timeout_0_waits_not_at_all(tmp_path, protocol, cli, fake_env):
+    # 0 is a value, not a missing one: the manifest keeps it, and a resume reads it back
+    fake_env()
+    out = tmp_path / "r"
+    args = contender_args(out, protocol, "--precision", "float32", "--idle-timeout", "0")
+    assert cli(*args).exit_code == 0
+    options = json.loads((out / "manifest.json").read_text())["options"]
+    assert options["idle_timeout_s"] == 0

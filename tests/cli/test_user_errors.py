@@ -12,7 +12,15 @@ import pytest
 
 from kit.errors import ExitCode
 from kit.results import store
-from tests.conftest import ROOT, contender_args, records, write_protocol
+from tests.conftest import (
+    ROOT,
+    contender_args,
+    edit_protocol,
+    fake_nanogpt_protocol,
+    pytorch_args,
+    records,
+    write_protocol,
+)
 
 
 def _series(tmp_path, fast_protocol, cli, **env):
@@ -72,6 +80,14 @@ def case_time_ms_dash(tmp_path, fast_protocol, cli, monkeypatch):
     return cli("series", "--resume", tmp_path / "r"), "is not a number", ExitCode.SERIES_FAILED
 
 
+def case_missing_patch(tmp_path, fast_protocol, cli, monkeypatch):
+    # a protocol that names a patch beside it that is not there: named, never a traceback
+    bad = edit_protocol(
+        fake_nanogpt_protocol(tmp_path / "p.toml"), {"nanogpt.patch": "no-such.patch"}
+    )
+    return cli(*pytorch_args(tmp_path / "r", bad)), "no-such.patch"
+
+
 def _protocol_case(key: str, value: object, said: str):
     def case(tmp_path, fast_protocol, cli, monkeypatch):
         bad = write_protocol(tmp_path / "bad.toml", changes={key: value})
@@ -86,6 +102,7 @@ CASES = {
     "full disk": case_full_disk,
     "deleted run folder at resume": case_deleted_run_folder_at_resume,
     "time_ms -": case_time_ms_dash,
+    "patch missing": case_missing_patch,
     "tolerance below 0": _protocol_case("timing.cross_check_tolerance", -0.01, "between 0 and 1"),
     "tolerance above 1": _protocol_case("timing.cross_check_tolerance", 1.5, "between 0 and 1"),
     "runs 0": _protocol_case("timing.runs", 0, "timing.runs is 0"),

@@ -311,58 +311,6 @@ def test_kill_9_of_the_kit_removes_its_container_without_a_resume(
         client.api.remove_container(other, force=True)
 
 
-@pytest.fixture
-def ssh_engine(tmp_path):
-    """This machine's own engine behind an SSH server on loopback: `ssh://root@127.0.0.1:PORT`.
-
-    The client's keys and known hosts live in a HOME of the test's own, which the kit (a
-    subprocess) is given, so the user's ~/.ssh is never touched.
-    """
-    import shutil
-    import socket
-
-    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
-    if not Path(sshd).exists() or not shutil.which("ssh-keygen"):
-        pytest.skip(
-            "no OpenSSH server here: `apt-get install openssh-server` (scripts/ci-setup.sh)"
-        )
-    if os.geteuid() != 0:
-        pytest.skip("the loopback SSH server logs in as root, so the test must run as root")
-    keys, home = tmp_path / "sshd", tmp_path / "home"
-    keys.mkdir()
-    (home / ".ssh").mkdir(parents=True)
-    for name in ("host_key", "client_key"):
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)], check=True
-        )
-    (keys / "authorized_keys").write_text((keys / "client_key.pub").read_text())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (keys / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {keys / 'host_key'}\n"
-        f"AuthorizedKeysFile {keys / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
-        "PasswordAuthentication no\nStrictModes no\nUsePAM no\n"
-        f"PidFile {keys / 'sshd.pid'}\n"
-    )
-    host_pub = (keys / "host_key.pub").read_text().split()[:2]
-    (home / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{port} {' '.join(host_pub)}\n")
-    (home / ".ssh" / "config").write_text(f"Host 127.0.0.1\n  IdentityFile {keys / 'client_key'}\n")
-    Path("/run/sshd").mkdir(exist_ok=True)
-    server = subprocess.Popen(
-        [sshd, "-D", "-f", str(keys / "sshd_config"), "-E", str(keys / "sshd.log")]
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    yield f"ssh://root@127.0.0.1:{port}", home
-    server.terminate()
-    server.wait(10)
-
-
 def test_a_series_drives_an_engine_over_ssh(
     client, mica_image, fast_protocol, tmp_path, ssh_engine
 ):

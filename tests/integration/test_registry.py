@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker.errors
@@ -25,78 +22,11 @@ import pytest
 from kit.cli.assemble import series_id
 from kit.executors.docker import building, registries
 from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES, cache_volume_name
+from kit.report import sbom_tie
 from tests.conftest import ROOT, TEXT_INPUT, records
-from tests.integration.conftest import base_image, fake_contender_program
+from tests.integration.conftest import attestations
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-REGISTRY_PROGRAM = "/usr/bin/docker-registry"
-WHEELHOUSE = Path(os.environ.get("MICAKIT_WHEELHOUSE", ROOT / "wheelhouse"))
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory) -> Iterator[str]:
-    """A registry of this test's own on 127.0.0.1 (a free port, a temporary store): its
-    address, HOST:PORT."""
-    program = shutil.which("docker-registry") or REGISTRY_PROGRAM
-    if not Path(program).exists():
-        pytest.skip("no docker-registry here: `apt-get install docker-registry` (ci-setup.sh)")
-    root = tmp_path_factory.mktemp("registry")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (root / "config.yml").write_text(
-        "version: 0.1\nlog:\n  level: warn\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {root / 'store'}\n"
-        f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
-    )
-    log = (root / "registry.log").open("w")
-    server = subprocess.Popen(
-        [program, "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            pytest.fail(f"docker-registry did not answer: {(root / 'registry.log').read_text()}")
-        time.sleep(0.2)
-    yield f"127.0.0.1:{port}"
-    server.terminate()
-    server.wait(10)
-    log.close()
-
-
-@pytest.fixture(scope="module")
-def built(client, tmp_path_factory) -> Iterator[tuple[str, Path]]:
-    """The runner and a Mica image (the fake contender as a one-file program), built by
-    `micakit images build` under a tag of their own; the tag and the program."""
-    base = base_image(client)
-    if not list(WHEELHOUSE.glob("*.whl")):
-        pytest.skip(f"no wheels in {WHEELHOUSE}: `bash scripts/ci-setup.sh` fills it")
-    program = fake_contender_program(tmp_path_factory)
-    tag = f"push-{uuid.uuid4().hex[:8]}"
-    out = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "run.py"), "images", "build"),
-            *("--only", "runner", "--only", "mica", "--contender", str(program)),
-            *("--base", base, "--wheelhouse", str(WHEELHOUSE), "--tag", tag),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    ids = [line.split("\t")[1] for line in out.stdout.splitlines()]
-    yield tag, program
-    for image_id in ids:  # whatever the test left: the built or the pulled images
-        if building.image_id(client, image_id) is not None:
-            client.api.remove_image(image_id, force=True)
 
 
 def run_in(client, image: str, args: list[str], volumes: dict) -> str:
@@ -130,14 +60,25 @@ def push(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_what_cannot_be_pushed_is_the_users_to_fix(client, built):
+def test_what_cannot_be_pushed_is_the_users_to_fix(client, built, tmp_path_factory, tmp_path):
     tag, _ = built
     nothing = push("--registry", "127.0.0.1:1/none", "--tag", f"{tag}-never-built")
     assert nothing.returncode == 2, nothing.stderr
     assert "no image of micakit is built under the tag" in nothing.stderr
     assert "micakit images build" in nothing.stderr
     # port 1: nothing listens there
-    unreachable = push("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica")
+    # an image without its provenance statement is refused before anything is pushed
+    unready = push(
+        *("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica"),
+        *("--attestations", str(tmp_path / "none")),
+    )
+    assert unready.returncode == 2, unready.stderr
+    assert "no provenance statement" in unready.stderr and "pushing" not in unready.stderr
+    assert "micakit images build --attestations" in unready.stderr
+    unreachable = push(
+        *("--registry", "127.0.0.1:1/none", "--tag", tag, "--only", "mica"),
+        *("--attestations", str(attestations(tmp_path_factory))),
+    )
     assert unreachable.returncode == 2, unreachable.stderr
     assert "cannot push 127.0.0.1:1/none/micakit-mica" in unreachable.stderr
     assert "fix: check the registry's address" in unreachable.stderr
@@ -217,14 +158,15 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
 
 
 def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
-    client, registry, built, fast_protocol, tmp_path
+    client, registry, built, fast_protocol, tmp_path, tmp_path_factory
 ):
     tag, program = built
     namespace = f"{registry}/micakit-test"
     digests = tmp_path / "digests.json"
+    attached = attestations(tmp_path_factory)
     done = push(
         *("--registry", namespace, "--tag", tag, "--also-tag", "latest"),
-        *("--digests", str(digests)),
+        *("--digests", str(digests), "--attestations", str(attached)),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads(done.stdout)
@@ -241,6 +183,19 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
         req = urllib.request.Request(url, headers={"Accept": accept})
         with urllib.request.urlopen(req, timeout=10) as r:
             assert r.headers["Docker-Content-Digest"] == runner["digest"]
+    # beside each image, its statement (now with the registry digest) and its SBOM, named
+    for image in (runner, mica):
+        files = image["attachments"]
+        statement = json.loads((attached / files["provenance"]).read_text())
+        assert statement["subject"] == [
+            {"name": image["local"], "digest": {"sha256": image["image_id"].split(":")[1]}},
+            {"name": image["repository"], "digest": {"sha256": image["digest"].split(":")[1]}},
+        ]
+        sbom = json.loads((attached / files["sbom"]).read_text())
+        assert sbom["metadata"]["component"]["version"] == image["image_id"]
+        measured = attached / files["footprint"]
+        assert (measured / "sbom.cdx.json").read_bytes() == (attached / files["sbom"]).read_bytes()
+        assert sbom_tie.folder_differences(measured, attached) == []
 
     # as on a machine that never built them: every local name of both images gone
     for image in (runner, mica):
@@ -249,6 +204,9 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
     # the runner pulled by its digest is the image that was pushed; the Mica image is left to
     # the series, which pulls a side's image that names its registry
     assert registries.pull(client, runner["pinned"]) == runner["image_id"]
+    # the pulled image is the one its statement and its SBOM name
+    statement = json.loads((attached / runner["attachments"]["provenance"]).read_text())
+    assert statement["subject"][0]["digest"]["sha256"] == runner["image_id"].split(":")[1]
     assert building.image_id(client, mica["pinned"]) is None
 
     (tmp_path / "results").mkdir()

@@ -25,6 +25,7 @@ LAYERS = (
     ("engine",),
     ("correctness",),
     ("report",),
+    ("cloud",),  # renting machines through SkyPilot: called by the CLI alone
     ("cli",),
 )
 LAYER = {package: n for n, packages in enumerate(LAYERS) for package in packages}

@@ -12,6 +12,7 @@ import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -21,7 +22,7 @@ import docker.utils.build
 
 from kit import __version__, kit_commit
 from kit.errors import UserError
-from kit.executors.docker import kit_images, registries
+from kit.executors.docker import kit_images, provenance, registries
 from kit.executors.docker.connection import explain
 from kit.protocol.load import FILES, Protocol
 
@@ -46,13 +47,15 @@ def build_image(
     buildargs: Mapping[str, str] | None = None,
     wheelhouse: Path | None = None,
     on_line: Callable[[str], None] | None = None,
+    nocache: bool = False,
 ) -> str:
     """Build `dockerfile` with the files of `context_dir` and return the image's id.
 
     The context honours `context_dir/.dockerignore`; `wheelhouse`, when given, is added as the
     context's `wheelhouse/` folder (any of context_dir's own is left out), so the Dockerfiles
     install from it with no package index; without it, `wheelhouse/` is an empty folder and
-    pip uses the index. The build's output goes to `on_line` as it comes.
+    pip uses the index. The build's output goes to `on_line` as it comes; `nocache` builds
+    every step again (a rebuild that checks the image is reproducible).
     """
     if not dockerfile.is_file():
         raise UserError(f"no Dockerfile at {dockerfile}")
@@ -75,6 +78,7 @@ def build_image(
                 buildargs=buildargs,
                 rm=True,
                 forcerm=True,
+                nocache=nocache,
                 decode=True,
                 timeout=None,
                 use_config_proxy=False,
@@ -156,6 +160,16 @@ def _default_base(dockerfile: Path) -> str | None:
     return m.group(1) if m else None
 
 
+def _base(client: docker.DockerClient, ref: str) -> dict[str, str]:
+    """The base image a build used: its reference, id and registry digests (none where it
+    was built here)."""
+    try:
+        found = client.api.inspect_image(ref)
+    except docker.errors.ImageNotFound:
+        return {"ref": ref}
+    return {"ref": ref, "id": found["Id"], "repo_digests": " ".join(found.get("RepoDigests") or [])}
+
+
 def image_exists(client: docker.DockerClient, ref: str) -> bool:
     try:
         client.api.inspect_image(ref)
@@ -189,11 +203,16 @@ def build_images(
     pytorch_context: Callable[[Path], dict[str, str]] | None = None,
     suffix: str | None = None,
     on_line: Callable[[str], None] | None = None,
+    attestations: Path | None = None,
+    rebuild: bool = False,
 ) -> dict[str, str]:
     """Build the images named in `kinds`; returns each image's reference and id.
 
     `pytorch_context` writes the PyTorch image's context into a folder and returns its build
-    arguments (kit.sides.workspace.image_context: nanoGPT's trees are the side's to make)."""
+    arguments (kit.sides.workspace.image_context: nanoGPT's trees are the side's to make).
+    `attestations`: the folder each image's provenance statement is written to. `rebuild`:
+    every step built again, and no `latest` tag moved (the second build of a reproducibility
+    check)."""
     built = {}
     for kind in kinds:
         dockerfile = FILES / kit_images.DOCKERFILES[kind]
@@ -220,9 +239,22 @@ def build_images(
             if base:
                 args["BASE"] = base
             name = kit_images.ref(kind, protocol, suffix)
-            image_id = build_image(client, dockerfile, context, name, args, wheelhouse, on_line)
-            tag_image(client, image_id, kit_images.NAMES[kind], "latest")
+            started = datetime.now(UTC)
+            image_id = build_image(
+                client, dockerfile, context, name, args, wheelhouse, on_line, rebuild
+            )
+            if not rebuild:
+                tag_image(client, image_id, kit_images.NAMES[kind], "latest")
             built[name] = image_id
+            if attestations is not None:
+                base_ref = args.get("BASE") or _default_base(dockerfile) or ""
+                wheels = sorted(wheelhouse.glob("*.whl")) if wheelhouse else []
+                document = provenance.statement(
+                    name, image_id, dockerfile, context, args, _base(client, base_ref), wheels,
+                    started,
+                )  # fmt: skip
+                path = attestations / provenance.file_name(kit_images.NAMES[kind])
+                provenance.write(path, document)
     return built
 
 

@@ -82,12 +82,12 @@ class FootprintWriter:
         self._rows: list[tuple[str, int, str, str, str]] = []
 
     def add(self, member: tarfile.TarInfo) -> None:
-        path = _absolute(member.name)
+        path = absolute(member.name)
         kind = _TYPES.get(member.type, "other")
         size = member.size if kind == "file" else 0  # a hardlink's bytes count once, at its file
         link = member.linkname if kind in ("symlink", "hardlink") else ""
         if link and kind == "hardlink":
-            link = _absolute(link)  # a hardlink names a member; a symlink keeps its own text
+            link = absolute(link)  # a hardlink names a member; a symlink keeps its own text
         self._rows.append((path, size, kind, f"{member.mode & 0o7777:04o}", link))
 
     def finish(self, image_ref: str, image: Mapping, history: list[Mapping]) -> dict:
@@ -138,13 +138,18 @@ class FootprintWriter:
                 ),
             },
         }
-        with open(self.out_dir / JSON_NAME, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=2, sort_keys=True)
-            f.write("\n")
+        write_record(self.out_dir, record)
         return record
 
 
-def _absolute(name: str) -> str:
+def write_record(out_dir: Path, record: Mapping) -> None:
+    """footprint.json in out_dir, the record as every footprint writes it."""
+    with open(out_dir / JSON_NAME, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def absolute(name: str) -> str:
     while name.startswith("./"):
         name = name[2:]
     name = name.strip("/")

@@ -19,6 +19,7 @@ import docker
 import docker.errors
 
 from kit.errors import UserError
+from kit.executors.docker import sbom
 from kit.executors.docker.building import BUILD_COMMANDS, BUILD_FIX, image_exists
 from kit.executors.docker.footprint import (
     BASE,
@@ -26,6 +27,7 @@ from kit.executors.docker.footprint import (
     ChunkReader,
     FootprintWriter,
     footprint_ratio,
+    write_record,
 )
 from kit.results import store
 
@@ -35,7 +37,9 @@ def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dic
 
     The size is the engine's (all layers, unpacked). The file list is read from the flattened
     filesystem of a container created from the image and never started, as a tar stream.
-    Writes `footprint.json` and `files.tsv` into out_dir, so give each image its own folder.
+    Writes `footprint.json`, `files.tsv` and the image's bill of materials, `sbom.cdx.json`
+    (kit.executors.docker.sbom: every file with its SHA-256, by the package that owns it), into
+    out_dir, so give each image its own folder.
     """
     api = client.api
     try:
@@ -43,7 +47,7 @@ def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dic
     except docker.errors.ImageNotFound:
         raise UserError(f"no image {image_ref} to measure", BUILD_FIX) from None
     history = api.history(image_ref)
-    writer = FootprintWriter(out_dir)
+    writer, contents = FootprintWriter(out_dir), sbom.Contents()
     container = api.create_container(
         image["Id"],
         entrypoint=["/micakit-footprint-never-started"],
@@ -55,9 +59,14 @@ def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dic
         with tarfile.open(fileobj=ChunkReader(chunks), mode="r|") as tar:
             for member in tar:
                 writer.add(member)
+                contents.add(member, tar)  # the same pass hashes each file for the SBOM
     finally:
         api.remove_container(container, force=True)
-    return writer.finish(image_ref, image, history)
+    record = writer.finish(image_ref, image, history)
+    # footprint.json names its SBOM and the SBOM's hash: `verify` finds one removed or edited
+    record["sbom"] = {"file": sbom.SBOM_NAME, "sha256": sbom.write(out_dir, record, contents)}
+    write_record(out_dir, record)
+    return record
 
 
 def measure_footprints(client: docker.DockerClient, refs: Mapping[str, str], out_dir: Path) -> dict:

@@ -87,9 +87,11 @@ def test_both_footprints_and_their_ratio(tmp_path: Path) -> None:
         "footprint/mica",
         "footprint/mica/files.tsv",
         "footprint/mica/footprint.json",
+        "footprint/mica/sbom.cdx.json",
         "footprint/pytorch",
         "footprint/pytorch/files.tsv",
         "footprint/pytorch/footprint.json",
+        "footprint/pytorch/sbom.cdx.json",
         "footprint/ratio.json",
     ]
     assert json.loads((tmp_path / "footprint" / "ratio.json").read_text()) == ratio

@@ -163,6 +163,7 @@ def test_an_engine_failure_in_an_images_command_is_a_user_error(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "p").write_bytes(PROGRAM)
+    monkeypatch.chdir(tmp_path)  # images build writes its statements into ./attestations
     engine = FakeEngine({**images(), "micakit-mica:t": images()["m:1"]})
     monkeypatch.setattr(connection, "connect", lambda host=None, *a: engine.client())
     args = [str(a) for a in COMMANDS[command](tmp_path)]

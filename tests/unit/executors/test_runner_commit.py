@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 def test_images_build_passes_the_kits_commit(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, dict] = {}
 
-    def build_image(client, dockerfile, context, name, args, wheelhouse, on_line):
+    def build_image(client, dockerfile, context, name, args, wheelhouse, on_line, nocache=False):
         seen[Path(dockerfile).name] = dict(args)
         return "sha256:" + "0" * 64
 

@@ -38,13 +38,15 @@ def _series(root: Path, name: str, protocol: Path, precision: str, **fake) -> Pa
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Series made once for the module: two under protocol A, one under B, one out of memory."""
+    """Series made once for the module: three under protocol A, one under B, one out of memory."""
     root = tmp_path_factory.mktemp("series")
     a = write_protocol(root / "a.toml", runs=2)
     b = write_protocol(root / "b.toml", runs=3)  # another protocol file: another hash
     return {
         "f32": _series(root, "f32", a, "float32"),
         "f16": _series(root, "f16", a, "float16", step_ms={"*": 2.0, "mica-strict": 3.0}),
+        # the same configuration as f32, slower: a second machine of a fleet
+        "f32slow": _series(root, "f32slow", a, "float32", step_ms={"*": 3.0}),
         "other": _series(root, "other", b, "float32"),
         # the half build runs out of memory in its first timed run (amendment 8)
         "oom16": _series(root, "oom16", a, "float16", events={"mica-half-intermediates#2": "oom"}),
@@ -206,3 +208,78 @@ def test_a_development_build_is_labelled_preparation_in_the_release(made, tmp_pa
     assert f"- {d}: preparation (a development build, rule 9)" in md  # rule 9
     # step times keep their three decimals in Markdown: median, then range
     assert re.search(r"\| \d+\.\d{3} +\| \d+\.\d{3}–\d+\.\d{3} ", md), md
+
+
+def _machine(src: Path, dest: Path, uuid: str) -> Path:
+    """`src` as if measured on an L4 of its own: the card's name and its identity (NVML)."""
+    d = _copy(src, dest)
+    _edit_json(d / "plan.json", lambda p: [c.update(card="NVIDIA L4") for c in p["configurations"]])
+    _edit_json(d / "manifest.json", lambda m: m["series"].update(card="NVIDIA L4"))
+    card = {"name": "NVIDIA L4", "uuid": uuid, "serial": f"SN-{uuid}", "vbios_version": "95.04"}
+    _edit_json(d / "versions.json", lambda v: v.update(card={**card, "driver_version": "570.1"}))
+    return d
+
+
+def test_machines_of_one_card_name_merge_a_row_each_with_the_spread_between_and_within(
+    made, tmp_path
+):
+    fleet = tmp_path / "fleet"
+    one = _machine(made["f32"], fleet / "machine-1", "GPU-1111")
+    two = _machine(made["f32slow"], fleet / "machine-2", "GPU-2222")
+    machines = [
+        {
+            "directory": "machine-1",
+            "zone": "us-central1-a",
+            "instance_type": "g2-standard-8",
+            "usd": 1.5,
+        },
+        {
+            "directory": "machine-2",
+            "zone": "europe-west4-b",
+            "instance_type": "g2-standard-8",
+            "usd": 2.25,
+        },
+    ]
+    (fleet / "fleet.json").write_text(json.dumps({"schema_version": 1, "machines": machines}))
+    merge.merge([one, two], tmp_path / "release")
+    table = pd.read_csv(tmp_path / "release" / "release.csv", keep_default_na=False)
+    assert list(table.columns[:3]) == ["schema_version", "source", "machine"]
+    assert list(zip(table["machine"], table["source"])) == [
+        ("GPU-1111", str(one)),
+        ("GPU-2222", str(two)),
+    ]
+    md = (tmp_path / "release" / "release.md").read_text()
+    assert "## Machines" in md
+    comparison = md.split("## Comparison (D1)")[1]
+    assert "| card " in comparison and "| machine " in comparison and "| GPU-2222 " in comparison
+    assert "- machines: 2; rented through SkyPilot for $3.75 in all (fleet.json)" in md
+    row = next(line for line in md.splitlines() if "europe-west4-b" in line)  # the machines' table
+    for cell in (
+        str(two),
+        "GPU-2222",
+        "SN-GPU-2222",
+        "95.04",
+        "570.1",
+        "g2-standard-8",
+        "europe-west4-b",
+        "$2.25",
+    ):
+        assert cell in row
+    spread = next(
+        line for line in md.splitlines() if line.startswith("| NVIDIA L4 ") and "| 2 " in line
+    )
+    cells = [c.strip() for c in spread.strip("|").split("|")]
+    between, within = float(cells[5]), float(cells[6])  # the contender's, in percent
+    m1 = table["contender_median_step_s"]
+    assert between == pytest.approx(
+        round(abs(m1[1] - m1[0]) / ((m1[0] + m1[1]) / 2) * 100, 2), abs=0.01
+    )
+    assert 0 <= within and between > 10  # 2.0 against 3.0 ms a step
+
+
+def test_the_same_card_twice_is_still_refused(made, tmp_path):
+    one = _machine(made["f32"], tmp_path / "one", "GPU-1111")
+    again = _machine(made["f32slow"], tmp_path / "again", "GPU-1111")
+    with pytest.raises(UserError, match="on one card") as e:
+        merge.merge([one, again], tmp_path / "release")
+    assert "leave one" in e.value.fix

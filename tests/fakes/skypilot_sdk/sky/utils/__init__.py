@@ -1,0 +1,1 @@
+"""sky.utils, as far as the kit reaches into it."""
