@@ -77,11 +77,11 @@ def test_a_twin_run_slower_flags_every_title_and_stays_out_of_d1(tmp_path, cli, 
     assert f"<title>{title.lstrip('# ')}</title>".replace("&", "&amp;") in html
     (row,) = json.loads((out / summary.SUMMARY).read_text())["aa"]
     assert row["flagged"] and row["ratio"] > 10
-    # D1's tables and merge read the timed runs alone: five, of 1 ms a step (shown: rule 6
+    # D1's tables and merge read the timed runs alone: five of 1 ms a step, not the 20 ms ones (rule 6
     # withholds a time no check has passed, unless previewed)
     assert cli("publish", out, "--preview").exit_code == 0
     (conf,) = pd.read_csv(out / "tables" / "configurations.csv").to_dict("records")
-    assert conf["runs"] == 5 and conf["max_step_s"] < 0.005 and not conf["out_of_memory"]
+    assert conf["runs"] == 5 and conf["max_step_s"] < 0.01 and not conf["out_of_memory"]
     timed = pd.read_csv(out / "tables" / "runs.csv").query("kind == 'timed'")
     assert conf["median_step_s"] == pytest.approx(timed["step_s"].median())
     assert cli("verify", out).exit_code == 0
