@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The device check: one prepared pass over what the kit does on a real NVIDIA card (NVML, a short
-# real series with the local executor and `verify`, float16 through GradScaler, a forced CUDA
-# out-of-memory run, library opens, graph breaks, nsys where it exists), every raw capture and a
-# one-page summary.md in one folder ($OUT when set, else ./device-check). Under 8 minutes on one
-# card. With --device cpu it runs here too, skipping (and naming) what needs a card.
+# real series with the local executor, a short A/A round beside it and `verify`, float16 through
+# GradScaler, a forced CUDA out-of-memory run, library opens, graph breaks, nsys where it exists),
+# every raw capture and a one-page summary.md in one folder ($OUT when set, else ./device-check).
+# Under 8 minutes on one card. With --device cpu it runs here too, skipping (and naming) what needs a card.
 #
 #   bash scripts/device-check.sh --nanogpt PATH --input PATH/input.txt [--device cpu] [--out DIR]
 #       [--protocol FILE] [--contender PROGRAM] [--keep-work]

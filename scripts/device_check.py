@@ -173,7 +173,9 @@ def one_round_protocol(src: Path, folder: Path, *, extra_args: list[str] | None 
 
 def series_step(check: Check, a: argparse.Namespace, card: dict) -> Path | None:
     """M1 (bfloat16 where the card has it, else float32), PyTorch's four modes, the discarded run
-    and one round, with §6's separate records (library opens, graph breaks, nsys), then verify."""
+    and one round, a short A/A round (`--aa`: PyTorch's default mode and the contender's primary
+    build, each beside its twin), §6's separate records (library opens, graph breaks, nsys),
+    then verify."""
     out = check.out / "series"
     try:
         protocol = one_round_protocol(a.protocol, check.out / "protocol-one-round")
@@ -181,7 +183,7 @@ def series_step(check: Check, a: argparse.Namespace, card: dict) -> Path | None:
         check.say("series", "failed", f"{e.message}" + (f"; fix: {e.fix}" if e.fix else ""))
         return None
     args = ["series", "--out", str(out), "--executor", "local", "--protocol", str(protocol)]
-    args += ["--nanogpt", str(a.nanogpt), "--input", str(a.input), "--allow-torch"]
+    args += ["--nanogpt", str(a.nanogpt), "--input", str(a.input), "--allow-torch", "--aa"]
     if a.device == "cpu":
         args += ["--smoke", "--device", "cpu"]
         precision = "float32"
@@ -204,6 +206,24 @@ def series_step(check: Check, a: argparse.Namespace, card: dict) -> Path | None:
     else:
         check.say("verify", "failed", f"exit {code}: {reason(check.out / 'verify.log')}")
     return out
+
+
+def aa_step(check: Check, series: Path | None) -> None:
+    """The series' A/A round (kit/report/aa.py): each chosen configuration against its twin,
+    from tables/aa.csv, which the kit recomputed from the raw logs."""
+    import pandas as pd
+
+    table = series / "tables" / "aa.csv" if series else None
+    if table is None or not table.is_file():
+        check.say("aa", "failed", "the series published no tables/aa.csv")
+        return
+    rows = pd.read_csv(table).to_dict("records")
+    said = [
+        f"{r['config']}: twin / configuration {r['ratio']:.4f}"
+        + (f" (flagged: {r['flag_reasons']})" if r["flagged"] else "")
+        for r in rows
+    ]
+    check.say("aa", "ok" if rows else "failed", "; ".join(said) or "no A/A configuration")
 
 
 def nanogpt_step(
@@ -331,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     check.say("torch", "ok", f"{torch.__version__}, CUDA available: {torch.cuda.is_available()}")
     card = card_step(check, a.device)
     series = series_step(check, a, card)
+    aa_step(check, series)
     float16_step(check, a, series)
     oom_step(check, a, card)
     captures_step(check, series)

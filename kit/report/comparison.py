@@ -23,12 +23,13 @@ import pandas as pd
 
 from kit.errors import UserError
 from kit.measure import timing
-from kit.report import intervals, next_steps, tables
+from kit.report import aa, intervals, next_steps, tables
 from kit.report.states import Publication
 from kit.results import audit
 from kit.results.store import ResultsDir, load_protocol
 
-# 2: each configuration's class, the interval of B / A and the reason; 3: its key "schema_version"
+# 2: each configuration's class, the interval of B / A and the reason; 3: its key "schema_version",
+# and each side's A/A spread (kit.report.aa) where its series measured one
 SCHEMA = 3
 KEY = ["model", "precision", "side", "variant"]
 SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
@@ -81,6 +82,10 @@ class Compared(TypedDict):
     interval_level: float | None
     verdict: str | None
     reason: str
+    # each side's A/A spread of this configuration (the largest distance of an A/A round's
+    # ratio from 1); None where its series ran no A/A runs of it, and its range stands instead
+    aa_spread_a: float | None
+    aa_spread_b: float | None
 
 
 class Comparison(TypedDict):
@@ -108,6 +113,7 @@ class Side:
     configurations: pd.DataFrame
     step_s: dict[str, tuple[float, ...]]  # each configuration's ok timed runs' step times (§5)
     threshold: float  # its protocol's [diagnostics] threshold
+    aa_spread: dict[str, float]  # each configuration's A/A spread, where the series has one
     preview: bool = False  # its times shown labelled preparation (a smoke series always is)
     way_out: tuple[str, ...] = ()  # the commands that make the checks rule 6 waits for
 
@@ -129,7 +135,8 @@ def read(root: Path, *, preview: bool = False) -> Side:
         way_out = (*checks, next_steps.publish_command(c, waits)) if checks else ()
     threshold = protocol.diagnostics.threshold
     sha256 = rd.manifest().protocol_sha256
-    return Side(root, sha256, t.configurations, step_s, threshold, t.preview, way_out)
+    spreads = aa.spreads(t.aa)
+    return Side(root, sha256, t.configurations, step_s, threshold, spreads, t.preview, way_out)
 
 
 def _state(row: pd.Series) -> str:
@@ -163,22 +170,37 @@ def _timed(row: pd.Series | None) -> Timed | None:
 
 def aa_or_range_spread(t: Timed, aa_spread: float | None = None) -> float:
     """How far one side's runs of a configuration spread, relative to its median: its A/A
-    spread (the largest difference between a configuration and its identical twin) where the
-    series measured one, else half its timed runs' range. A/A rounds are not measured yet, so
-    every caller passes None and the range stands."""
+    spread (the largest difference between a configuration and its identical twin in one A/A
+    round, kit.report.aa) where the series measured one, else half its timed runs' range."""
     if aa_spread is not None:
         return aa_spread
     return (t["max"] - t["min"]) / t["median"] / 2
 
 
+def _spread_words(aa_a: float | None, aa_b: float | None) -> str:
+    """What the combined spread is made of: A/A spreads, ranges, or one of each."""
+    if aa_a is None and aa_b is None:
+        return "the runs' ranges"
+    if aa_a is not None and aa_b is not None:
+        return "the two sides' A/A spreads"
+    return "one side's A/A spread and the other's range"
+
+
 def classify(
-    a_s: Sequence[float], b_s: Sequence[float], ta: Timed, tb: Timed, threshold: float
+    a_s: Sequence[float],
+    b_s: Sequence[float],
+    ta: Timed,
+    tb: Timed,
+    threshold: float,
+    aa_spreads: tuple[float | None, float | None] = (None, None),
 ) -> tuple[str, intervals.Interval, str]:
     """Whether B reproduces A: `faster` or `slower` when the interval of B / A lies clear of 1
     by more than the threshold, `same` when the difference lies within the two sides' combined
-    spreads (or under the threshold), `ambiguous` when neither."""
+    spreads (their A/A spreads where measured, else their ranges; or under the threshold),
+    `ambiguous` when neither."""
     iv = intervals.ratio_interval(b_s, a_s)
-    spread = aa_or_range_spread(ta) + aa_or_range_spread(tb)
+    spread = aa_or_range_spread(ta, aa_spreads[0]) + aa_or_range_spread(tb, aa_spreads[1])
+    spread_words = _spread_words(*aa_spreads)
     shown = f"{iv.level:.0%} interval {iv.low:.3f}–{iv.high:.3f}"
     if iv.high < 1 - threshold:
         return (
@@ -194,13 +216,13 @@ def classify(
         )
     difference = abs(iv.ratio - 1)
     if difference <= max(spread, threshold):
-        within = "the runs' ranges" if difference <= spread else f"the threshold {threshold:.1%}"
+        within = spread_words if difference <= spread else f"the threshold {threshold:.1%}"
         return SAME, iv, f"difference {intervals.percent(iv.ratio)}, within {within}"
     return (
         AMBIGUOUS,
         iv,
         (
-            f"difference {intervals.percent(iv.ratio)} beyond the runs' ranges ({spread:.1%}), "
+            f"difference {intervals.percent(iv.ratio)} beyond {spread_words} ({spread:.1%}), "
             f"but the {shown} is not clear of 1 ± {threshold:.1%}"
         ),
     )
@@ -231,12 +253,19 @@ def _compared(
         interval_level=None,
         verdict=None,
         reason="no time on one side" if not (ta and tb) else "",
+        aa_spread_a=a.aa_spread.get(str(ra["config"])),
+        aa_spread_b=b.aa_spread.get(str(rb["config"])),
     )
     if ta and tb:
         entry["ratio_a_over_b"] = ta["median"] / tb["median"]
         entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
         verdict, iv, reason = classify(
-            a.step_s[str(ra["config"])], b.step_s[str(rb["config"])], ta, tb, threshold
+            a.step_s[str(ra["config"])],
+            b.step_s[str(rb["config"])],
+            ta,
+            tb,
+            threshold,
+            (entry["aa_spread_a"], entry["aa_spread_b"]),
         )
         entry["ratio_b_over_a"] = iv.ratio
         entry["interval_b_over_a"] = (iv.low, iv.high)
@@ -341,7 +370,8 @@ def markdown(result: Comparison) -> str:
         "directory's raw logs. A configuration without a time shows its state.",
         "",
         "B against A, the kit's diagnostic (outside §10): `same` where the difference lies "
-        "within the runs' ranges, `faster` or `slower` where the bootstrap interval of B / A "
+        "within the two sides' A/A spreads (their ranges where a series ran no A/A runs), "
+        "`faster` or `slower` where the bootstrap interval of B / A "
         f"lies clear of 1 by more than {result['threshold']:.1%}, `ambiguous` otherwise.",
         "",
         "| model | precision | side | variant | card A | card B | A | B | A / B | ranges overlap "

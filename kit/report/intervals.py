@@ -164,17 +164,28 @@ def rounds_words(rounds: int) -> str:
     return f"with {rounds} rounds a sign test could reach p = {floor:.2g} at best"
 
 
-def words(contender_s: Times, baseline_s: Times, *, rounds_paired: bool = True) -> str:
-    """The resolution beside a verdict: the difference, the interval of the ratio, the paired
-    rounds where the runs pair up, and what the run count can support."""
+def words(
+    contender_s: Times,
+    baseline_s: Times,
+    *,
+    rounds_paired: bool = True,
+    aa_spread: float | None = None,
+) -> str:
+    """The resolution beside a verdict: the difference, this card's A/A spread where the series
+    measured one (kit.report.aa), the interval of the ratio, the paired rounds where the runs
+    pair up, and what the run count can support."""
     iv = ratio_interval(contender_s, baseline_s)
-    head = f"difference {percent(iv.ratio)}"
-    if not can_tell(iv):
+    shown = f"{iv.level:.0%} interval of the ratio {iv.low:.3f}–{iv.high:.3f}"
+    spread = "" if aa_spread is None else f"this card's A/A spread {aa_spread:.1%}"
+    if aa_spread is not None and within(iv.ratio, aa_spread):
         return (
-            f"{head}; {iv.level:.0%} interval of the ratio {iv.low:.3f}–{iv.high:.3f} holds 1: "
-            "these runs cannot tell the two apart"
+            f"difference {percent(iv.ratio)}, within this card's A/A spread: these runs cannot "
+            f"tell the two apart; {spread}; {shown}"
         )
-    parts = [head, f"{iv.level:.0%} interval of the ratio {iv.low:.3f}–{iv.high:.3f}"]
+    head = f"difference {percent(iv.ratio)}" + (f"; {spread}" if spread else "")
+    if not can_tell(iv):
+        return f"{head}; {shown} holds 1: these runs cannot tell the two apart"
+    parts = [head, shown]
     if rounds_paired and len(contender_s) == len(baseline_s):
         p = paired(contender_s, baseline_s)
         n = len(p.ratios)
@@ -184,3 +195,9 @@ def words(contender_s: Times, baseline_s: Times, *, rounds_paired: bool = True) 
         )
         parts.append(rounds_words(n))
     return "; ".join(parts)
+
+
+def within(ratio: float, aa_spread: float) -> bool:
+    """Whether a ratio's distance from 1 lies within an A/A spread: two identical runs on this
+    card differ as much, so the runs cannot tell the two sides apart."""
+    return abs(ratio - 1) <= aa_spread

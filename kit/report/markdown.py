@@ -17,7 +17,7 @@ import pandas as pd
 
 from kit.correctness.gate import GatingJson
 from kit.protocol.load import Model, Protocol
-from kit.report import next_steps, overview, resolution, sidetables, states
+from kit.report import aa, next_steps, overview, resolution, sidetables, states
 from kit.report.footprint_report import footprint_lines
 from kit.report.states import Publication
 from kit.report.tables import GATING, Tables
@@ -71,7 +71,7 @@ def comparison_lines(
         lines.append("")
         lines += _comparison_notes(g)
         if resolved:  # beside each verdict, how far its runs can tell the sides apart
-            found_rows = ((r, resolution.of_row(t.runs, r)) for _, r in g.iterrows())
+            found_rows = ((r, resolution.of_row(t.runs, r, t.aa)) for _, r in g.iterrows())
             lines += [resolution.line(r, x) for r, x in found_rows if x is not None]
         lines.append("")
     return lines
@@ -248,6 +248,16 @@ def machine_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     ]
 
 
+def aa_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
+    """The A/A section (kit.report.aa), each configuration named as §9 names it, each number
+    beside its model's size; nothing for a series without A/A runs."""
+    if t.aa is None:
+        return []
+    text = f"A/A runs of each chosen configuration and its twin; {models_of(t, t.aa, protocol, rd)}"
+    named = names(rd, t, t.aa["config"])
+    return aa.lines(t.aa, protocol.diagnostics.threshold, named, caption(t, text))
+
+
 def markdown_report(
     rd: ResultsDir,
     t: Tables,
@@ -267,6 +277,8 @@ def markdown_report(
     found = rd.versions()
     label = f" — {preparation_label(found)}" if is_preparation(found) else ""
     label += "".join(f" — {x}" for x in labels(t))
+    if level := aa.title_label(t.aa):  # the kit's diagnostic: this card's A/A not level
+        label += f" — {level}"
     smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
     title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
     lines = [
@@ -287,6 +299,7 @@ def markdown_report(
         *configurations_lines(rd, t, protocol.models, smoke_args(rd, protocol)),
         *(next_steps.markdown_lines(rd, t, protocol) if t.preview else []),
         *machine_lines(rd, t, protocol),
+        *aa_lines(rd, t, protocol),
         *overview.compile_cost_lines(rd, t, protocol),
         *overview.plan_notes(rd),
         *footprint_lines(rd.root),  # §8, where the series measured images

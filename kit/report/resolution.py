@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from kit.measure import timing
-from kit.report import intervals
+from kit.report import aa, intervals
 from kit.report.tables import Tables
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.store import ResultsDir
@@ -49,6 +49,7 @@ class Resolution:
     rounds_favour_pytorch: int
     smallest_paired_p: float
     smallest_unpaired_p: float
+    aa_spread: float | None  # this card's A/A spread beside the comparison (kit.report.aa)
     words: str
 
     def to_json(self) -> dict[str, object]:
@@ -69,8 +70,11 @@ def _timed(runs: pd.DataFrame, row: pd.Series, side: str, variant: str) -> pd.Se
     return mine.set_index("round")["step_s"].astype(float)
 
 
-def of_row(runs: pd.DataFrame, row: pd.Series) -> Resolution | None:
-    """The resolution of one row of the comparison table; None where a side shows no time."""
+def of_row(
+    runs: pd.DataFrame, row: pd.Series, aa_table: pd.DataFrame | None = None
+) -> Resolution | None:
+    """The resolution of one row of the comparison table; None where a side shows no time.
+    `aa_table`: the series' A/A table, whose spread stands beside the difference."""
     if math.isnan(row["contender_median_step_s"]) or math.isnan(row["pytorch_median_step_s"]):
         return None
     m = _timed(runs, row, CONTENDER, row["contender_build"])
@@ -79,14 +83,23 @@ def of_row(runs: pd.DataFrame, row: pd.Series) -> Resolution | None:
     rounds = sorted(set(m.index) & set(p.index))
     pair = intervals.paired(m[rounds].to_numpy(), p[rounds].to_numpy()) if rounds else None
     paired_iv = pair.interval if pair else None
-    text = intervals.words(m[rounds].to_numpy(), p[rounds].to_numpy()) if rounds else ""
+    contender_id = f"{row['model']}/{row['precision']}/{CONTENDER}/{row['contender_build']}"
+    pytorch_id = f"{row['model']}/{row['precision']}/{PYTORCH}/{row['pytorch_fastest_mode']}"
+    spread = aa.spread_beside(aa_table, [contender_id, pytorch_id])
+    text = (
+        intervals.words(m[rounds].to_numpy(), p[rounds].to_numpy(), aa_spread=spread)
+        if rounds
+        else ""
+    )
     return Resolution(
         ratio=iv.ratio,
         interval_low=iv.low,
         interval_high=iv.high,
         level=iv.level,
         resamples=iv.resamples,
-        told_apart=intervals.can_tell(iv),
+        # told apart: the interval clear of 1, and the difference beyond this card's A/A spread
+        told_apart=intervals.can_tell(iv)
+        and (spread is None or not intervals.within(iv.ratio, spread)),
         paired_rounds=len(rounds),
         paired_median=pair.median if pair else None,
         paired_min=pair.low if pair else None,
@@ -97,13 +110,15 @@ def of_row(runs: pd.DataFrame, row: pd.Series) -> Resolution | None:
         rounds_favour_pytorch=pair.favour_pytorch if pair else 0,
         smallest_paired_p=intervals.floor_paired_p(len(rounds)),
         smallest_unpaired_p=intervals.floor_unpaired_p(len(m), len(p)),
-        words=text or intervals.words(m.to_numpy(), p.to_numpy(), rounds_paired=False),
+        aa_spread=spread,
+        words=text
+        or intervals.words(m.to_numpy(), p.to_numpy(), rounds_paired=False, aa_spread=spread),
     )
 
 
 def of_comparisons(t: Tables) -> list[Resolution | None]:
     """Each row of the comparison table's resolution, in its order."""
-    return [of_row(t.runs, r) for _, r in t.comparison.iterrows()]
+    return [of_row(t.runs, r, t.aa) for _, r in t.comparison.iterrows()]
 
 
 def line(row: pd.Series, found: Resolution) -> str:

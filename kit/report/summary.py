@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from kit import __version__
-from kit.report import clocks, resolution, states, verdict
+from kit.report import aa, clocks, resolution, states, verdict
 from kit.report.tables import Tables
 from kit.results import store
 from kit.results.planned import CONTENDER
@@ -27,7 +27,8 @@ from kit.results.store import ResultsDir
 SUMMARY = "summary.json"
 SCHEMA = 3  # 2: each comparison's resolution (resolution.py), "clocks", and the comparisons'
 # verdict by cycles and what the clocks say; 3: the version key "schema_version" (was "schema"),
-# and beside each state, verdict and publication its kind (an enum) and its reason (prose);
+# beside each state, verdict and publication its kind (an enum) and its reason (prose), "aa"
+# (kit.report.aa) and each resolution's A/A spread;
 # 1 and 2 still read and verified
 VERSION_KEY = "schema_version"
 # the report's layout since this schema (plots titled with their labels, true axes, report.md
@@ -160,6 +161,8 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
         },
         # the kit's diagnostic outside §10: each timed run's clocks, shares and cycles
         "clocks": _clocks(runs),
+        # the kit's diagnostic outside §10: each chosen configuration's A/A runs beside its twin
+        "aa": _aa(t),
         "versions": versions,
         "files": {
             "manifest": store.MANIFEST,
@@ -200,6 +203,14 @@ def _clocks(runs: pd.DataFrame) -> list[dict[str, Any]]:
     timed = runs[runs["kind"] == "timed"]
     fields = [f for f in CLOCK_FIELDS if f in timed]
     return [{k: _plain(v) for k, v in row.items()} for row in timed[fields].to_dict("records")]
+
+
+def _aa(t: Tables) -> list[dict[str, Any]]:
+    """Per chosen configuration, its A/A row (tables/aa.csv) with its A/A runs; [] for a series
+    without A/A runs."""
+    if t.aa is None:
+        return []
+    return [row | {"runs": _rows(aa.runs_of(t.runs, row["config"]))} for row in _rows(t.aa)]
 
 
 def text(rd: ResultsDir, t: Tables, resolved: bool = True) -> str:

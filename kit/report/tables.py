@@ -19,10 +19,10 @@ import pandas as pd
 from kit.engine.conditions import SAMPLES
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import clocks, compile_cost, sidetables, states, verdict
+from kit.report import aa, clocks, compile_cost, sidetables, states, verdict
 from kit.results import fanout, judging, store
 from kit.results.documents import Plan
-from kit.results.planned import CONTENDER, PYTORCH, Config, PlannedRun
+from kit.results.planned import AA_KINDS, CONTENDER, PYTORCH, Config, PlannedRun
 from kit.results.records import RunRecord
 from kit.results.store import ResultsDir
 
@@ -48,9 +48,12 @@ class Tables:
     missing: tuple[str, ...] = ()
     preview: bool = False  # every time shown, labelled "preparation: not a protocol result"
     card_named: bool = True  # D3: the protocol names this series' card
+    # the A/A runs' table (kit.report.aa); None for a series without them: no tables/aa.csv
+    aa: pd.DataFrame | None = None
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
-        return [(name, getattr(self, name)) for name in TABLES]
+        named = [(name, getattr(self, name)) for name in TABLES]
+        return named if self.aa is None else [*named, (aa.NAME, self.aa)]
 
 
 def runs_table(
@@ -193,7 +196,8 @@ def configurations_table(
         st = found[c.id]
         _, publication = published[c.id]
         ok = np.asarray(st.step_s, dtype=float) if _shown(publication) else np.array([])
-        oom = mine[mine["status"] == timing.OOM]
+        # an A/A run out of memory leaves the configuration's own state alone (kit.report.aa)
+        oom = mine[(mine["status"] == timing.OOM) & ~mine["kind"].isin(AA_KINDS)]
         notes = [] if st.has_time else [st.shown]
         flagged = timed[timed["flagged"]]
         for _, f in flagged.iterrows():
@@ -402,4 +406,5 @@ def tables(
         ),
         preview=preview,
         card_named=card_named,
+        aa=aa.table(runs, plan, protocol.diagnostics.threshold),
     )

@@ -120,6 +120,8 @@ def test_device_check_runs_as_documented_and_names_what_it_skipped(tmp_path, che
     for name in ("card", "float16", "out-of-memory"):
         assert steps[name].startswith("skipped: --device cpu"), steps[name]
     assert steps["captures"].startswith("ok")
+    # a short A/A round: PyTorch's default mode against its twin, from the series' aa.csv
+    assert steps["aa"].startswith("ok: shakespeare-char/float32/pytorch/default: twin / "), steps
     out = copy / "captures"
     # the one-round protocol lies beside copies of the files the protocol names beside itself,
     # so the series read the very bytes the shipped protocol names (and hashed them)
