@@ -84,6 +84,9 @@ ENGINE_FREE = {
     "close_watchdog",
     "close_readers",
     "running",
+    # asks the engine for its own container's mounts, and falls back on any error of it: a path
+    # the caller says another way, never a failure (kit.cli.shown)
+    "host_path",
 }
 
 
