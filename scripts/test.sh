@@ -30,7 +30,17 @@ for d in "${dirs[@]}"; do
     path=${path:+$path:}$d
 done
 rc=0
-env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$VENV/bin/python" -m pytest "$@" || rc=$?
+suite() { env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$VENV/bin/python" -m pytest "$@"; }
+if [ $# -eq 0 ]; then
+    # The whole suite in two parts: the tests that need no Docker engine in four workers
+    # (pytest-xdist; most of their time is fake programs sleeping through their steps, so they
+    # share two cores well), then those that build images and drive the engine one at a time
+    # (they share the engine's tags, its registry and the disk).
+    suite -m "not docker" -n "${MICAKIT_TEST_WORKERS:-4}" || rc=$?
+    suite -m docker || rc=$?
+else
+    suite "$@" || rc=$?
+fi
 
 # `micakit cloud`'s boundary held against the real SkyPilot SDK: the extra micakit[cloud]
 # (about 460 MB with its dependencies, from PyPI) in a venv of its own, so that the kit's venv
