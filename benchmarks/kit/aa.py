@@ -75,7 +75,8 @@ def series_args(case: str, out: Path, proto: Path, a: argparse.Namespace) -> lis
     args += ["--executor", "local", "--model", "shakespeare-char", "--precision", "float32"]
     args += ["--input", str(a.input)]
     if case == "sleep":
-        return [*args, "--no-pytorch", "--contender", str(FAKES / "contender.py"), "--aa"]
+        contender = str(FAKES / "contender.py")
+        return [*args, "--full-cpu", "--no-pytorch", "--contender", contender, "--aa"]
     eager = "shakespeare-char/float32/pytorch/eager"
     return [*args, "--smoke", "--nanogpt", str(a.nanogpt), "--allow-torch", "--aa", eager]
 

@@ -1,0 +1,28 @@
+"""benchmarks/kit/aa.py runs as the README gives it (its case (a), the one needing no nanoGPT),
+so a change to the series' options cannot leave the benchmark broken unnoticed."""
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_the_sleep_case_runs_and_prints_its_ratio_and_goal():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "kit" / "aa.py"),
+            "--case",
+            "sleep",
+            "--runs",
+            "2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "sleep: " in proc.stdout and "A/A ratio" in proc.stdout, proc.stdout
+    assert "goal (ratio within 0.2% of 1, every round within 1%): " in proc.stdout, proc.stdout
