@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from kit.cli.correctness import correctness as correctness_cmd
 from kit.cli.correctness import parse_seeds
-from kit.cli.main import KitGroup
+from kit.cli.group import KitGroup
 from kit.correctness import check_plan, checks, curves, gate, nanogpt_config
 from kit.errors import UserError
 from kit.protocol.load import load
@@ -240,7 +240,7 @@ def test_a_run_killed_without_a_record_runs_again(tmp_path: Path, fakes):
 
 CHECK_MAIN = """
 import sys
-from kit.cli.main import KitGroup
+from kit.cli.group import KitGroup
 from kit.cli.correctness import correctness
 main = KitGroup("micakit")
 main.add_command(correctness)
