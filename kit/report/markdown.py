@@ -184,12 +184,72 @@ def configurations_lines(
 
 
 MACHINE = "The machine through each run"
+# past this many timed runs the section gives a row per configuration, not per run: a table of
+# 15,000 rows is read by no one, and writing it (twice, in report.html) took most of `report`'s
+# time at that scale (benchmarks/kit/scale.py); every run's row stays in tables/runs.csv
+MACHINE_ROWS = 500
+
+
+def _share(x: float) -> str:
+    return "—" if pd.isna(x) else f"{float(x):.0%}"
+
+
+def _step_ms(step_s: float, publication: object) -> str:
+    # rule 6: a withheld configuration's time stays withheld here too
+    if pd.isna(step_s) or Publication.of(publication) is Publication.WITHHELD:
+        return "—"
+    return f"{float(step_s) * 1e3:.3f}"
+
+
+def _machine_run_rows(timed: pd.DataFrame, named: list[str], shown: Mapping) -> list[dict]:
+    return [
+        {
+            "configuration": r["config"],
+            "named (§9)": name,
+            "run": int(r["run_id"]),
+            "step (ms)": _step_ms(r["step_s"], shown.get(r["config"])),
+            "load (1 min) before": "—" if pd.isna(r["load_1m_before"]) else r["load_1m_before"],
+            "others' CPU share before": _share(r["others_cpu_share_before"]),
+            "others' CPU share, timed steps": _share(r["others_cpu_share"]),
+            "CPU clock (MHz)": "not readable"
+            if pd.isna(r["cpu_mhz_median"])
+            else f"{float(r['cpu_mhz_median']):.0f}",
+            "mark": sidetables.BUSY if r["flag_reasons"].startswith(sidetables.BUSY) else "",
+        }
+        for name, (_, r) in zip(named, timed.iterrows())
+    ]
+
+
+def _machine_config_rows(timed: pd.DataFrame, named: dict[str, str], shown: Mapping) -> list[dict]:
+    rows = []
+    for config, g in timed.groupby("config", sort=False):
+        clock = g["cpu_mhz_median"].median()
+        rows.append(
+            {
+                "configuration": config,
+                "named (§9)": named[str(config)],
+                "timed runs": len(g),
+                "median step (ms)": _step_ms(g["step_s"].median(), shown.get(config)),
+                "largest load (1 min) before": "—"
+                if g["load_1m_before"].isna().all()
+                else g["load_1m_before"].max(),
+                "largest others' CPU share before": _share(g["others_cpu_share_before"].max()),
+                "others' CPU share, timed steps (median, largest)": (
+                    f"{_share(g['others_cpu_share'].median())}, "
+                    f"{_share(g['others_cpu_share'].max())}"
+                ),
+                "CPU clock (MHz, median)": "not readable" if pd.isna(clock) else f"{clock:.0f}",
+                "marked": int(g["flag_reasons"].str.startswith(sidetables.BUSY).sum()),
+            }
+        )
+    return rows
 
 
 def machine_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """A CPU series' conditions (§5 on a CPU) beside each timed run's step time: the load and
     other processes' share of the CPUs before it, their share over its timed steps, the CPUs'
-    clock, and the busy mark. Nothing for a series without them (a card's)."""
+    clock, and the busy mark; past MACHINE_ROWS timed runs, the same per configuration.
+    Nothing for a series without them (a card's)."""
     runs = t.runs
     if "busy_share" not in runs:
         return []
@@ -198,50 +258,37 @@ def machine_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
         return []
     shown = dict(zip(t.configurations["config"], t.configurations["publication"]))
     limit = float(timed["busy_share"].iloc[0])
-
-    def share(x: float) -> str:
-        return "—" if pd.isna(x) else f"{float(x):.0%}"
-
-    named = names(rd, t, timed["config"])  # §9: PyTorch by version, mode and attention
-    rows = [
-        {
-            "configuration": r["config"],
-            "named (§9)": name,
-            "run": int(r["run_id"]),
-            # rule 6: a withheld configuration's time stays withheld here too
-            "step (ms)": "—"
-            if pd.isna(r["step_s"])
-            or Publication.of(shown.get(r["config"])) is Publication.WITHHELD
-            else f"{float(r['step_s']) * 1e3:.3f}",
-            "load (1 min) before": "—" if pd.isna(r["load_1m_before"]) else r["load_1m_before"],
-            "others' CPU share before": share(r["others_cpu_share_before"]),
-            "others' CPU share, timed steps": share(r["others_cpu_share"]),
-            "CPU clock (MHz)": "not readable"
-            if pd.isna(r["cpu_mhz_median"])
-            else f"{float(r['cpu_mhz_median']):.0f}",
-            "mark": sidetables.BUSY if r["flag_reasons"].startswith(sidetables.BUSY) else "",
-        }
-        for name, (_, r) in zip(named, timed.iterrows())
-    ]
+    marked = int(timed["flag_reasons"].str.startswith(sidetables.BUSY).sum())
     sizes = models_of(t, timed, protocol, rd)  # §9: every M1 number with its size
-    marked = sum(r["mark"] != "" for r in rows)
+    if len(timed) <= MACHINE_ROWS:
+        rows = _machine_run_rows(timed, names(rd, t, timed["config"]), shown)
+        shows = "Per timed run, beside its step time"
+        title = f"The machine through each timed run; {sizes}"
+    else:
+        configs = pd.Series(timed["config"].unique())
+        named = dict(zip(configs, names(rd, t, configs)))  # §9: PyTorch by version and mode
+        rows = _machine_config_rows(timed, named, shown)
+        shows = (
+            f"With {len(timed)} timed runs, a row per configuration (every run's row is in "
+            "`tables/runs.csv`), beside its median step time"
+        )
+        title = f"The machine through the timed runs of each configuration; {sizes}"
     return [
         f"## {MACHINE}",
         "",
-        f"**{marked} of {len(rows)} timed runs were {sidetables.BUSY}.**"
+        f"**{marked} of {len(timed)} timed runs were {sidetables.BUSY}.**"
         if marked
         else f"No timed run was {sidetables.BUSY}.",
         "",
         "Before every run of this CPU series the kit read the CPUs' counters in /proc: while "
         f"processes other than the kit's and the run's used more than {limit:.0%} of all CPUs' "
         "time (the protocol's conditions.cpu_busy_share), it waited (up to --idle-timeout), "
-        "then let the run go on, marked as measured on a busy machine. Per timed run, beside "
-        "its step time: the load and the others' share of the CPUs before it, their share over "
-        "its timed steps, and the CPUs' clock; a marked run is flagged in the configurations' "
-        "notes, with why. From each run's idle.json and machine.jsonl; every digit is in "
-        "`tables/runs.csv`.",
+        f"then let the run go on, marked as measured on a busy machine. {shows}: the load and "
+        "the others' share of the CPUs before it, their share over its timed steps, and the "
+        "CPUs' clock; a marked run is flagged in the configurations' notes, with why. From "
+        "each run's idle.json and machine.jsonl; every digit is in `tables/runs.csv`.",
         "",
-        caption(t, f"The machine through each timed run; {sizes}"),
+        caption(t, title),
         "",
         pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True),
         "",

@@ -100,3 +100,26 @@ def test_idle_timeout_0_waits_not_at_all(tmp_path, protocol, cli, fake_env):
     assert cli(*args).exit_code == 0
     options = json.loads((out / "manifest.json").read_text())["options"]
     assert options["idle_timeout_s"] == 0
+
+
+def test_past_its_limit_the_section_gives_a_row_per_configuration(
+    tmp_path, protocol, cli, fake_env, monkeypatch
+):
+    from kit.report import markdown
+
+    fake_env()
+    out = tmp_path / "r"
+    small = cli(*contender_args(out, protocol, "--precision", "float32", "--idle-timeout", "0"))
+    assert small.exit_code == 0, small.output
+    report = (out / "report.md").read_text()
+    assert "The machine through each timed run;" in report
+    # the same series past the limit (5 timed runs against a limit of 2): a row per configuration
+    monkeypatch.setattr(markdown, "MACHINE_ROWS", 2)
+    assert cli("publish", out, "--preview").exit_code == 0
+    report = (out / "report.md").read_text()
+    section = report.split("## The machine through each run", 1)[1].split("\n## ", 1)[0]
+    assert "The machine through the timed runs of each configuration;" in section
+    assert "With 5 timed runs, a row per configuration" in section
+    rows = [line for line in section.splitlines() if line.startswith("| shakespeare-char/")]
+    assert len(rows) == 1 and "| 5 " in rows[0], section
+    assert cli("verify", out).exit_code == 0  # recomputed the same way
