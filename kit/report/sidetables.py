@@ -16,7 +16,6 @@ import pandas as pd
 
 from kit.engine import conditions, extras
 from kit.protocol.load import FAMILIES, Protocol
-from kit.results import fanout
 from kit.results.documents import Plan
 from kit.results.planned import GRAPH_BREAKS, PROFILE
 from kit.results.store import RECORDS, ResultsDir
@@ -36,35 +35,28 @@ def conditions_columns(
 ) -> pd.DataFrame:
     """Per run: peak memory (whole run) and the window's clocks and clock events. `listing`:
     what each run folder holds (`ResultsDir.listing`)."""
+    rows = []
     starts, ends = runs["window_start_ns"].tolist(), runs["window_end_ns"].tolist()
-
-    def one(
-        run: tuple[int, str, float | None, float | None],
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        run_id, log_dir, lo, hi = run
-        held = listing.get(log_dir, ())
+    for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends):
         summary = (
             conditions.run_summary(rd.root / log_dir, _int(lo), _int(hi))
-            if f"{log_dir}/{conditions.SAMPLES}" in held
+            if f"{log_dir}/{conditions.SAMPLES}" in listing.get(log_dir, ())
             else {}  # a run without samples (a CPU series, a skipped profile)
         )
-        machine = (
-            {"run_id": run_id, **conditions.machine_summary(rd.root / log_dir, _int(lo), _int(hi))}
-            if f"{log_dir}/{conditions.MACHINE}" in held
-            else {"run_id": run_id}  # a card's run, or one from a kit that did not sample the CPUs
-        )
-        return conditions_row(run_id, summary), machine
-
-    # thousands of runs, each its own files to read: on every core (kit.results.fanout)
-    both = fanout.map_in_order(one, list(zip(runs["run_id"], runs["log_dir"], starts, ends)))
-    table = pd.DataFrame([row for row, _ in both], columns=[
+        rows.append(conditions_row(run_id, summary))
+    table = pd.DataFrame(rows, columns=[
         "run_id", "peak_memory_bytes", "sm_clock_median_mhz", "temperature_max_c",
         "power_median_w", "thermal_event_samples", "power_event_samples",
         "hw_slowdown_event_samples", "sample_count", "mem_clock_median_mhz",
         "throttled_samples",
         *(f"{name}_samples" for name in REASONS),
     ])  # fmt: skip
-    machine = [m for _, m in both]
+    machine = [
+        {"run_id": run_id, **conditions.machine_summary(rd.root / log_dir, _int(lo), _int(hi))}
+        if f"{log_dir}/{conditions.MACHINE}" in listing.get(log_dir, ())
+        else {"run_id": run_id}  # a card's run, or one from a kit that did not sample the CPUs
+        for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends)
+    ]
     return table.merge(pd.DataFrame(machine, columns=MACHINE_COLUMNS), on="run_id", how="left")
 
 
