@@ -569,11 +569,9 @@ def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_pa
         gate.checks_for_series(series, [series])
 
 
-@pytest.mark.slow
-def test_report_gives_a_verdict_only_where_the_checks_passed(tmp_path: Path, fakes, cli):
-    import pandas as pd
-
-    fakes()
+def smoke_series_of_both_sides(tmp_path: Path, cli):
+    """A CPU smoke series of the stand-in nanoGPT and the fake contender, with the fakes as the
+    caller set them: (its folder, the nanoGPT tree, the protocol, click's result)."""
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
     series = tmp_path / "series"
     made = cli(
@@ -582,6 +580,15 @@ def test_report_gives_a_verdict_only_where_the_checks_passed(tmp_path: Path, fak
         CONTENDER, "--model", "shakespeare-char", "--precision", "float32",
     )  # fmt: skip
     assert made.exit_code == 0, made.output
+    return series, tree, protocol, made
+
+
+@pytest.mark.slow
+def test_report_gives_a_verdict_only_where_the_checks_passed(tmp_path: Path, fakes, cli):
+    import pandas as pd
+
+    fakes()
+    series, tree, protocol, _ = smoke_series_of_both_sides(tmp_path, cli)
     a, b = tmp_path / "a", tmp_path / "b"
     for out, method in ((a, "A"), (b, "B")):
         result = cli(*check_args(out, protocol, tree, method, "--products", series))

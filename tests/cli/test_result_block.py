@@ -16,21 +16,14 @@ import pytest
 
 from kit.cli import shown
 from kit.report import next_steps
-from tests.cli.test_correctness_cmd import STAND_IN_MODEL, nanogpt_tree
-from tests.conftest import CONTENDER, ROOT, TEXT_INPUT, contender_args, write_protocol
+from tests.cli.test_correctness_cmd import smoke_series_of_both_sides
+from tests.conftest import ROOT, contender_args, write_protocol
 
 
 def smoke_series(tmp_path, cli, fake_env):
     """A CPU smoke series of both sides (the fake nanoGPT and the fake contender)."""
     fake_env(step_ms={"*": 0.2})
-    tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
-    series = tmp_path / "series"
-    made = cli(
-        "series", "--out", series, "--protocol", protocol, "--smoke", "--device", "cpu",
-        "--executor", "local", "--nanogpt", tree, "--input", TEXT_INPUT, "--contender",
-        CONTENDER, "--model", "shakespeare-char", "--precision", "float32",
-    )  # fmt: skip
-    assert made.exit_code == 0, made.output
+    series, _, _, made = smoke_series_of_both_sides(tmp_path, cli)
     return series, made
 
 

@@ -22,16 +22,23 @@ def _strict(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-@pytest.mark.slow  # runs whole series: more than a few seconds
-def test_summary_holds_states_times_and_links_and_follows_its_schema(
-    tmp_path, fast_protocol, fake_env, cli
-):
+def _series_with_an_oom(tmp_path, fast_protocol, fake_env, cli):
+    """A contender series of both precisions whose mica-half-intermediates runs out of memory
+    in its third run."""
     fake_env(step_ms={"*": 2.0}, events={"mica-half-intermediates#3": "oom"})
     out = tmp_path / "r"
     res = cli(
         *contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
     )
     assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.mark.slow  # runs whole series: more than a few seconds
+def test_summary_holds_states_times_and_links_and_follows_its_schema(
+    tmp_path, fast_protocol, fake_env, cli
+):
+    out = _series_with_an_oom(tmp_path, fast_protocol, fake_env, cli)
     data = _strict((out / summary.SUMMARY).read_text())
     jsonschema.validate(data, summary.schema())
     by_variant = {c["variant"]: c for c in data["configurations"] if c["precision"] == "float16"}
@@ -80,12 +87,7 @@ def _described(schema: dict, document: object, where: str = "") -> list[str]:
 def test_every_field_is_described_and_typed_and_prose_has_its_enum_beside_it(
     tmp_path, fast_protocol, fake_env, cli
 ):
-    fake_env(step_ms={"*": 2.0}, events={"mica-half-intermediates#3": "oom"})
-    out = tmp_path / "r"
-    res = cli(
-        *contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
-    )
-    assert res.exit_code == 0, res.output
+    out = _series_with_an_oom(tmp_path, fast_protocol, fake_env, cli)
     for preview in (False, True):
         if preview:
             assert cli("publish", out, "--preview").exit_code == 0
