@@ -24,7 +24,6 @@ from kit.cli import options
 from kit.cli.assemble import build_sides, executor
 from kit.cli.options import say
 from kit.correctness import check_md, check_plan, check_run, checks
-from kit.engine.series import ADJUSTMENTS
 from kit.errors import ExitCode, Interrupted, UserError
 from kit.protocol.load import Protocol, load
 from kit.results import store
@@ -169,10 +168,10 @@ def resolve(args: CheckArgs) -> CheckOptions:
 
 def _halved_batch(products: str | None, model: str) -> int | None:
     """Amendment 5.1: where the card's series halved the model's batch, its check does too."""
-    path = Path(products or "") / ADJUSTMENTS
+    path = Path(products or "") / store.ADJUSTMENTS
     if not products or not path.is_file():
         return None
-    adjusted = store.ResultsDir(Path(products)).read_json(ADJUSTMENTS).get(model)
+    adjusted = store.ResultsDir(Path(products)).read_json(store.ADJUSTMENTS).get(model)
     return int(adjusted["batch_size"]) if adjusted else None
 
 

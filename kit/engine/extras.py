@@ -10,19 +10,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import pandas as pd
-
 from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
 from kit.measure import timing
-from kit.measure.stamped import read_stamped
 from kit.protocol.load import Grammar, Timing
 from kit.results import judging
 from kit.results.planned import GRAPH_BREAKS, PROFILE
+from kit.results.rawfiles import STATS_DIR, graph_break_counts, kernel_table
 from kit.telemetry import graphbreaks, kernels
 
 NOT_PROFILED = judging.NOT_PROFILED
 REPORT = "profile"  # the report's name in the run's folder: profile.nsys-rep
-STATS_DIR = "nsys-stats"  # the stamped output of `nsys stats`: the raw kernel table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,20 +81,6 @@ def finish(
         "nsys": found.nsys,
         "nsys_from": found.origin,
     }
-
-
-def kernel_table(log_dir: Path) -> pd.DataFrame:
-    """The kernel table of a profiled run, parsed from the raw output of `nsys stats`."""
-    text = "\n".join(x.text for x in read_stamped(log_dir / STATS_DIR / "stdout.log"))
-    return kernels.parse_nsys_kernsum(text)
-
-
-def graph_break_counts(log_dir: Path) -> dict:
-    """The counts of a graph-break run, from its raw stamped stderr (and stdout)."""
-    text = "\n".join(
-        x.text for name in ("stderr.log", "stdout.log") for x in read_stamped(log_dir / name)
-    )
-    return graphbreaks.parse_graph_break_log(text).to_dict()
 
 
 def judge(kind: str, outcome: RunOutcome, grammar: Grammar, t: Timing) -> timing.Outcome:

@@ -44,7 +44,6 @@ from kit.status import FINAL
 
 SEPARATE = (PROFILE, GRAPH_BREAKS)
 NOT_TIMED = (*SEPARATE, *AA_KINDS)  # runs after the rounds: out of memory stops no configuration
-ADJUSTMENTS = store.ADJUSTMENTS  # amendment 5.1: a model whose batch this series halved
 
 
 def _buffered(record: RunRecord) -> bool:
@@ -307,7 +306,9 @@ class Series(Kind[PlannedRun]):
             if ids and all(o and o.status == timing.OOM and self._current(o) for o in outcomes):
                 batch = self.batches().get(config.model, model.batch_size)
                 adjustments = (
-                    self.rd.read_json(ADJUSTMENTS) if (self.rd.root / ADJUSTMENTS).exists() else {}
+                    self.rd.read_json(store.ADJUSTMENTS)
+                    if (self.rd.root / store.ADJUSTMENTS).exists()
+                    else {}
                 )
                 adjustments[config.model] = {
                     "batch_size": batch // 2,
@@ -315,7 +316,7 @@ class Series(Kind[PlannedRun]):
                     f"(its discarded runs {sorted(first.values())} ran out of memory); the "
                     "batch halves for both sides (amendment 5.1)",
                 }
-                self.rd.write_json(ADJUSTMENTS, adjustments)
+                self.rd.write_json(store.ADJUSTMENTS, adjustments)
                 self.hooks.message(f"{config.model}: {adjustments[config.model]['because']}")
                 return True
         return False

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from kit.engine import conditions, extras
 from kit.protocol.load import FAMILIES, Protocol
+from kit.results import rawfiles
 from kit.results.documents import Plan
 from kit.results.planned import GRAPH_BREAKS, PROFILE
 from kit.results.store import RECORDS, ResultsDir
@@ -39,8 +39,8 @@ def conditions_columns(
     starts, ends = runs["window_start_ns"].tolist(), runs["window_end_ns"].tolist()
     for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends):
         summary = (
-            conditions.run_summary(rd.root / log_dir, _int(lo), _int(hi))
-            if f"{log_dir}/{conditions.SAMPLES}" in listing.get(log_dir, ())
+            rawfiles.run_summary(rd.root / log_dir, _int(lo), _int(hi))
+            if f"{log_dir}/{rawfiles.SAMPLES}" in listing.get(log_dir, ())
             else {}  # a run without samples (a CPU series, a skipped profile)
         )
         rows.append(conditions_row(run_id, summary))
@@ -52,8 +52,8 @@ def conditions_columns(
         *(f"{name}_samples" for name in REASONS),
     ])  # fmt: skip
     machine = [
-        {"run_id": run_id, **conditions.machine_summary(rd.root / log_dir, _int(lo), _int(hi))}
-        if f"{log_dir}/{conditions.MACHINE}" in listing.get(log_dir, ())
+        {"run_id": run_id, **rawfiles.machine_summary(rd.root / log_dir, _int(lo), _int(hi))}
+        if f"{log_dir}/{rawfiles.MACHINE}" in listing.get(log_dir, ())
         else {"run_id": run_id}  # a card's run, or one from a kit that did not sample the CPUs
         for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends)
     ]
@@ -177,9 +177,9 @@ def kernel_tables(
     tables, grouped, attention, unreadable = [], [], {}, []
     for _, r in runs[(runs["kind"] == "profile") & (runs["status"] == RunStatus.OK)].iterrows():
         try:
-            t = extras.kernel_table(rd.root / r["log_dir"])
+            t = rawfiles.kernel_table(rd.root / r["log_dir"])
         except kernels.KernelTableError as e:
-            where = f"{r['log_dir']}/{extras.STATS_DIR}"
+            where = f"{r['log_dir']}/{rawfiles.STATS_DIR}"
             unreadable.append(
                 f"{r['config']} has no kernel table: nsys stats' output in {where} "
                 f"cannot be read ({e})"
@@ -227,7 +227,7 @@ def graph_breaks_table(rd: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
                 }
             )
             continue
-        counts = extras.graph_break_counts(rd.root / r["log_dir"])
+        counts = rawfiles.graph_break_counts(rd.root / r["log_dir"])
         rows.append(
             {
                 "config": r["config"],

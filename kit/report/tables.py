@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kit.engine.conditions import SAMPLES
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import aa, clocks, compile_cost, sidetables, states, verdict
 from kit.results import fanout, judging, store
 from kit.results.documents import Plan
 from kit.results.planned import AA_KINDS, CONTENDER, PYTORCH, Config, PlannedRun
+from kit.results.rawfiles import SAMPLES
 from kit.results.records import RunRecord
 from kit.results.store import ResultsDir
 

@@ -88,6 +88,21 @@ def test_imports_run_only_downwards() -> None:
     assert upwards == []
 
 
+# above one another yet apart: the report reads the results directory's format (kit.results),
+# never the code that ran the series, so a directory from any kit reads the same
+APART = {("report", "engine")}
+
+
+def test_the_report_never_imports_the_engine() -> None:
+    crossing = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in _modules(KIT)
+        for line, module, _ in _imports(path)
+        if (_package(_name(path)), _package(module)) in APART
+    ]
+    assert crossing == []
+
+
 def test_no_two_modules_share_a_name() -> None:
     names = Counter(p.name for p in _modules(KIT) if p.name != "__init__.py")
     assert [name for name, n in names.items() if n > 1] == []

@@ -12,6 +12,7 @@ import pytest
 from kit.engine import conditions
 from kit.protocol.load import Conditions
 from kit.report import markdown, sidetables
+from kit.results import rawfiles
 from kit.telemetry import machine
 from kit.telemetry.procfs import ProcFiles, parse_stat
 
@@ -193,8 +194,8 @@ def test_a_machine_that_stays_busy_is_waited_for_once(fake: FakeProc, tmp_path, 
         around.still_busy = run == 1  # the first check waited in vain; the second found quiet
         with around.around(folder):
             pass
-        assert json.loads((folder / conditions.IDLE).read_text())["device"] == "cpu"
-        header = (folder / conditions.MACHINE).read_text().splitlines()[0]
+        assert json.loads((folder / rawfiles.IDLE).read_text())["device"] == "cpu"
+        header = (folder / rawfiles.MACHINE).read_text().splitlines()[0]
         assert json.loads(header)["format"] == machine.SCHEMA
     assert waits == [30, 0.0, 30]
 
