@@ -20,7 +20,7 @@ from kit.cli import progress
 from kit.engine.conditions import CardConditions, MachineConditions
 from kit.engine.series import Series, SeriesSpec
 from kit.errors import UserError
-from kit.executors.base import Executor
+from kit.executors.base import Executor, Images
 from kit.executors.docker import kit_images
 from kit.executors.local import LocalExecutor
 from kit.protocol.load import DEFAULT_PATH, Protocol, load
@@ -232,12 +232,12 @@ def build_sides(
     nanoGPT's trees and the data are the series' own copies, mounted, in either executor."""
 
     sides: list[Side] = []
-    docker = ex.uses_images  # each side from its measured image (§8)
+    images = ex.images  # each side from its measured image (§8), where the executor has them
     if PYTORCH in o.sides:
         ws = workspace.prepare(p, o, work / "nanogpt")
-        if docker:
-            image = _image(ex, "pytorch", p, o, say)
-            _pytorch_in_image(ex, image, "python", p, o)
+        if images:
+            image = _image(images, "pytorch", p, o, say)
+            _pytorch_in_image(images, image, "python", p, o)
             sides.append(PyTorchSide(ws, "python", image, allow_torch=o.allow_torch))
         else:
             sides.append(PyTorchSide(ws, o.python or _python(), allow_torch=o.allow_torch))
@@ -246,9 +246,9 @@ def build_sides(
         if not o.contender:
             raise UserError("the contender's side runs with --contender PATH, and none was named")
         program = Path(o.contender)
-        if docker:
-            image = _image(ex, "mica", p, o, say)
-            inside = _contender_in_image(ex, image, program, p, o)
+        if images:
+            image = _image(images, "mica", p, o, say)
+            inside = _contender_in_image(images, image, program, p, o)
             sides.append(ContenderSide(program, data, image=image, image_program=inside))
         else:
             sides.append(ContenderSide(program, data))
@@ -256,7 +256,7 @@ def build_sides(
 
 
 def _image(
-    ex: Executor,
+    images: Images,
     kind: str,
     p: Protocol,
     o: SideInputs,
@@ -266,7 +266,7 @@ def _image(
     ref = (o.pytorch_image if kind == "pytorch" else o.mica_image) or kit_images.ref(kind, p)
     # an image that names its registry (ghcr.io/OWNER/micakit-pytorch:TAG) is pulled, as
     # `docker run` does
-    if ex.image_id(ref) is None and ex.pull_image(ref, say) is None:
+    if images.id_of(ref) is None and images.pull(ref, say) is None:
         raise ImageUnfit(
             f"the {kind} side's image {ref} is not on this Docker engine",
             f"build it with `{_build_command(kind, ref, p, o)}` (add --base "
@@ -276,10 +276,10 @@ def _image(
     return ref
 
 
-def _pytorch_in_image(ex: Executor, ref: str, python: str, p: Protocol, o: SideInputs) -> None:
+def _pytorch_in_image(images: Images, ref: str, python: str, p: Protocol, o: SideInputs) -> None:
     """Before any run: every run of the PyTorch side starts `python` from its image's PATH
     (nanoGPT's trees are mounted), so the image must hold it."""
-    if not ex.image_files(ref, [python]):
+    if not images.files(ref, [python]):
         raise ImageUnfit(
             f"the pytorch side's image {ref} holds no `{python}` on its PATH, which every run "
             "of the side starts",
@@ -288,20 +288,18 @@ def _pytorch_in_image(ex: Executor, ref: str, python: str, p: Protocol, o: SideI
         )
 
 
-def _contender_in_image(ex: Executor, ref: str, program: Path, p: Protocol, o: SideInputs) -> str:
+def _contender_in_image(images: Images, ref: str, program: Path, p: Protocol, o: SideInputs) -> str:
     """Before any run: the contender's image must hold the program --contender names, the same
     by SHA-256; where the image holds it. Its build recorded the program in labels; an image
     built otherwise (by hand, or by an older kit) has its program folder read instead."""
     want = store.sha256_file(program)
-    labels = ex.image_labels(ref)
+    labels = images.labels(ref)
     path, recorded = (
         labels.get(kit_images.PROGRAM_LABEL),
         labels.get(kit_images.PROGRAM_SHA256_LABEL),
     )
     held = (
-        {path: recorded}
-        if path and recorded
-        else ex.image_files(ref, [kit_images.MICA_PROGRAM_DIR])
+        {path: recorded} if path and recorded else images.files(ref, [kit_images.MICA_PROGRAM_DIR])
     )
     usual = f"{kit_images.MICA_PROGRAM_DIR}/{program.name}"
     same = sorted(where for where, sha in held.items() if sha == want)

@@ -206,9 +206,10 @@ class Engine(Generic[R]):
                 for name, side in sides.items()
             },
         )
-        if images:
-            measured = {n: self.executor.image_info(s.image) for n, s in sides.items() if s.image}
-            runner = self.executor.runner_image()
+        on = self.executor.images
+        if images and on is not None:
+            measured = {n: on.info(s.image) for n, s in sides.items() if s.image}
+            runner = on.runner()
             if runner:
                 measured["runner"] = runner  # the kit's own image, where it runs in one
             if measured:
@@ -216,7 +217,7 @@ class Engine(Generic[R]):
                 found = dataclasses.replace(found, images=measured)
         shutil.rmtree(scratch, ignore_errors=True)
         if started:
-            check_unchanged(before.to_json(), found.to_json(), self.executor.image_id)
+            check_unchanged(before.to_json(), found.to_json(), on.id_of if on else None)
         else:
             self.rd.write_json(store.VERSIONS, found.to_json())
 

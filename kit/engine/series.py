@@ -22,7 +22,6 @@ from kit.engine.engine import Engine, Judged, Kind
 from kit.engine.scheduler import aa_chosen, plan
 from kit.errors import SeriesFailed, UserError
 from kit.executors.base import Executor, RunOutcome, RunSpec
-from kit.executors.docker import footprint
 from kit.measure import timing
 from kit.protocol.load import FAMILIES, Protocol
 from kit.results import store
@@ -323,24 +322,16 @@ class Series(Kind[PlannedRun]):
 
     def _footprint(self) -> None:
         """§8: each measured image's size and file list, and the ratio of the two sizes."""
-        images = {n: s.image for n, s in self.sides.items() if s.image}
+        images = self.executor.images
+        if images is None:
+            return  # local runs run from no image
         found = {}
-        for name, ref in images.items():
-            folder = self.rd.root / "footprint" / name
-            if not (folder / "footprint.json").exists():
-                self.hooks.message(f"footprint of {ref} (§8)")
-                self.executor.footprint(ref, folder)
-            found[name] = self.rd.read_json(f"footprint/{name}/footprint.json")
-            base = found[name].get("labels", {}).get(footprint.BASE_LABEL)
-            if base and not (folder / footprint.BASE / footprint.JSON_NAME).exists():
-                # §8 told whole: the base's file list shows what the image adds beyond it
-                self.hooks.message(f"footprint of {base}, the base of {ref} (§8)")
-                try:
-                    self.executor.footprint(base, folder / footprint.BASE)
-                except UserError as e:  # a base no longer on the engine: the report says so
-                    self.hooks.message(f"{base}: {e.message}; what {ref} adds is not told")
+        for name, side in self.sides.items():
+            if side.image:
+                images.footprint(side.image, self.rd.root / "footprint" / name, self.hooks.message)
+                found[name] = self.rd.read_json(f"footprint/{name}/footprint.json")
         if "pytorch" in found and "contender" in found:
-            ratio = self.executor.footprint_ratio(found["contender"], found["pytorch"])
+            ratio = images.footprint_ratio(found["contender"], found["pytorch"])
             self.rd.write_json("footprint/ratio.json", ratio)
 
     def started(self, run: PlannedRun, position: int) -> None:

@@ -3,8 +3,8 @@
 Both hand the program's output to the same outside clock (`kit.measure.clock`), so a run's stamps
 mean the same thing whichever executor ran it (§5: one instrument for both sides).
 
-`Executor` declares everything the engine and the command line call on an executor; an
-executor without images (local) says so where it is asked for one.
+`Executor` declares everything the engine and the command line call to run a program; `Images`
+what they call on the images the runs run from, which only an executor with images provides.
 """
 
 from __future__ import annotations
@@ -120,12 +120,56 @@ class Limits:
         return self.spec.watch(data)
 
 
+class Images(abc.ABC):
+    """The images an executor runs each side from (§8): looked up, pulled, read and measured.
+    An executor that runs from images provides one (`Executor.images`); the local one lacks
+    it, and so runs no image."""
+
+    @abc.abstractmethod
+    def id_of(self, ref: str) -> str | None:
+        """The id of image `ref` where the runs run, None where there is no such image."""
+
+    @abc.abstractmethod
+    def info(self, ref: str) -> dict:
+        """What identifies a side's image: its ref, id, registry digests and size."""
+
+    @abc.abstractmethod
+    def labels(self, ref: str) -> dict[str, str]:
+        """The labels of image `ref`: what its build recorded (the program it holds)."""
+
+    @abc.abstractmethod
+    def files(self, ref: str, paths: Sequence[str]) -> dict[str, str]:
+        """What image `ref` holds at each of `paths` (a folder: every file under it), by its
+        path in the image, with its SHA-256 (a link: "-> TARGET"); a bare name is looked for on
+        the image's PATH, as a run starts it."""
+
+    @abc.abstractmethod
+    def pull(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
+        """Pull image `ref` from the registry it names, saying so on `on_line`; its id, or None
+        where `ref` names no registry."""
+
+    @abc.abstractmethod
+    def runner(self) -> dict:
+        """What identifies the image the kit itself runs in (the runner image, pulled or
+        built), as info() does; {} where the kit runs on the host."""
+
+    @abc.abstractmethod
+    def footprint(self, ref: str, out_dir: Path, say: Callable[[str], None]) -> None:
+        """§8: measure image `ref` (size, layers, file list) into out_dir (footprint.json,
+        files.tsv), and the base its build names beside it, saying what it measures on `say`;
+        what out_dir already holds is kept (a resumed series)."""
+
+    @abc.abstractmethod
+    def footprint_ratio(self, contender: Mapping, pytorch: Mapping) -> dict:
+        """§8: the ratio record of two footprint records, for the caller to write."""
+
+
 class Executor(abc.ABC):
     """The interface a series drives. Tests use both real executors with fake programs."""
 
     name: str
-    # whether each side runs from its measured image (§8), which the executor then measures
-    uses_images: bool = False
+    # the images each side runs from (§8), where the executor runs from images; None: no image
+    images: Images | None = None
 
     @abc.abstractmethod
     def where(self, mount: Mount) -> str:
@@ -141,44 +185,6 @@ class Executor(abc.ABC):
     def use_series(self, series_id: str) -> None:  # noqa: B027 - optional hook
         """Name the series whose runs follow (labels, a cache kept across resumes); a resumed
         series passes the same id. Nothing for local runs, which keep nothing between runs."""
-
-    def image_id(self, ref: str) -> str | None:
-        """The id of image `ref` where the runs run, None where there is no such image."""
-        return None
-
-    def image_info(self, ref: str) -> dict:
-        """What identifies a side's image (its id and digests); nothing without images."""
-        return {"image": ref}
-
-    def image_labels(self, ref: str) -> dict[str, str]:
-        """The labels of image `ref`: what its build recorded (the program it holds); {} where
-        there is no image."""
-        return {}
-
-    def image_files(self, ref: str, paths: Sequence[str]) -> dict[str, str]:
-        """What image `ref` holds at each of `paths` (a folder: every file under it), by its
-        path in the image, with its SHA-256 (a link: "-> TARGET"); a bare name is looked for on
-        the image's PATH, as a run starts it. {} where there is no image."""
-        return {}
-
-    def pull_image(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
-        """Pull image `ref` from the registry it names, saying so on `on_line`; its id, or None
-        where `ref` names no registry (or the executor has no images)."""
-        return None
-
-    def runner_image(self) -> dict:
-        """What identifies the image the kit itself runs in (the runner image, pulled or
-        built), as image_info() does; {} where the kit runs on the host."""
-        return {}
-
-    @abc.abstractmethod
-    def footprint(self, ref: str, out_dir: Path) -> dict:
-        """§8: measure image `ref` (size, layers, file list) into out_dir (footprint.json,
-        files.tsv); the footprint record."""
-
-    @abc.abstractmethod
-    def footprint_ratio(self, mica: Mapping, pytorch: Mapping) -> dict:
-        """§8: the ratio record of two footprint records, for the caller to write."""
 
     def finish(self) -> None:  # noqa: B027 - optional hook
         """A complete series' end: drop what only its runs needed (a cache volume)."""

@@ -76,19 +76,6 @@ class LocalExecutor(Executor):
     def which(self, program: str, image: str | None, scratch: Path) -> bool:
         return shutil.which(program) is not None
 
-    # §8 measures the images the sides run from; local runs run from none
-    def footprint(self, ref: str, out_dir: Path) -> dict:
-        raise UserError(
-            f"the local executor runs no image, so {ref} has no footprint to measure here (§8)",
-            "measure images with the Docker executor: micakit footprint, or --executor docker",
-        )
-
-    def footprint_ratio(self, mica: Mapping, pytorch: Mapping) -> dict:
-        raise UserError(
-            "the local executor runs no image, so there is no footprint ratio (§8)",
-            "measure images with the Docker executor: micakit footprint, or --executor docker",
-        )
-
     def run(self, spec: RunSpec, log_dir: Path) -> RunOutcome:
         log_dir = Path(os.path.abspath(log_dir))  # the loader's log lands here from any folder
         log_dir.mkdir(parents=True, exist_ok=True)

@@ -111,8 +111,9 @@ class ContenderSide(Side):
         said["program_sha256"] = store.sha256_file(self.program)
         # the contender's identity, compared at every resume whatever it says of itself: its
         # program's SHA-256, or under Docker its measured image's id
+        images = ctx.executor.images
         said["identity"] = (
-            ctx.executor.image_info(self.image).get("image_id", self.image)
+            (images.info(self.image) if images else {}).get("image_id", self.image)
             if self.image
             else f"sha256:{said['program_sha256']}"
         )

@@ -22,8 +22,6 @@ ALLOWED = {
     "protocol/load.py": "the protocol's tables as types and their checks, read key by key",
     "cli/assemble.py": "options to a ready series: resolving, the sides and their images",
     "cli/main.py": "the commands not yet in modules of their own",
-    "engine/series.py": "the series and the image its sides are built on",
-    "executors/docker/executor.py": "the Docker executor: running and its images together",
 }
 
 

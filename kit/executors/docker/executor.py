@@ -1,9 +1,10 @@
 """The Docker executor: every run in a fresh, contained container, under the outside clock (§5).
 
 The package splits the engine's work by room: `connection` (a checked client, the versions),
-`building` (images built and looked up), `inventory` (an image's footprint, §8), `running` (one
-container attached, started, waited on, drained) and `watchdog` (the kit's death removes its
-containers); the rules that need no engine (labels, limits, host paths) are `containers`'.
+`building` (images built and looked up), `engine_images` (the executor's images: looked up,
+pulled, read and measured), `inventory` (an image's footprint, §8), `running` (one container
+attached, started, waited on, drained) and `watchdog` (the kit's death removes its containers);
+the rules that need no engine (labels, limits, host paths) are `containers`'.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import os
 import shutil
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import docker
@@ -22,9 +22,8 @@ import docker.types
 from kit import __version__
 from kit.errors import UserError
 from kit.executors.base import Executor, Mount, Profiler, RunOutcome, RunSpec
-from kit.executors.docker import connection, inventory, registries
+from kit.executors.docker import connection
 from kit.executors.docker.building import BUILD_FIX, image_exists
-from kit.executors.docker.building import image_id as engine_image_id
 from kit.executors.docker.containers import (
     CACHE_DIR,
     CACHE_ENV,
@@ -44,9 +43,9 @@ from kit.executors.docker.containers import (
     owner_label,
     write_container_record,
 )
+from kit.executors.docker.engine_images import DockerImages
 from kit.executors.docker.failures import guard, guarded
-from kit.executors.docker.footprint import footprint_ratio
-from kit.executors.docker.running import AttachedRun, run_error
+from kit.executors.docker.running import AttachedRun, device_requests, run_error
 from kit.executors.docker.watchdog import Watchdog
 from kit.measure import clock
 
@@ -63,16 +62,6 @@ def detect_host_paths(client: docker.DockerClient) -> HostPaths:
     return HostPaths(container_id=None)
 
 
-def device_requests(gpu: str | None) -> list[docker.types.DeviceRequest] | None:
-    """Docker's request for `gpu`: "all", or indices / UUIDs separated by commas."""
-    if gpu is None:
-        return None
-    if gpu == "all":
-        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    ids = [g.strip() for g in gpu.split(",") if g.strip()]
-    return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
-
-
 class DockerExecutor(Executor):
     """Every run in a fresh container of its side's measured image, read by the outside clock.
 
@@ -85,7 +74,6 @@ class DockerExecutor(Executor):
     """
 
     name = "docker"
-    uses_images = True
 
     def __init__(
         self,
@@ -111,6 +99,9 @@ class DockerExecutor(Executor):
         self._volume_ready = False
         self._profiler: Profiler | str | None = None  # looked up once a series
         self._running: str | None = None  # the container of the run in progress
+        self.images: DockerImages = DockerImages(
+            client, self._own_labels, lambda: self.host_paths.container_id
+        )
 
     def use_series(self, series_id: str) -> None:
         """Name the series (labels, cache volume); a resumed series passes the same id."""
@@ -166,10 +157,6 @@ class DockerExecutor(Executor):
         self.drop_cache()
         self.close_watchdog()
 
-    @guarded("measuring an image's footprint (§8)")
-    def footprint(self, ref: str, out_dir: Path) -> dict:
-        return inventory.footprint(self.client, ref, out_dir)
-
     @guarded("looking for Nsight Systems (§6)")
     def profiler(self, image: str | None, scratch: Path) -> Profiler | str:
         """§6: the host's Nsight Systems, mounted read-only into profiled runs only, so that
@@ -179,51 +166,9 @@ class DockerExecutor(Executor):
             self._profiler = nsys_profiler(os.environ, shutil.which, self.host_paths)
         return self._profiler
 
-    def footprint_ratio(self, mica: Mapping, pytorch: Mapping) -> dict:
-        return footprint_ratio(mica, pytorch)
-
-    @guarded("looking up an image")
-    def image_id(self, ref: str) -> str | None:
-        return engine_image_id(self.client, ref)
-
-    @guarded("reading an image's id and digests")
-    def image_info(self, ref: str) -> dict:
-        info = self.client.api.inspect_image(ref)
-        return {
-            "image": ref,
-            "image_id": info["Id"],
-            "repo_digests": info.get("RepoDigests") or [],
-            "size_bytes": info.get("Size"),
-        }
-
-    @guarded("reading an image's labels")
-    def image_labels(self, ref: str) -> dict[str, str]:
-        return dict((self.client.api.inspect_image(ref).get("Config") or {}).get("Labels") or {})
-
-    @guarded("reading what an image holds")
-    def image_files(self, ref: str, paths: Sequence[str]) -> dict[str, str]:
-        return inventory.image_files(self.client, ref, paths, self._own_labels())
-
     def _own_labels(self) -> dict[str, str]:
         # a container of the series' own, which a later start's sweep removes should it be left
         return {LABEL_SERIES: self.series_id, LABEL_OWNER: owner_label()}
-
-    @guarded("pulling an image")
-    def pull_image(self, ref: str, on_line: Callable[[str], None] | None = None) -> str | None:
-        if not registries.names_registry(ref):
-            return None  # a bare name would be looked for on Docker Hub: never guessed
-        if on_line is not None:
-            on_line(f"pulling {ref}")
-        return registries.pull(self.client, ref, on_line)
-
-    @guarded("reading the runner image's id")
-    def runner_image(self) -> dict:
-        container = self.host_paths.container_id
-        if container is None:
-            return {}
-        # by id: the name the container was started with may name another image by now, and
-        # a resume in the same image under another name (tag or digest) is the same image
-        return self.image_info(self.client.api.inspect_container(container)["Image"])
 
     @guarded("removing the series' cache volume")
     def drop_cache(self) -> None:

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import docker
 import docker.errors
+import docker.types
 import requests
 
 from kit.errors import UserError
@@ -181,3 +182,13 @@ def exit_code_of(status: int) -> int:
     """The engine reports a death by signal N as 128 + N; the kit, as subprocess does, as -N,
     so a program killed by a signal is never taken for one out of memory (amendment 8)."""
     return -(status - 128) if 128 < status <= 128 + 64 else status
+
+
+def device_requests(gpu: str | None) -> list[docker.types.DeviceRequest] | None:
+    """Docker's request for `gpu`: "all", or indices / UUIDs separated by commas."""
+    if gpu is None:
+        return None
+    if gpu == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    ids = [g.strip() for g in gpu.split(",") if g.strip()]
+    return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]

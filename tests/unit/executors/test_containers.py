@@ -23,9 +23,9 @@ from kit.executors.docker.containers import (
     owner_alive,
     owner_label,
 )
-from kit.executors.docker.executor import DockerExecutor, device_requests
+from kit.executors.docker.executor import DockerExecutor
 from kit.executors.docker.footprint import FootprintWriter, footprint_ratio, read_files
-from kit.executors.docker.running import exit_code_of, run_error
+from kit.executors.docker.running import device_requests, exit_code_of, run_error
 
 ID = "91afdbd3cf1d" + "0" * 52
 

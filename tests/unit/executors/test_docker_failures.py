@@ -17,6 +17,7 @@ from kit.cli.main import main
 from kit.errors import UserError
 from kit.executors.base import Mount, RunSpec
 from kit.executors.docker import connection, executor
+from kit.executors.docker.engine_images import DockerImages
 from kit.executors.docker.executor import DockerExecutor
 from kit.executors.docker.kit_images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
 from tests.fakes.docker_engine import LINK, FakeEngine, FakeImage, api_error
@@ -66,20 +67,21 @@ CALLS: dict[str, Callable[[DockerExecutor, Path], object]] = {
     "sweep": lambda ex, tmp: ex.sweep(),
     "finish": lambda ex, tmp: ex.finish(),
     "drop_cache": lambda ex, tmp: ex.drop_cache(),
-    "footprint": lambda ex, tmp: ex.footprint("m:1", tmp / "footprint"),
-    "image_id": lambda ex, tmp: ex.image_id("m:1"),
-    "image_info": lambda ex, tmp: ex.image_info("m:1"),
-    "image_labels": lambda ex, tmp: ex.image_labels("m:1"),
-    "image_files": lambda ex, tmp: ex.image_files("m:1", ["/opt/mica/bin", "python"]),
-    "pull_image": lambda ex, tmp: ex.pull_image("ghcr.io/o/m:1"),
-    "runner_image": lambda ex, tmp: ex.runner_image(),
     "versions": lambda ex, tmp: ex.versions(),
     "host": lambda ex, tmp: ex.host(),
+    # the executor's images (kit.executors.docker.engine_images), as the kit calls them
+    "images.footprint": lambda ex, tmp: ex.images.footprint("m:1", tmp / "fp", lambda _: None),
+    "images.id_of": lambda ex, tmp: ex.images.id_of("m:1"),
+    "images.info": lambda ex, tmp: ex.images.info("m:1"),
+    "images.labels": lambda ex, tmp: ex.images.labels("m:1"),
+    "images.files": lambda ex, tmp: ex.images.files("m:1", ["/opt/mica/bin", "python"]),
+    "images.pull": lambda ex, tmp: ex.images.pull("ghcr.io/o/m:1"),
+    "images.runner": lambda ex, tmp: ex.images.runner(),
 }
 # the methods that never reach the engine
 ENGINE_FREE = {
     "where",
-    "footprint_ratio",
+    "images.footprint_ratio",
     "use_series",
     "close_watchdog",
     "close_readers",
@@ -113,12 +115,9 @@ def _no_watchdog(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_every_method_that_asks_the_engine_is_in_the_table() -> None:
-    public = {
-        n
-        for n, v in vars(DockerExecutor).items()
-        if not n.startswith("_") and callable(v) and n not in ("name", "uses_images")
-    }
+    public = {n for n, v in vars(DockerExecutor).items() if not n.startswith("_") and callable(v)}
     public |= {"which"}  # the interface's own, which runs a container
+    public |= {f"images.{n}" for n, v in vars(DockerImages).items() if not n.startswith("_")}
     assert public == set(CALLS) | ENGINE_FREE
 
 

@@ -8,11 +8,10 @@ import tarfile
 from pathlib import Path
 
 import docker.errors
-import pytest
 
-from kit.errors import UserError
 from kit.executors import base
 from kit.executors.docker import footprint
+from kit.executors.docker.engine_images import DockerImages
 from kit.executors.docker.executor import DockerExecutor
 from kit.executors.local import LocalExecutor
 
@@ -22,10 +21,7 @@ PYTORCH = {"image": "p:1", "size_bytes": 900}
 
 def test_the_interface_declares_what_the_engine_calls() -> None:
     declared = set(dir(base.Executor))
-    for name in (
-        "run", "where", "footprint", "footprint_ratio", "image_id", "use_series",
-        "image_labels", "image_files",
-    ):  # fmt: skip
+    for name in ("run", "where", "use_series", "which", "profiler"):
         assert name in declared
         for cls in (LocalExecutor, DockerExecutor):
             # the same arguments in every executor, so the engine never asks which it holds
@@ -34,16 +30,22 @@ def test_the_interface_declares_what_the_engine_calls() -> None:
             ), (cls.__name__, name)
 
 
-def test_the_local_executor_has_no_images_and_says_so(tmp_path) -> None:
+def test_the_local_executor_has_no_images() -> None:
     ex = LocalExecutor()
-    assert ex.uses_images is False and ex.image_id("anything:1") is None
+    assert ex.images is None  # the series measures no footprint and looks up no image
     ex.use_series("s1")  # nothing to name: local runs keep nothing between runs
-    with pytest.raises(UserError, match="runs no image") as e:
-        ex.footprint("p:1", tmp_path / "fp")
-    assert "--executor docker" in e.value.fix
-    with pytest.raises(UserError, match="no footprint ratio"):
-        ex.footprint_ratio(MICA, PYTORCH)
-    assert not (tmp_path / "fp").exists()
+
+
+def test_the_docker_executor_provides_every_image_method_of_the_interface() -> None:
+    ex = DockerExecutor(_Client())  # type: ignore[arg-type]
+    assert isinstance(ex.images, base.Images)
+    for name in base.Images.__abstractmethods__:
+        assert inspect.signature(getattr(DockerImages, name)).parameters.keys() == (
+            inspect.signature(getattr(base.Images, name)).parameters.keys()
+        ), name
+    # images apart from running: the executor's interface names no image method
+    named = {n for n in dir(base.Executor) if "image" in n or "footprint" in n}
+    assert named == {"images"}
 
 
 class _Api:
@@ -60,7 +62,7 @@ class _Client:
 def test_docker_footprint_ratio_returns_the_record_and_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ex = DockerExecutor(_Client())  # type: ignore[arg-type]
-    ratio = ex.footprint_ratio(MICA, PYTORCH)
+    ratio = ex.images.footprint_ratio(MICA, PYTORCH)
     assert ratio == footprint.footprint_ratio(MICA, PYTORCH)
     assert ratio["pytorch_over_mica"] == 9.0
     assert list(tmp_path.iterdir()) == []  # the engine writes footprint/ratio.json
@@ -68,9 +70,8 @@ def test_docker_footprint_ratio_returns_the_record_and_writes_nothing(tmp_path, 
 
 def test_docker_image_id_asks_the_engine() -> None:
     ex = DockerExecutor(_Client())  # type: ignore[arg-type]
-    assert ex.uses_images is True
-    assert ex.image_id("p:1") == "sha256:" + "a" * 64
-    assert ex.image_id("q:1") is None
+    assert ex.images.id_of("p:1") == "sha256:" + "a" * 64
+    assert ex.images.id_of("q:1") is None
 
 
 def test_an_image_export_in_chunks_reads_as_a_tar_stream() -> None:
