@@ -10,13 +10,13 @@ import os
 import shlex
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from kit.cli import progress
+from kit.cli.series_args import SeriesArgs
 from kit.engine.conditions import CardConditions, MachineConditions
 from kit.engine.series import Series, SeriesSpec
 from kit.errors import UserError
@@ -69,54 +69,6 @@ def _card(
     conditions = CardConditions(card, o.idle_timeout_s, o.refuse_busy)
     # the container sees the same card the host's NVML reads
     return info, conditions, str(info["uuid"])
-
-
-@dataclass(frozen=True)
-class SeriesArgs:
-    """`micakit series` as click parsed it: one field for each of its parameters, by the same
-    name and with no default, so that a click option and this type that disagree fail at the
-    first call (and tests/cli/test_cli_surface.py compares them). `resolve` reads it by
-    attribute, which mypy checks."""
-
-    out: Path | None
-    resume: Path | None
-    protocol_path: Path | None
-    models: tuple[str, ...]
-    precisions: tuple[str, ...]
-    device: str | None
-    smoke: bool
-    contender: Path | None
-    nanogpt: Path | None
-    no_pytorch: bool
-    executor: str | None
-    docker_host: str | None
-    env: tuple[str, ...]
-    pytorch_image: str | None
-    mica_image: str | None
-    gpu: str | None
-    refuse_busy: bool
-    idle_timeout: float
-    data_dir: Path | None
-    input: Path | None
-    allow_torch: bool
-    tiktoken_files: Path | None
-    aa: tuple[str, ...]
-    full_cpu: bool
-
-
-# How `micakit series`' parameters and `SeriesOptions`' fields meet; every other parameter is
-# the field of the same name. The parameters that are no option of the series:
-CLI_ONLY = {
-    "resume": "names a directory whose manifest.json holds the options",
-    "no_pytorch": "read into `sides`",
-}
-# a parameter whose field has another name: the parameter's name -> the field's
-RENAMED = {"protocol_path": "protocol", "idle_timeout": "idle_timeout_s"}
-# the fields no parameter gives
-DERIVED = {
-    "sides": "from --no-pytorch and --contender",
-    "python": "the kit's own interpreter unless a caller of the library names another",
-}
 
 
 def resolve(args: SeriesArgs) -> SeriesOptions:

@@ -22,6 +22,7 @@ import click
 
 from kit.cli import options
 from kit.cli.assemble import build_sides, executor
+from kit.cli.declared import option, takes
 from kit.cli.options import say
 from kit.correctness import check_md, check_plan, check_run, checks
 from kit.errors import ExitCode, Interrupted, UserError
@@ -62,31 +63,48 @@ def _path(value: Path | str | None) -> str | None:
 
 @dataclass(frozen=True)
 class CheckArgs:
-    """`micakit correctness` as click parsed it: one field for each of its parameters, by the
-    same name and with no default, so that a click option and this type that disagree fail at
-    the first call (and tests/cli/test_cli_surface.py compares them). `resolve` reads it by
-    attribute, which mypy checks."""
+    """`micakit correctness` as click parsed it: one field for each of its options, declared
+    once with its option's help (kit.cli.declared builds the click options from them), in the
+    order `--help` lists them. `resolve` reads it by attribute, which mypy checks."""
 
-    method: str | None
-    model: str | None
-    precision: str | None
-    seeds: str | None
-    products: Path | None
-    card: str | None
-    out: Path | None
-    resume: Path | None
-    contender: Path | None
-    nanogpt: Path | None
-    input: Path | None
-    data_dir: Path | None
-    tiktoken_files: Path | None
-    protocol_path: Path | None
-    device: str | None
-    smoke: bool
-    executor: str | None
-    docker_host: str | None
-    pytorch_image: str | None
-    mica_image: str | None
+    method: str | None = option(
+        help="A: five seeds a side, whole schedule; B: one shared start, 200 steps.",
+        type=click.Choice(["A", "B"], case_sensitive=False),
+    )
+    model: str | None = option(
+        help="shakespeare-char, gpt2-small or gpt2-medium.",
+        shell_complete=options.complete_models,
+    )
+    precision: str | None = option(
+        help="Method A: float32, bfloat16, float16 (B runs float32).",
+        shell_complete=options.complete_precisions,
+    )
+    seeds: str | None = option(help="Method A's seeds, rising: 1337-1341 (default) or 1337,1338.")
+    products: Path | None = option(
+        help="The results directory of this card's series (amendments 4.3, 7.4)."
+    )
+    card: str | None = option(help="The card's name (default: the one NVML sees, or cpu).")
+    out: Path | None = option(help="A new results directory.")
+    resume: Path | None = option(help="Resume this check.")
+    contender: Path | None = option(help="The contender program.")
+    nanogpt: Path | None = option(help="A nanoGPT checkout to use.")
+    input: Path | None = option(help="Your copy of tiny Shakespeare.")
+    data_dir: Path | None = option(help="Prepared datasets (default: in the results directory).")
+    tiktoken_files: Path | None = option(
+        help="GPT-2's vocab.bpe and encoder.json, for offline machines."
+    )
+    protocol_path: Path | None = option("--protocol", help="Protocol file.")
+    device: str | None = option(help="Default: cuda.", type=click.Choice(["cuda", "cpu"]))
+    smoke: bool = option(help="Scaled down ([smoke] model, [correctness] smoke_*).")
+    executor: str | None = option(
+        help="Default: docker where an engine answers, else local.",
+        type=click.Choice(["local", "docker"]),
+    )
+    docker_host: str | None = option(help="Drive another machine's engine, e.g. ssh://user@host.")
+    pytorch_image: str | None = option(help="PyTorch's measured image (default: this kit's tag).")
+    mica_image: str | None = option(
+        help="The contender's measured image (default: this kit's tag)."
+    )
 
 
 # How `micakit correctness`' parameters and `CheckOptions`' fields meet; every other parameter
@@ -265,58 +283,9 @@ def assemble(args: CheckArgs, argv: list[str]) -> check_run.CheckRunner:
 
 
 @click.command()
-@click.option(
-    "--method",
-    type=click.Choice(["A", "B"], case_sensitive=False),
-    help="A: five seeds a side, whole schedule; B: one shared start, 200 steps.",
-)
-@click.option(
-    "--model",
-    shell_complete=options.complete_models,
-    help="shakespeare-char, gpt2-small or gpt2-medium.",
-)
-@click.option(
-    "--precision",
-    shell_complete=options.complete_precisions,
-    help="Method A: float32, bfloat16, float16 (B runs float32).",
-)
-@click.option("--seeds", help="Method A's seeds, rising: 1337-1341 (default) or 1337,1338.")
-@click.option(
-    "--products",
-    type=click.Path(path_type=Path),
-    help="The results directory of this card's series (amendments 4.3, 7.4).",
-)
-@click.option("--card", help="The card's name (default: the one NVML sees, or cpu).")
-@click.option("--out", type=click.Path(path_type=Path), help="A new results directory.")
-@click.option("--resume", type=click.Path(path_type=Path), help="Resume this check.")
-@click.option("--contender", type=click.Path(path_type=Path), help="The contender program.")
-@click.option("--nanogpt", type=click.Path(path_type=Path), help="A nanoGPT checkout to use.")
-@click.option("--input", type=click.Path(path_type=Path), help="Your copy of tiny Shakespeare.")
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path),
-    help="Prepared datasets (default: in the results directory).",
-)
-@click.option(
-    "--tiktoken-files",
-    type=click.Path(path_type=Path),
-    help="GPT-2's vocab.bpe and encoder.json, for offline machines.",
-)
-@click.option("--protocol", "protocol_path", type=click.Path(path_type=Path), help="Protocol file.")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda.")
-@click.option("--smoke", is_flag=True, help="Scaled down ([smoke] model, [correctness] smoke_*).")
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "docker"]),
-    default=None,
-    help="Default: docker where an engine answers, else local.",
-)
-@click.option("--docker-host", help="Drive another machine's engine, e.g. ssh://user@host.")
-@click.option("--pytorch-image", help="PyTorch's measured image (default: this kit's tag).")
-@click.option("--mica-image", help="The contender's measured image (default: this kit's tag).")
+@takes(CheckArgs)
 @options.verbosity
-@click.pass_context
-def correctness(ctx: click.Context, **options: Any) -> None:
+def correctness(args: CheckArgs) -> None:
     """Run §7's correctness check (method A or B) for one model and precision on this card.
 
     \b
@@ -327,8 +296,14 @@ def correctness(ctx: click.Context, **options: Any) -> None:
           --contender P --out results/check-m2b-B-L4
       micakit correctness --resume results/check-m1-bf16-A
     """
+    run(args)
+
+
+def run(args: CheckArgs) -> None:
+    """The check `args` names, run to its end (or resumed), its correctness.md written and its
+    verdict said."""
+    ctx = click.get_current_context()
     # first, so that a stop or a full disk at any moment of start-up says how to go on
-    args = CheckArgs(**options)
     ctx.meta["resume_hint"] = args.resume or args.out
     runner = assemble(args, sys.argv)
     try:

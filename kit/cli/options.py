@@ -6,6 +6,7 @@ streamed build output); verbose adds the kit's log messages. Results on stdout a
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Callable
@@ -109,20 +110,29 @@ class ResultsFolder(click.Path):
         return cast(Path, super().convert(value, param, ctx))  # path_type=Path
 
 
+PROTOCOL_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+PROTOCOL_HELP = "The protocol file (default: the one the kit ships, its benchmarks/NanoGpt/ copy)."
+DOCKER_HOST_HELP = (
+    "Drive another machine's Docker engine, e.g. ssh://user@host (default: this one's)."
+)
+
+
 def protocol_option(f: F) -> F:
-    return click.option(
-        "--protocol",
-        "protocol_path",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help="The protocol file (default: the one the kit ships, its benchmarks/NanoGpt/ copy).",
-    )(f)
+    return click.option("--protocol", "protocol_path", type=PROTOCOL_FILE, help=PROTOCOL_HELP)(f)
 
 
 def docker_host_option(f: F) -> F:
-    return click.option(
-        "--docker-host",
-        help="Drive another machine's Docker engine, e.g. ssh://user@host (default: this one's).",
-    )(f)
+    return click.option("--docker-host", help=DOCKER_HOST_HELP)(f)
+
+
+@functools.cache
+def reference() -> dict:
+    """The shipped protocol's tables, read as plain TOML: `--help` names its models and
+    precisions without loading (and checking) the whole protocol."""
+    import tomllib  # the standard library's, quick
+    from importlib import resources
+
+    return tomllib.loads((resources.files("kit") / "files" / "protocol.toml").read_text("utf-8"))
 
 
 def checks_option(f: F) -> F:

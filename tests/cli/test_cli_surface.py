@@ -107,12 +107,12 @@ def _seam(command: str):
     """A command's click parameters, the type they are read into, the options type, and the
     documented ways the two differ."""
     # lazy: the commands' modules load the engine (start-up speed of the other tests)
-    from kit.cli import assemble, correctness
+    from kit.cli import correctness, series_args, series_cmd
     from kit.results.run_options import CheckOptions, SeriesOptions
 
     if command == "series":
-        cmd, module, opts = main.commands["series"], assemble, SeriesOptions
-        args: type = assemble.SeriesArgs
+        cmd, module, opts = series_cmd.series, series_args, SeriesOptions
+        args: type = series_args.SeriesArgs
     else:
         cmd, module, opts = correctness.correctness, correctness, CheckOptions
         args = correctness.CheckArgs
@@ -139,11 +139,11 @@ def test_click_options_and_the_options_type_agree_both_ways(command):
 
 
 def test_a_renamed_click_option_fails_at_once_not_as_none():
-    from kit.cli import assemble
+    from kit.cli import series_args
 
     params, args, _, _ = _seam("series")
     given = {n: None for n in params}
     given["idle_timeout_seconds"] = given.pop("idle_timeout")
     with pytest.raises(TypeError, match="idle_timeout"):
         args(**given)
-    assert assemble.SeriesArgs is args
+    assert series_args.SeriesArgs is args

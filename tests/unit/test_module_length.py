@@ -21,7 +21,6 @@ ALLOWED = {
     "results/store.py": "ResultsDir: the one class that names and writes every file",
     "protocol/load.py": "the protocol's tables as types and their checks, read key by key",
     "cli/assemble.py": "options to a ready series: resolving, the sides and their images",
-    "cli/main.py": "the commands not yet in modules of their own",
 }
 
 
