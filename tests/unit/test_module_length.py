@@ -20,7 +20,6 @@ ALLOWED = {
     "measure/clock.py": "the clock's reader process: it runs alone, where the kit may not be",
     "results/store.py": "ResultsDir: the one class that names and writes every file",
     "protocol/load.py": "the protocol's tables as types and their checks, read key by key",
-    "cli/assemble.py": "options to a ready series: resolving, the sides and their images",
 }
 
 
