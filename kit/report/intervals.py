@@ -19,7 +19,7 @@ from the raw logs, recomputes the same digits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,11 +64,23 @@ class Paired:
     interval: Interval | None  # of the median ratio; None with a single round
 
 
-def _rng() -> np.random.Generator:
-    return np.random.default_rng(SEED)
-
-
-def _bounds(low: float, high: float, estimate: float) -> Interval:
+def _bootstrap(
+    samples: tuple[npt.NDArray[np.floating], ...],
+    statistic: Callable[..., npt.NDArray[np.floating]],
+    estimate: float,
+) -> Interval:
+    """The interval of `statistic` over `samples`: the same resamples, level, method and seed
+    for every interval the report gives."""
+    ci = stats.bootstrap(
+        samples,
+        statistic,
+        n_resamples=RESAMPLES,
+        confidence_level=LEVEL,
+        method=METHOD,
+        vectorized=True,
+        rng=np.random.default_rng(SEED),
+    ).confidence_interval
+    low, high = float(ci.low), float(ci.high)
     if np.isnan(low) or np.isnan(high):  # every resample alike: the interval is the point
         low = high = estimate
     return Interval(estimate, low, high)
@@ -85,18 +97,7 @@ def ratio_interval(contender_s: Times, baseline_s: Times) -> Interval:
     a, b = np.asarray(contender_s, float), np.asarray(baseline_s, float)
     if not len(a) or not len(b):
         raise ValueError("both sides need step times")
-    estimate = float(np.median(a) / np.median(b))
-    result = stats.bootstrap(
-        (a, b),
-        _median_ratio,
-        n_resamples=RESAMPLES,
-        confidence_level=LEVEL,
-        method=METHOD,
-        vectorized=True,
-        rng=_rng(),
-    )
-    ci = result.confidence_interval
-    return _bounds(float(ci.low), float(ci.high), estimate)
+    return _bootstrap((a, b), _median_ratio, float(np.median(a) / np.median(b)))
 
 
 def paired(contender_s: Times, baseline_s: Times) -> Paired:
@@ -106,19 +107,7 @@ def paired(contender_s: Times, baseline_s: Times) -> Paired:
         raise ValueError(f"paired rounds need one time per side per round ({len(a)} and {len(b)})")
     ratios = a / b
     median = float(np.median(ratios))
-    interval = None
-    if len(ratios) > 1:
-        result = stats.bootstrap(
-            (ratios,),
-            np.median,
-            n_resamples=RESAMPLES,
-            confidence_level=LEVEL,
-            method=METHOD,
-            vectorized=True,
-            rng=_rng(),
-        )
-        ci = result.confidence_interval
-        interval = _bounds(float(ci.low), float(ci.high), median)
+    interval = _bootstrap((ratios,), np.median, median) if len(ratios) > 1 else None
     return Paired(
         ratios=tuple(float(r) for r in ratios),
         median=median,
