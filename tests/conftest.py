@@ -141,9 +141,12 @@ def cli():
     return invoke
 
 
-def contender_args(out: Path, protocol: Path, *extra: str) -> list[str]:
+def contender_args(out: Path, protocol: Path, *extra: str, device: str = "cpu") -> list[str]:
+    """A contender-only series of the local executor; on a card (`device="cuda"`), the tests'
+    NVML is scripted."""
+    where = ["--device", "cpu", "--full-cpu"] if device == "cpu" else ["--device", device]
     return [
-        "series", "--out", out, "--protocol", protocol, "--device", "cpu", "--full-cpu", "--no-pytorch",
+        "series", "--out", out, "--protocol", protocol, *where, "--no-pytorch",
         "--contender", CONTENDER, "--executor", "local", "--model", "shakespeare-char",
         "--input", TEXT_INPUT, *extra,
     ]  # fmt: skip

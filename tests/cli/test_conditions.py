@@ -8,7 +8,7 @@ import pytest
 from kit.errors import ExitCode
 from kit.telemetry import nvml
 from kit.telemetry.nvml import CardInfo, GpuProcess, Sample
-from tests.conftest import CONTENDER, TEXT_INPUT
+from tests.conftest import contender_args
 
 INFO = CardInfo(
     "NVIDIA L4",
@@ -57,27 +57,7 @@ class ScriptedCard:
 
 
 def args(out, protocol, *extra):
-    return [
-        "series",
-        "--out",
-        out,
-        "--protocol",
-        protocol,
-        "--device",
-        "cuda",
-        "--no-pytorch",
-        "--contender",
-        CONTENDER,
-        "--executor",
-        "local",
-        "--model",
-        "shakespeare-char",
-        "--precision",
-        "float32",
-        "--input",
-        TEXT_INPUT,
-        *extra,
-    ]
+    return contender_args(out, protocol, "--precision", "float32", *extra, device="cuda")
 
 
 @pytest.mark.slow

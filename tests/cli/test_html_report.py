@@ -18,7 +18,6 @@ from kit.results.store import ResultsDir
 from tests.conftest import (
     CONTENDER,
     ROOT,
-    TEXT_INPUT,
     contender_args,
     fake_nanogpt_protocol,
     pytorch_args,
@@ -339,26 +338,7 @@ def test_card_conditions_and_kernel_families_are_plotted(tmp_path, cli, fake_env
     protocol = write_protocol(tmp_path / "p.toml", runs=2)
     fake_env(step_ms={"*": 15.0})  # a window of 1.2 s: the 1 s sampler lands inside it
     out = tmp_path / "r"
-    args = [
-        "series",
-        "--out",
-        out,
-        "--protocol",
-        protocol,
-        "--device",
-        "cuda",
-        "--no-pytorch",
-        "--contender",
-        CONTENDER,
-        "--executor",
-        "local",
-        "--model",
-        "shakespeare-char",
-        "--precision",
-        "float32",
-        "--input",
-        TEXT_INPUT,
-    ]
+    args = contender_args(out, protocol, "--precision", "float32", device="cuda")
     res = cli(*args)
     assert res.exit_code == 0, res.output
     # rule 6 withholds the unchecked step times, so there is no step time to draw...
