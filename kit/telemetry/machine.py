@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -33,6 +33,7 @@ import numpy as np
 
 from kit.errors import UserError
 from kit.telemetry.procfs import Process, ProcFiles, Reading, own_pids
+from kit.telemetry.sample_lines import write_sample
 
 SCHEMA = "micakit.machine"
 VERSION = 1
@@ -258,12 +259,11 @@ class MachineSampler:
             }
         )
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: Mapping[str, object]) -> None:
         if self._file is None:
             return
         try:
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-            self._file.flush()  # a killed run keeps every sample taken before it
+            write_sample(self._file, record)
         except OSError:
             self._file = None  # the disk is full or gone: the run still goes on
 

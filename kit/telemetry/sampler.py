@@ -10,11 +10,10 @@ This module takes a `kit.telemetry.nvml.Card` and never imports pynvml.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -25,6 +24,7 @@ from kit.telemetry.nvml import (
     CardError,
     GpuProcess,
 )
+from kit.telemetry.sample_lines import write_sample
 
 SAMPLES_SCHEMA = "micakit.samples"
 SAMPLES_VERSION = 1
@@ -275,12 +275,11 @@ class Sampler:
     def _note_error(self, message: str) -> None:
         self.errors.append(message)
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: Mapping[str, object]) -> None:
         if self._file is None:
             return
         try:
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-            self._file.flush()  # a killed run keeps every sample taken before it
+            write_sample(self._file, record)
         except OSError as error:
             # The disk is full or gone: nothing more can be recorded, the run still goes on.
             self._note_error(f"cannot write {self.path}: {error}")
