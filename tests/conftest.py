@@ -152,6 +152,22 @@ def contender_args(out: Path, protocol: Path, *extra: str, device: str = "cpu") 
     ]  # fmt: skip
 
 
+def fake_series(root: Path, name: str, args: list, code: int = 0, **fake: object) -> Path:
+    """A series of the fakes in root/NAME, made in-process: `args` with "OUT" where its folder
+    goes, `fake` the fakes' behaviour (step_ms: 2 ms unless given); it must exit `code`."""
+    out = root / name
+    fake.setdefault("step_ms", {"*": 2.0})
+    fake["state"] = str(root / f"{name}.state")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MICAKIT_FAKE", json.dumps(fake))
+        mp.setenv("MICAKIT_CACHE", str(root / "cache"))
+        mp.setenv("MICAKIT_FAKES", str(FAKES))
+        argv = [str(out if a == "OUT" else a) for a in args]
+        res = CliRunner().invoke(main, argv, catch_exceptions=False)
+    assert res.exit_code == code, res.output
+    return out
+
+
 def raw_records(out: Path) -> list[dict]:
     """runs.jsonl's lines as the kit wrote them (kit.results.records)."""
     path = out / "runs.jsonl"

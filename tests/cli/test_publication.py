@@ -23,9 +23,9 @@ from kit.results.store import ResultsDir
 from tests.cli.test_html_report import parse
 from tests.conftest import (
     CONTENDER,
-    FAKES,
     contender_args,
     fake_nanogpt_protocol,
+    fake_series,
     pytorch_args,
     records,
     write_protocol,
@@ -44,19 +44,6 @@ VERDICT_WORD = re.compile(r"\b(faster|level|slower)\b", re.I)
 
 def invoke(*args) -> object:
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def _series(root: Path, name: str, args: list, code: int = 0, **fake) -> Path:
-    out = root / name
-    fake.setdefault("step_ms", {"*": 2.0})
-    fake["state"] = str(root / f"{name}.state")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MICAKIT_FAKE", json.dumps(fake))
-        mp.setenv("MICAKIT_CACHE", str(root / "cache"))
-        mp.setenv("MICAKIT_FAKES", str(FAKES))
-        res = invoke(*[a if a != "OUT" else out for a in args])
-    assert res.exit_code == code, res.output
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +70,9 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     both = ["OUT" if str(a) == "OUT" else a for a in pytorch_args(Path("OUT"), fake_torch)]
     return {
         # mica-strict out of memory at its 3rd start: after one timed run (amendment 8)
-        "oom": _series(root, "oom", contender, events={"mica-strict#3": "oom"}),
+        "oom": fake_series(root, "oom", contender, events={"mica-strict#3": "oom"}),
         # max-autotune, the fastest by its times, out of memory after one timed run
-        "torch": _series(
+        "torch": fake_series(
             root,
             "torch",
             [*both, "--contender", CONTENDER],
@@ -99,9 +86,11 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             events={"max-autotune#3": "oom"},
         ),
         # 2 ok and one void (its own clock 5% off): no time, and merge refuses it (§5)
-        "void": _series(root, "void", only(drift), step_ms={"*": 5.0}, events={"mica#3": "drift"}),
+        "void": fake_series(
+            root, "void", only(drift), step_ms={"*": 5.0}, events={"mica#3": "drift"}
+        ),
         # a crash ends the series (amendment 8.4): failed, the rest incomplete
-        "failed": _series(root, "failed", contender, code=3, events={"mica-strict#2": "crash"}),
+        "failed": fake_series(root, "failed", contender, code=3, events={"mica-strict#2": "crash"}),
     }
 
 

@@ -15,21 +15,13 @@ from kit.cli.main import main
 from kit.errors import UserError
 from kit.report import merge, tables
 from kit.results.store import ResultsDir
-from tests.conftest import contender_args, write_protocol
+from tests.conftest import contender_args, fake_series, write_protocol
 
 pytestmark = pytest.mark.slow  # the module's four series take seconds to make
 
 
 def _series(root: Path, name: str, protocol: Path, precision: str, **fake) -> Path:
-    out = root / name
-    fake.setdefault("step_ms", {"*": 2.0})
-    fake["state"] = str(root / f"{name}.state")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MICAKIT_FAKE", json.dumps(fake))
-        mp.setenv("MICAKIT_CACHE", str(root / "cache"))
-        args = [str(a) for a in contender_args(out, protocol, "--precision", precision)]
-        res = CliRunner().invoke(main, args, catch_exceptions=False)
-    assert res.exit_code == 0, res.output
+    out = fake_series(root, name, contender_args("OUT", protocol, "--precision", precision), **fake)
     # rule 6: no correctness check ran, so the times are shown only in a preview
     res = CliRunner().invoke(main, ["publish", str(out), "--preview"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
