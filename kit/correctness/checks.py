@@ -146,31 +146,6 @@ def load_checks(checks_dir: Path) -> list[CheckRecord]:
     return out
 
 
-def check_status(
-    model: str,
-    precision: str,
-    card: str,
-    results: Sequence[CheckRecord],
-    *,
-    build: str | None = None,
-    seeds: Sequence[int] | None = None,
-    five_seed_card: str | None = None,
-    program_sha256: str | None = None,
-) -> str:
-    """The status "passed", or why this card's configuration has no verdict (rule 6, 7.3);
-    `check_verdict` without the records it was read from."""
-    return check_verdict(
-        model,
-        precision,
-        card,
-        results,
-        build=build,
-        seeds=seeds,
-        five_seed_card=five_seed_card,
-        program_sha256=program_sha256,
-    )[0]
-
-
 def check_verdict(
     model: str,
     precision: str,
@@ -328,22 +303,15 @@ def check_statuses(
     With `builds` (precision -> contender builds) the keys are "model/precision/build", one per
     build (rule 6 is per build, amendment 4.2); without, "model/precision".
     """
-    if builds is None:
-        return {
-            f"{m}/{p}": check_status(
-                m,
-                p,
-                card,
-                results,
-                seeds=seeds,
-                five_seed_card=five_seed_card,
-                program_sha256=program_sha256,
-            )
-            for m in models
-            for p in precisions
-        }
+    # without builds, one key a model and precision: a build of None is not asked
+    keys = [
+        (m, p, b)
+        for m in models
+        for p in precisions
+        for b in ([None] if builds is None else builds.get(p, []))
+    ]
     return {
-        f"{m}/{p}/{b}": check_status(
+        "/".join(x for x in (m, p, b) if x is not None): check_verdict(
             m,
             p,
             card,
@@ -352,10 +320,8 @@ def check_statuses(
             seeds=seeds,
             five_seed_card=five_seed_card,
             program_sha256=program_sha256,
-        )
-        for m in models
-        for p in precisions
-        for b in builds.get(p, [])
+        )[0]
+        for m, p, b in keys
     }
 
 

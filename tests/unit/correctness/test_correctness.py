@@ -486,7 +486,7 @@ def b_rec(card=R4090, passed=True, step=None, model="gpt2-small"):
 
 
 def status(records, card=R4090, model="gpt2-small", precision="bfloat16"):
-    return checks.check_status(model, precision, card, records)
+    return checks.check_verdict(model, precision, card, records)[0]
 
 
 def test_status_passed_on_the_card_of_five_seeds():
@@ -666,7 +666,7 @@ SEEDS = load().correctness.seeds
 
 def gate(records, card=R4090, build="mica-half-intermediates", precision="bfloat16"):
     c_ = load().correctness
-    return checks.check_status(
+    return checks.check_verdict(
         "gpt2-small",
         precision,
         card,
@@ -674,7 +674,7 @@ def gate(records, card=R4090, build="mica-half-intermediates", precision="bfloat
         build=build,
         seeds=c_.seeds,
         five_seed_card=c_.five_seed_card,
-    )
+    )[0]
 
 
 def five(card=R4090, seeds=tuple(SEEDS), build="mica-half-intermediates", passed=True):
@@ -807,7 +807,7 @@ def test_a_record_of_schema_1_is_read_and_never_gates(tmp_path: Path):
         [],
     )
     # without a program to ask for (a smoke check on the CPU, as before), it is read as it was
-    assert checks.check_status("gpt2-small", "bfloat16", R4090, read) == "passed"
+    assert checks.check_verdict("gpt2-small", "bfloat16", R4090, read)[0] == "passed"
 
 
 def test_a_check_records_its_program_and_under_docker_its_image(tmp_path: Path):
