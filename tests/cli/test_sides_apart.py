@@ -164,3 +164,9 @@ def test_method_b_cannot_be_copied_or_is_marked(tmp_path, fake_env, cli, monkeyp
     assert marked in (out / "correctness.md").read_text()
     (check,) = [json.loads(x) for x in (out / "checks.jsonl").read_text().splitlines()]
     assert check["sides_isolated"] is False
+    # the check's nanoGPT tree, edited afterwards, is named by `verify`
+    train = out / "work" / "nanogpt" / "patched" / "train.py"
+    train.write_text("import time\n" + train.read_text())
+    res = cli("verify", out)
+    assert res.exit_code == ExitCode.VERIFY_MISMATCH, res.output
+    assert "work/nanogpt/patched/train.py: changed" in res.output
