@@ -324,4 +324,6 @@ def run(args: CheckArgs) -> None:
     rec = judged.record
     said = {True: "passed", False: f"failed ({rec.reason})", None: "read, not judged"}[rec.passed]
     click.echo(f"method {rec.method}, {rec.model}, {rec.precision}, {rec.card}: {said}")
+    if rec.sides_isolated is False:
+        click.echo(f"  {checks.NOT_ISOLATED}: this check gates no verdict")
     click.echo(str(runner.rd.root / check_md.CORRECTNESS_MD))

@@ -51,6 +51,13 @@ def _about(d: Described, verdict: str) -> list[str]:
     lines = [f"# §7 method {s.method}: {label} ({s.model}), {s.precision}, on {s.card}", ""]
     if s.smoke:
         lines += ["**Smoke check**: a scaled-down model and schedule, not a protocol result.", ""]
+    if d.record.sides_isolated is False:
+        lines += [
+            f"**{checks.NOT_ISOLATED}** (its runs' records say so): this check gates no "
+            "verdict; run it where the executor isolates the sides (`--executor docker`, or a "
+            "machine that allows namespaces).",
+            "",
+        ]
     products = (
         f"`{o.products}` (SHA-256 {(o.products_sha256 or '')[:12]}…)"
         if o.products

@@ -190,7 +190,8 @@ class CheckRunner(Kind[CheckRun]):
         else:
             scratch.mkdir(parents=True)
             shutil.copyfile(self.shared.host / CKPT, scratch / CKPT)  # a fresh out_dir a run
-            out_dir = f"{ex.where(Mount('work', self.work))}/{scratch.relative_to(self.work)}"
+            own = Mount("scratch", scratch, read_only=False)  # its out_dir, its only write
+            out_dir = ex.where(own)
             # §7 B: nanoGPT's resume path, dropout 0, plain float32 without TF32, every step
             flags |= {
                 "init_from": "resume",
@@ -204,7 +205,7 @@ class CheckRunner(Kind[CheckRun]):
                 "eval_iters": "1",
                 "eval_interval": str(10 * s.steps),
             }
-            mounts = (self.shared,)
+            mounts = (self.shared, own)
         return self.pytorch.spec(
             s.config(PYTORCH),
             label,

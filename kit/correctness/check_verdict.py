@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -19,6 +20,7 @@ from kit.engine.engine import now
 from kit.errors import UserError
 from kit.protocol.load import Grammar, Protocol
 from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.records import RunRecord
 from kit.results.store import ResultsDir
 from kit.results.tablefile import csv_text
 from kit.status import RunStatus
@@ -74,7 +76,8 @@ def evaluate(
                 raise UserError(f"run {run.run_id} ({run.slug}) has no finished record")
             log = root / ok[run.run_id].log_dir / "stdout.log"
             curves[run.side][run.seed] = curve(s, run, grammars[run.side], log)
-    common = {"contender_build": s.contender_build, "logs": "runs", **identity(rd)}
+    common: dict[str, Any] = {"contender_build": s.contender_build, "logs": "runs"}
+    common |= {**identity(rd), "sides_isolated": isolated(ok, plan)}
     if s.method == "A":
         a = methods.method_a(
             curves[PYTORCH],
@@ -91,6 +94,16 @@ def evaluate(
     b = methods.method_b(pt, ct, c.step0_tolerance, c.step_tolerance, window, beside)
     record = checks.record_method_b(b, s.card, s.model, **common)
     return Verdict(record, b, {"method_b": b.table}, (pt, ct))
+
+
+def isolated(ok: Mapping[int, RunRecord], plan: Sequence[CheckRun]) -> bool | None:
+    """Whether every contender run was kept from the other side's files (its record's
+    isolation: a container, or namespaces of its own); None where no record says (an older
+    kit's)."""
+    said = [ok[r.run_id].isolation for r in plan if r.side == CONTENDER and r.run_id in ok]
+    if not said or any(x is None for x in said):
+        return None
+    return all(str(x).startswith(("container", "namespaces")) for x in said)
 
 
 def identity(rd: ResultsDir) -> dict[str, str]:

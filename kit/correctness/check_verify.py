@@ -22,7 +22,7 @@ from kit.correctness import check_md, check_verdict, checks
 from kit.correctness.check_plan import KIND, CheckSpec, make_spec, plan_runs
 from kit.errors import UserError
 from kit.protocol.load import Protocol
-from kit.results import judging, store
+from kit.results import judging, store, trees
 from kit.results.differences import file_differences, frame_differences
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.run_options import CheckOptions
@@ -65,6 +65,7 @@ def recompute(root: Path, outputs: bool = True) -> Recomputed:
     problems = _spec_differences(manifest.check or {}, spec)
     plan = plan_runs(spec)
     problems += _raw_differences(rd, {r.run_id for r in plan}, outputs)
+    problems += trees.changed(rd.root, manifest.inputs_sha256)  # nanoGPT's trees, hashed again
     if problems:
         problems.append("not recomputed: the records and raw files above come first")
         return Recomputed(rd, protocol, spec, options, None, problems)

@@ -55,6 +55,9 @@ class CheckRecord:
     # SHA-256, and under Docker its measured image's id; "" in a record of schema 1
     contender_sha256: str = ""
     contender_image_id: str = ""
+    # whether the executor kept the contender's runs from the other side's files (a container,
+    # or a local run's own namespaces); None: a record of a kit that did not say
+    sides_isolated: bool | None = None
 
     def __post_init__(self) -> None:
         if self.method not in ("A", "B"):
@@ -263,7 +266,16 @@ def _judge_method_b(
         return []
     if not b_here[-1].passed:
         reasons.append(_failed("B", b_here[-1]))
+    elif b_here[-1].sides_isolated is False:
+        # a contender that could read PyTorch's log could have copied its losses
+        reasons.append(
+            f"method B on {card}: {NOT_ISOLATED}; a verdict needs a check whose executor "
+            "isolates the sides (--executor docker, or a machine that allows namespaces)"
+        )
     return [b_here[-1]]
+
+
+NOT_ISOLATED = "local executor: the contender could read the other side's files"
 
 
 def _ran(r: CheckRecord, program_sha256: str) -> bool:

@@ -25,11 +25,18 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from kit import __version__, kit_commit
-from kit.errors import Interrupted, SeriesFailed, UserError, sigterm_as_interrupt, writing
+from kit.errors import (
+    DirectoryDiffers,
+    Interrupted,
+    SeriesFailed,
+    UserError,
+    sigterm_as_interrupt,
+    writing,
+)
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.protocol.load import Protocol as ProtocolFile
-from kit.results import store
+from kit.results import store, trees
 from kit.results.documents import Manifest, Plan, Versions, check_unchanged
 from kit.results.records import RunRecord
 from kit.results.store import ResultsDir
@@ -241,6 +248,7 @@ class Engine(Generic[R]):
             self.kind.prepare()
             while self._pass():
                 pass
+            self._inputs_unchanged()  # the last run's, too
 
     def _pass(self) -> bool:
         """One pass over the plan; True when the kind asks for another."""
@@ -249,6 +257,7 @@ class Engine(Generic[R]):
         for position, run in enumerate(self.plan):
             if run.run_id in done or self.kind.passed_over(run, latest):
                 continue
+            self._inputs_unchanged()
             record = latest[run.run_id] = self._run_one(run, position)
             if self.kind.after(run, record):
                 return True  # the plan runs again (a halved batch): this record is not current
@@ -259,6 +268,19 @@ class Engine(Generic[R]):
                     f"`micakit {self.kind.command} --resume {self.rd.root}`",
                 )
         return False
+
+    def _inputs_unchanged(self) -> None:
+        """nanoGPT's trees and the files the manifest names, hashed again before every run: a
+        run that edited the code the other side runs stops the plan at the next one."""
+        changed = trees.changed(self.rd.root, self.rd.manifest().inputs_sha256)
+        if changed:
+            raise DirectoryDiffers(
+                f"what this {self.kind.noun} measures changed since it started, so it stops "
+                f"here: {'; '.join(changed[:5])}",
+                "the run before this point changed it (its record and logs are kept); restore "
+                f"the files from a copy and `micakit {self.kind.command} --resume "
+                f"{self.rd.root}`, or start anew elsewhere (--out)",
+            )
 
     def _run_one(self, run: R, position: int) -> RunRecord:
         log_dir = self.rd.new_attempt_dir(run.run_id, self.kind.slug(run))
@@ -273,8 +295,11 @@ class Engine(Generic[R]):
             note = {"schema_version": 1, "status": judged.status, "reason": judged.reason}
             store.write_json(log_dir / store.NOT_RUN, note)
         else:
-            # a hang is stopped at the protocol's stall limit and fails like any other failure
-            spec = dataclasses.replace(made, stall_s=self.protocol.timing.stall_s)
+            # a hang is stopped at the protocol's stall limit and fails like any other failure;
+            # the run sees nothing of the results directory but its own mounts
+            spec = dataclasses.replace(
+                made, stall_s=self.protocol.timing.stall_s, confine=(self.rd.root.resolve(),)
+            )
             command = {"schema_version": 1, "argv": list(spec.argv), "env": spec.env}
             store.write_json(log_dir / "command.json", command)
             try:
@@ -304,6 +329,8 @@ class Engine(Generic[R]):
             executor=self.executor.name,
             files=self.hashes(log_dir),
             outputs=judged.outputs,
+            isolation=outcome.isolation if outcome else None,
+            outlived=outcome.outlived if outcome else None,
         )
         with writing(self.rd.root / store.RECORDS, elsewhere="--out"):  # names runs.jsonl
             self.rd.append_record(record)

@@ -24,7 +24,7 @@ from kit.errors import SeriesFailed, UserError
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.protocol.load import FAMILIES, Protocol
-from kit.results import store
+from kit.results import store, trees
 from kit.results.planned import (
     AA_KINDS,
     AA_TWIN,
@@ -193,7 +193,11 @@ class Series(Kind[PlannedRun]):
         (§6), nanoGPT's patch (§4) or the models' configuration file (amendment 4.4).
         """
         p = self.protocol
-        return {name: store.sha256_file(p.beside(name)) for name in files_beside(p)}
+        named = {name: store.sha256_file(p.beside(name)) for name in files_beside(p)}
+        listing = self.rd.root / trees.LISTING
+        if listing.is_file():  # nanoGPT's trees, hashed again before every run and by `verify`
+            named[trees.LISTING] = store.sha256_file(listing)
+        return named
 
     def _primary(self, config: Config) -> bool:
         side = self.sides[config.side]

@@ -43,6 +43,9 @@ class RunSpec:
     # the stamped stdout's first lines so far (whole lines, at most WATCHED_BYTES) -> a reason
     # to stop the run, or None; polled with the limits (a series' check of §5's clock)
     watch: Callable[[bytes], str | None] | None = field(default=None, compare=False)
+    # folders the run may not see but where its mounts say (the results directory): the local
+    # executor covers them in a namespace of the run's own; a container sees only its mounts
+    confine: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,11 @@ class RunOutcome:
     stderr_log: Path
     libraries_dir: Path | None = None  # raw LD_DEBUG output, when trace_libraries was asked
     stopped: str | None = None  # why the kit stopped the run (a stall, the whole-run limit)
+    # what kept the run from the rest of the results directory: "container", "namespaces", or
+    # "none" with why; None where the executor does not say (a run without `confine`)
+    isolation: str | None = None
+    # the processes that outlived the program and were stopped, in words; None: none did
+    outlived: str | None = None
 
 
 WATCHED_BYTES = 1 << 16  # a run's watch reads its first lines only: bounded work per poll

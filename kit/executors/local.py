@@ -1,27 +1,34 @@
 """The local executor: every run a fresh process on this machine, read by the outside clock.
 
-Every run starts in a session (and process group) of its own, so a stop ends the whole tree: a
-contender that is a wrapper script, or a program that starts helpers, leaves nothing behind on
-the card (§5: the card holds no other program) nor holds the reader's pipes open. The kit's own
-death ends it too: the reader, which outlives the kit until the streams close, watches a pipe
-from the kit and kills the run's group when the kit is gone.
+Every run starts under a supervisor of its own (`kit.executors.supervisor`), in a session (and
+process group) of its own, so a stop ends the whole tree: a contender that is a wrapper script,
+or a program that starts helpers, even a double-forked daemon, leaves nothing behind on the card
+(§5: the card holds no other program) nor holds the reader's pipes open. The supervisor reaps
+and names what outlived the program, and, where the machine allows namespaces, keeps the run
+from the results directory but for its own mounts (`RunSpec.confine`). The kit's own death ends
+it too: the reader, which outlives the kit until the streams close, watches a pipe from the
+kit and kills the run's group when the kit is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
+import json
 import os
 import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import UserError
+from kit.executors import supervisor
 from kit.executors.base import Executor, Limits, Mount, RunOutcome, RunSpec
 from kit.measure import clock
 
@@ -65,8 +72,10 @@ def held_signals() -> Iterator[None]:
 class LocalExecutor(Executor):
     name = "local"
 
-    def __init__(self, grace_s: float = 5.0) -> None:
+    def __init__(self, grace_s: float = 5.0, *, confine: bool = True) -> None:
         self.grace_s = grace_s  # SIGTERM first; SIGKILL after this long
+        # False: no namespaces even where the machine allows them (MICAKIT_LOCAL_CONFINE=0)
+        self.confine = confine and os.environ.get("MICAKIT_LOCAL_CONFINE", "1") != "0"
 
     def where(self, mount: Mount) -> str:
         # absolute whatever the series was given: a program that changes its folder (a wrapper
@@ -82,9 +91,15 @@ class LocalExecutor(Executor):
         stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
         env, libraries_dir = _environment(spec, log_dir)
         launch = _Launch()
+        report_r, report_w = os.pipe()
+        supervised = self._supervised(spec, env, libraries_dir, report_w)
         try:
             with held_signals():
-                proc, reader, start_ns = _start(spec, env, stdout_log, stderr_log, launch)
+                proc, reader, start_ns = _start(
+                    supervised, stdout_log, stderr_log, launch, report_w
+                )
+            os.close(report_w)
+            report_w = -1
             exit_code, stopped = self._wait(proc, spec, stdout_log, stderr_log)
             # whatever the program left in its group (a wrapper's child, a helper) ends with it
             _kill_group(proc.pid, signal.SIGKILL)
@@ -95,13 +110,24 @@ class LocalExecutor(Executor):
             # second signal waits until that is done, so it cannot orphan the program
             with held_signals():
                 if launch.proc is not None:
-                    _terminate(launch.proc, self.grace_s)
+                    _terminate(launch.proc, self._stop_s())
                 if launch.reader is not None:
                     launch.reader.wait()
             raise
         finally:
             if launch.watch_w >= 0:
                 os.close(launch.watch_w)
+            if report_w >= 0:
+                os.close(report_w)
+            report = _report(report_r)
+        if "exec_error" in report:
+            _, why = report["exec_error"]
+            raise UserError(
+                f"{spec.label}: cannot start {spec.argv[0]!r}: {why}",
+                "check the program's path and that it is executable",
+            )
+        if isinstance(report.get("exit_code"), int):
+            exit_code = report["exit_code"]
         return RunOutcome(
             exit_code=exit_code,
             start_ns=start_ns,
@@ -110,7 +136,40 @@ class LocalExecutor(Executor):
             stderr_log=stderr_log,
             libraries_dir=libraries_dir,
             stopped=stopped,
+            isolation=_isolation(spec, report),
+            outlived=_outlived(report),
         )
+
+    def _supervised(
+        self, spec: RunSpec, env: Mapping[str, str], libraries_dir: Path | None, report_w: int
+    ) -> RunSpec:
+        """The run as its supervisor starts it: the program, its environment, folder and
+        mounts in the request; the supervisor itself under the kit's own environment (no
+        LD_DEBUG: amendment 2's trace is the program's alone)."""
+        mounts = [{"host": os.path.realpath(m.host), "read_only": m.read_only} for m in spec.mounts]
+        if libraries_dir is not None:
+            mounts.append({"host": os.path.realpath(libraries_dir), "read_only": False})
+        request = {
+            "argv": list(spec.argv),
+            "env": dict(env),
+            "cwd": os.path.abspath(spec.workdir) if spec.workdir else os.getcwd(),
+            "confine": [os.path.realpath(p) for p in spec.confine] if self.confine else [],
+            "mounts": mounts,
+            "grace_s": self.grace_s,
+            "report_fd": report_w,
+        }
+        own = {k: v for k, v in os.environ.items() if not k.startswith("LD_DEBUG")}
+        return dataclasses.replace(
+            spec,
+            argv=(sys.executable, supervisor.__file__, json.dumps(request)),
+            env=own,
+            workdir=None,
+        )
+
+    def _stop_s(self) -> float:
+        """How long a stopped run's supervisor gets to stop what its program left: its own
+        grace for the program, the linger, its grace for the rest, and a margin."""
+        return 2 * self.grace_s + supervisor.LINGER_S + 2.0
 
     def _wait(
         self, proc: subprocess.Popen, spec: RunSpec, stdout_log: Path, stderr_log: Path
@@ -125,7 +184,7 @@ class LocalExecutor(Executor):
                     return proc.returncode, None
                 why = limits.check()
                 if why:
-                    _terminate(proc, self.grace_s)
+                    _terminate(proc, self._stop_s())
                     return proc.returncode, why
 
 
@@ -152,8 +211,56 @@ class _Launch:
     watch_w: int = -1
 
 
+def _report(fd: int) -> dict:
+    """What the supervisor reported (nothing where it was killed before it could), read
+    without waiting: every holder of the pipe's write end has exited."""
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    try:
+        report = json.loads(data) if data else {}
+    except ValueError:
+        report = {}
+    return report if isinstance(report, dict) else {}
+
+
+def _isolation(spec: RunSpec, report: Mapping[str, object]) -> str | None:
+    """What kept the run from the rest of the results directory, in the record's words."""
+    if not spec.confine:
+        return None
+    said = report.get("isolation")
+    if said == "namespaces":
+        return "namespaces: a private user, mount and PID namespace; only the run's mounts"
+    if isinstance(report.get("error"), str):
+        return f"none: {report['error']}"
+    if isinstance(said, str) and said.startswith("none (") and said.endswith(")"):
+        return f"none: the machine refused namespaces ({said[6:-1]})"
+    return "none"
+
+
+def _outlived(report: Mapping[str, object]) -> str | None:
+    """The processes the program left behind, stopped, in words; None where none was."""
+    count, named = report.get("outlived_count"), report.get("outlived")
+    if not isinstance(count, int) or count == 0 or not isinstance(named, list):
+        return None
+    killed = report.get("killed")
+    noun = "process" if count == 1 else "processes"
+    verb = "was" if count == 1 else "were"
+    more = f", {count - len(named)} more" if count > len(named) else ""
+    hard = f"; {killed} needed SIGKILL" if isinstance(killed, int) and killed else ""
+    return (
+        f"{count} {noun} outlived the program and {verb} stopped ({', '.join(named)}{more}){hard}"
+    )
+
+
 def _start(
-    spec: RunSpec, env: Mapping[str, str], stdout_log: Path, stderr_log: Path, launch: _Launch
+    spec: RunSpec, stdout_log: Path, stderr_log: Path, launch: _Launch, report_w: int
 ) -> tuple[subprocess.Popen, subprocess.Popen, int]:
     """Start the reader, then the program on its pipes: (program, reader, start in ns).
 
@@ -182,9 +289,10 @@ def _start(
             stdout=out_w,
             stderr=err_w,
             cwd=os.path.abspath(spec.workdir) if spec.workdir else None,
-            env=env,
+            env=spec.env,
             start_new_session=True,  # its own session and process group
             preexec_fn=_child_setup,
+            pass_fds=(report_w,),
         )
     except OSError as e:
         error = e

@@ -13,7 +13,7 @@ from kit.errors import UserError
 from kit.report import html, rerun, resolution, sbom_tie, summary, tables
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
 from kit.report.tables import Tables
-from kit.results import audit, fanout, store, tablefile
+from kit.results import audit, fanout, store, tablefile, trees
 from kit.results.differences import file_differences, frame_differences
 from kit.results.store import ResultsDir
 from kit.results.tablefile import csv_text, read_table
@@ -108,8 +108,10 @@ def verify(
     and compared whole; any other file under tables/ or plots/ is named.
     """
     found = (audit.Examination(rd) if examined is None else examined).result()
-    if found.problems:
-        return [*found.problems, "not recomputed: the records and raw files above come first"]
+    # nanoGPT's trees and every file the manifest names, hashed again
+    problems = [*found.problems, *trees.changed(rd.root, rd.manifest().inputs_sha256)]
+    if problems:
+        return [*problems, "not recomputed: the records and raw files above come first"]
     try:
         # the audit above came first
         fresh = tables.tables(rd, checks, listing=found.listing, judged=found.judged)

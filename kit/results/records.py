@@ -29,7 +29,8 @@ RUN, JUDGED = "run", "judged"  # schema 2: the planned run's fields, the judgeme
 # the envelope: what the engine writes of every run, whatever its kind
 _ENVELOPE = frozenset(
     ("schema_version", "schema", "run_id", "log_dir", "started_utc", "start_ns", "end_ns",
-     "exit_code", "stopped", "status", "reason", "executor", "files", "outputs")
+     "exit_code", "stopped", "status", "reason", "executor", "files", "outputs", "isolation",
+     "outlived")
 )  # fmt: skip
 # Schema 1's judgement, by name: every field a schema-1 kit wrote after the reason (a timed
 # run's judgement; a profiled run's kernel table; a graph-break run's counts). Schema 1 is
@@ -56,6 +57,10 @@ class RunRecord:
     head: Mapping[str, Any] = field(default_factory=dict)  # the kind's: config, round, kind, ...
     judged: Mapping[str, Any] = field(default_factory=dict)  # the kind's: step_s, final_loss, ...
     outputs: Mapping[str, Any] | None = None  # what a run made for later runs (a shared start)
+    # what kept the run from the other side's files: "container", "namespaces: ...", "none..."
+    # (kit.executors.base.RunOutcome); None: not recorded (an older kit, a run not run)
+    isolation: str | None = None
+    outlived: str | None = None  # the processes that outlived the program, stopped, in words
 
     # -- the fields every kind gives -----------------------------------------------------------
 
@@ -103,6 +108,10 @@ class RunRecord:
         }
         if self.outputs is not None:
             out["outputs"] = dict(self.outputs)
+        if self.isolation is not None:
+            out["isolation"] = self.isolation
+        if self.outlived is not None:
+            out["outlived"] = self.outlived
         return out
 
     @classmethod
@@ -148,6 +157,8 @@ class RunRecord:
                 head=head,
                 judged=judged,
                 outputs=d.get("outputs"),
+                isolation=d.get("isolation"),
+                outlived=d.get("outlived"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(

@@ -140,9 +140,11 @@ class ContenderSide(Side):
         ex = ctx.executor
         program = Mount("program", self.program.parent)
         data = Mount("data", self.data)
-        work = Mount("work", ctx.work, read_only=False)
+        # the one folder of the series it may write: its products records (amendment 4.3);
+        # nanoGPT's trees and the other side's folders beside it are out of its reach
+        products = Mount("products", ctx.work / "products", read_only=False)
         model = p.model(config.model)
-        mounts = (data, work) if self.image_program else (program, data, work)
+        mounts = (data, products) if self.image_program else (program, data, products)
         values = {
             "program": self.image_program or f"{ex.where(program)}/{self.program.name}",
             "model": config.model,
@@ -151,7 +153,7 @@ class ContenderSide(Side):
             "steps": str(steps or p.timing.steps),
             "data": f"{ex.where(data)}/{model.dataset}",
             # amendment 4.3: the discarded run writes the products record, timed runs read it
-            "products": f"{ex.where(work)}/products/{config.slug}.products",
+            "products": f"{ex.where(products)}/{config.slug}.products",
             "init": init,
             "batches": batches,
             "device": ctx.device,
@@ -232,8 +234,9 @@ class PyTorchSide(Side):
         p = ctx.protocol
         model = p.model(config.model)
         ex = ctx.executor
-        nanogpt = Mount("nanogpt", self.workspace)
-        work = Mount("work", ctx.work, read_only=False)
+        nanogpt = Mount("nanogpt", self.workspace)  # read-only: the code it measures
+        out = Mount("out", ctx.work / "out", read_only=False)  # nanoGPT's out_dir, its only write
+        out.host.mkdir(parents=True, exist_ok=True)
         mode = config.variant
         tree = tree or self.tree(p, mode)
         argv = [self.python, "-u", "train.py", model.config, *model.args]
@@ -249,7 +252,7 @@ class PyTorchSide(Side):
             f"--eval_interval={p.timing.steps * 10}",
             f"--log_interval={p.timing.log_interval}",
             "--always_save_checkpoint=False",
-            f"--out_dir={ex.where(work)}/out/{config.slug}",
+            f"--out_dir={ex.where(out)}/{config.slug}",
         ]
         if tree == PATCHED and mode != "eager":
             argv.append(f"--compile_mode={mode}")
@@ -262,7 +265,7 @@ class PyTorchSide(Side):
         return RunSpec(
             label=label,
             argv=tuple(argv),
-            mounts=(nanogpt, work, *extra_mounts),
+            mounts=(nanogpt, out, *extra_mounts),
             workdir=f"{ex.where(nanogpt)}/{tree}",
             image=self.image,
             gpu=ctx.gpu,

@@ -41,7 +41,12 @@ def start_number(cfg: dict, variant: str) -> int:
     if not state:
         return 1
     folder = Path(state) / variant.replace("/", "_")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        # a run that cannot reach the state folder (a side that does not mount it under
+        # Docker, kit.sides.side: each side writes only its own folder) counts as a first start
+        return 1
     n = len(list(folder.iterdir())) + 1
     (folder / str(n)).touch()
     return n

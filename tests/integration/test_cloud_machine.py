@@ -132,7 +132,7 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
     with loopback_sshd(tmp_path, _loopback.SSHD_CONFIG) as server:
         ssh = machine_over_ssh(server, homes, entries)
         state.write_text(json.dumps({"script": {"ssh": ssh}}))
-        fake = {"step_ms": {"*": 10.0}, "state": "/micakit/work/state"}
+        fake = {"step_ms": {"*": 10.0}, "state": "/micakit/products/state"}
         out = tmp_path / "fleet"
         done = kit(
             *("cloud", "run", "--machines", 1, "--series-id", "ssh1", "--out", out, "--yes"),

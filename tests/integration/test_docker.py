@@ -408,3 +408,65 @@ def test_runner_image_help_and_host_paths(client, base_image, wheelhouse, tmp_pa
     assert host_path == f"{tmp_path}/s1"
     assert got_commit == commit
     assert host == client.info()["Name"] != container
+
+
+# --- the sides apart ---------------------------------------------------------------------------
+
+
+def _check_folder(root: Path) -> Path:
+    """A check's directory as the contender's run of method B meets it: PyTorch's run already
+    logged (the fake nanoGPT's lines, every digit), the shared start made, a products folder."""
+    log = root / "runs" / "0001-shakespeare-char.float32.pytorch.default" / "attempt-1"
+    log.mkdir(parents=True)
+    (log / "stdout.log").write_text(
+        "".join(
+            f"{i} iter {i}: loss {4 - i / 10:.10f}, time 1.00ms, mfu -100.00%\n" for i in range(5)
+        )
+    )
+    for name in ("init.safetensors", "batch_order.npy"):
+        (root / "shared_start").mkdir(exist_ok=True)
+        (root / "shared_start" / name).write_bytes(b"x")
+    (root / "data" / "shakespeare_char").mkdir(parents=True)
+    return root
+
+
+def test_a_copying_contender_cannot_read_pytorchs_log_in_either_executor(
+    base_image, executor, tmp_path
+):
+    """Method B's copier (tests/fakes/hostile_contender.py) run as a check runs the contender:
+    with the side's own mounts (kit.sides.side.ContenderSide.spec) it finds no log to copy
+    under Docker, nor locally where namespaces are allowed; locally without them, it copies."""
+    import dataclasses
+
+    from kit.executors.local import LocalExecutor
+    from kit.protocol.load import load
+    from kit.results.planned import Config
+    from kit.sides.side import ContenderSide, RunContext
+
+    root = _check_folder(tmp_path / "check")
+    protocol = load(ROOT / "kit" / "files" / "protocol.toml")
+    config = Config("cpu", "shakespeare-char", "float32", "contender", "mica")
+    program = FAKES / "hostile_contender.py"
+    shared = Mount("shared_start", root / "shared_start")
+
+    def run(ex, image: str | None, logs: Path) -> tuple[int | None, str, str | None]:
+        side = ContenderSide(program, root / "data", image=image)
+        ctx = RunContext(protocol, ex, "cpu", None, root / "work")
+        init, batches = (f"{ex.where(shared)}/{n}" for n in ("init.safetensors", "batch_order.npy"))
+        spec = side.spec(config, "copier", ctx, init=init, batches=batches, extra_mounts=(shared,))
+        # the run's mounts: its program, the data, its products folder, the shared start
+        assert {m.name for m in spec.mounts} == {"program", "data", "products", "shared_start"}
+        spec = dataclasses.replace(spec, env={"HOSTILE": "copy"}, confine=(root,))
+        outcome = ex.run(spec, logs)
+        said = outcome.stdout_log.read_text() + outcome.stderr_log.read_text()
+        return outcome.exit_code, said, outcome.isolation
+
+    code, said, isolation = run(executor, base_image, tmp_path / "docker")
+    assert code == 1 and "cannot copy PyTorch's losses" in said, said
+    assert isolation and isolation.startswith("container")
+    code, said, isolation = run(LocalExecutor(confine=False), None, tmp_path / "open")
+    assert code == 0 and "step 4 loss 3.6000000000" in said, said  # the copier works
+    assert isolation == "none"
+    code, said, isolation = run(LocalExecutor(), None, tmp_path / "local")
+    if isolation and isolation.startswith("namespaces"):
+        assert code == 1 and "cannot copy PyTorch's losses" in said, said

@@ -123,7 +123,7 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
     image, program = mica_image
     out = tmp_path / "r"
     # the fake counts its starts in the series' work folder, which every container mounts
-    fake = {"step_ms": {"*": 3.0}, "events": {"mica#4": "oom"}, "state": "/micakit/work/state"}
+    fake = {"step_ms": {"*": 3.0}, "events": {"mica#4": "oom"}, "state": "/micakit/products/state"}
     done = subprocess.run(
         series_args(out, fast_protocol, program, image, fake),
         capture_output=True,
@@ -205,7 +205,11 @@ def test_a_series_whose_image_was_rebuilt_resumes_once_its_own_image_is_back(
     other = tmp_path / program.name
     other.write_bytes(program.read_bytes() + b"\n# another build\n")
     out = tmp_path / "r"
-    fake = {"step_ms": {"*": 3.0}, "events": {"mica#2": "crash"}, "state": "/micakit/work/state"}
+    fake = {
+        "step_ms": {"*": 3.0},
+        "events": {"mica#2": "crash"},
+        "state": "/micakit/products/state",
+    }
     rebuilt = None
     try:
         args = series_args(out, fast_protocol, program, ref, fake)

@@ -210,7 +210,7 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
     assert building.image_id(client, mica["pinned"]) is None
 
     (tmp_path / "results").mkdir()
-    fake = {"step_ms": {"*": 10.0}, "state": "/micakit/work/state"}
+    fake = {"step_ms": {"*": 10.0}, "state": "/micakit/products/state"}
     volumes = {
         str(tmp_path / "results"): {"bind": "/results", "mode": "rw"},
         str(fast_protocol.parent): {"bind": "/inputs/protocol", "mode": "ro"},

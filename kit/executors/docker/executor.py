@@ -230,6 +230,9 @@ class DockerExecutor(Executor):
             stderr_log=stderr_log,
             libraries_dir=libraries_dir,
             stopped=stopped,
+            # the container is the boundary: it sees its mounts alone, and its processes end
+            # with it
+            isolation="container: only the run's mounts" if spec.confine else None,
         )
 
     def _checked_image(self, spec: RunSpec) -> str:

@@ -493,6 +493,18 @@ def test_status_passed_on_the_card_of_five_seeds():
     assert status([a_rec(), b_rec()]) == "passed"
 
 
+def test_a_method_b_check_whose_sides_were_not_isolated_gates_no_verdict():
+    import dataclasses
+
+    open_b = dataclasses.replace(b_rec(), sides_isolated=False)
+    said = status([a_rec(), open_b])
+    assert said.startswith(f"method B on {R4090}: {checks.NOT_ISOLATED}"), said
+    assert "--executor docker" in said
+    # isolated, or a record of a kit that did not say: as before
+    assert status([a_rec(), dataclasses.replace(b_rec(), sides_isolated=True)]) == "passed"
+    assert status([a_rec(), b_rec()]) == "passed"
+
+
 def test_status_reasons():
     assert status([]) == "correctness not checked"
     assert status([b_rec()]) == "method A not run"
