@@ -125,7 +125,7 @@ def _beside(path: str, folder: str) -> bool:
     return path.startswith(folder) and "/" not in path[len(folder) :]
 
 
-def _pypi_name(name: str) -> str:
+def pypi_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
 
 
@@ -158,13 +158,13 @@ def python(texts: Mapping[str, str]) -> list[Package]:
             if str(c).startswith("License ::") and str(c).count("::") >= 2
         ]
         requires = [str(r) for r in meta.get_all("Requires-Dist") or []]
-        purl = f"pkg:pypi/{_pypi_name(name)}@{quote(version, safe='+')}"
+        purl = f"pkg:pypi/{pypi_name(name)}@{quote(version, safe='+')}"
         found.append(
             (Package(purl, name, version, "library", purl, tuple(files), "", who, email, url,
                      tuple(_spdx(n) for n in names) if not expression else (), expression),
              requires)
         )  # fmt: skip
-    refs = {_pypi_name(p.name): p.ref for p, _ in found}
+    refs = {pypi_name(p.name): p.ref for p, _ in found}
     return [_with_depends(p, _requires(r, refs)) for p, r in found]
 
 
@@ -187,7 +187,7 @@ def _requires(requires: list[str], refs: Mapping[str, str]) -> tuple[str, ...]:
         if "extra" in marker:
             continue  # wanted only with an extra: not what the distribution needs
         m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
-        ref = refs.get(_pypi_name(m.group(1))) if m else None
+        ref = refs.get(pypi_name(m.group(1))) if m else None
         if ref and ref not in out:
             out.append(ref)
     return tuple(out)
