@@ -95,7 +95,8 @@ def owners(
             if path in present and path not in column:
                 column[path] = package.ref
     for path in files:
-        column.setdefault(path, UNOWNED + addition(path))
+        if path not in column:
+            column[path] = UNOWNED + addition(path)
     return found, column
 
 

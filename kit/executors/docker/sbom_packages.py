@@ -209,6 +209,7 @@ def debian(texts: Mapping[str, str], links: Mapping[str, str]) -> list[Package]:
         found.append((name, fields))
     provides: dict[str, str] = {}
     refs: dict[str, str] = {}
+    folders: dict[str, str] = {}  # each listed folder, resolved once: files share folders
     out = []
     for name, fields in found:
         arch, version = str(fields.get("Architecture", "")), str(fields.get("Version", ""))
@@ -224,7 +225,9 @@ def debian(texts: Mapping[str, str], links: Mapping[str, str]) -> list[Package]:
         listed = texts.get(f"{DPKG_INFO}{name}:{arch}.list") or texts.get(
             f"{DPKG_INFO}{name}.list", ""
         )
-        files = [_resolved(line.strip(), links) for line in listed.splitlines() if line.strip()]
+        files = [
+            _resolved(line.strip(), links, folders) for line in listed.splitlines() if line.strip()
+        ]
         who, email = parseaddr(str(fields.get("Maintainer", "")))
         copyright_ = texts.get(_resolved(f"{DOC}{name}/copyright", links), "")
         out.append(
@@ -279,9 +282,20 @@ def _spdx(name: str) -> str:
     return fixup_id(name) or name
 
 
-def _resolved(path: str, links: Mapping[str, str]) -> str:
+def _resolved(path: str, links: Mapping[str, str], folders: dict[str, str] | None = None) -> str:
     """`path` with its folders' symlinks followed (Debian lists /bin/ls; merged /usr holds it
-    at /usr/bin/ls); the last part is kept, a package may ship a link of its own."""
+    at /usr/bin/ls); the last part is kept, a package may ship a link of its own. `folders`
+    keeps each folder's resolution for the next path in it."""
+    folder, name = posixpath.split("/" + path.strip("/"))
+    if folders is not None and folder in folders:
+        return posixpath.join(folders[folder], name)
+    out = _followed(path, links)
+    if folders is not None:
+        folders[folder] = posixpath.dirname(out)
+    return out
+
+
+def _followed(path: str, links: Mapping[str, str]) -> str:
     parts = path.strip("/").split("/")
     for _ in range(40):  # a loop of links ends here, unresolved
         here = "/"
