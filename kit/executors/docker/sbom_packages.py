@@ -24,15 +24,14 @@ DOC = "/usr/share/doc/"
 OS_RELEASE = ("/etc/os-release", "/usr/lib/os-release")
 MICA_LIBS = "/opt/mica/lib/"  # Dockerfile.mica: the NVIDIA libraries the contender opens
 PROGRAM_LABEL, PROGRAM_SHA256_LABEL = "org.micakit.program", "org.micakit.program.sha256"
-DEP5 = "https://www.debian.org/doc/packaging-manuals/copyright-format/"
+DEP5 = "debian.org/doc/packaging-manuals/copyright-format/"  # http:// or https://
+LGPL = {"2": "2.0", "2.0": "2.0", "2.1": "2.1", "3": "3.0", "3.0": "3.0"}
 # Debian's short license names (DEP-5 §7) where SPDX spells them otherwise
 DEBIAN_SPDX = {
     **{f"GPL-{v}": f"GPL-{v}.0-only" for v in "123"},
     **{f"GPL-{v}+": f"GPL-{v}.0-or-later" for v in "123"},
-    **{f"LGPL-{v}": f"LGPL-{v}-only" for v in ("2", "2.0", "2.1", "3", "3.0")},
-    **{f"LGPL-{v}+": f"LGPL-{v}-or-later" for v in ("2", "2.0", "2.1", "3", "3.0")},
-    "LGPL-2+": "LGPL-2.0-or-later",
-    "LGPL-3+": "LGPL-3.0-or-later",
+    **{f"LGPL-{v}": f"LGPL-{s}-only" for v, s in LGPL.items()},
+    **{f"LGPL-{v}+": f"LGPL-{s}-or-later" for v, s in LGPL.items()},
     "Expat": "MIT",
     "BSD-2-clause": "BSD-2-Clause",
     "BSD-3-clause": "BSD-3-Clause",
