@@ -160,7 +160,8 @@ def write(
         "components": components,
         "dependencies": _graph(found, os_ref),
     }
-    text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+    # one line: json's C encoder serves only unindented output, the indented one is Python's
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
     (out_dir / SBOM_NAME).write_text(text, encoding="utf-8")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

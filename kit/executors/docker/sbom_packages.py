@@ -138,11 +138,7 @@ def python(texts: Mapping[str, str]) -> list[Package]:
         name, version = str(meta.get("Name", "")), str(meta.get("Version", ""))
         site = posixpath.dirname(info)
         record = texts.get(f"{info}/RECORD", "")
-        files = [
-            posixpath.normpath(posixpath.join(site, line.rsplit(",", 2)[0]))
-            for line in record.splitlines()
-            if line.strip()
-        ]
+        files = [_in(site, line.rsplit(",", 2)[0]) for line in record.splitlines() if line.strip()]
         who, email = _author(meta)
         url = str(meta.get("Home-page") or "") or next(
             (str(u).partition(",")[2].strip() for u in meta.get_all("Project-URL") or []), ""
@@ -165,6 +161,13 @@ def python(texts: Mapping[str, str]) -> list[Package]:
         )  # fmt: skip
     refs = {pypi_name(p.name): p.ref for p, _ in found}
     return [_with_depends(p, _requires(r, refs)) for p, r in found]
+
+
+def _in(site: str, rel: str) -> str:
+    """A RECORD's path in the image: most lie under site-packages, a script at ../../../bin."""
+    if rel.startswith("/") or ".." in rel or "./" in rel:
+        return posixpath.normpath(posixpath.join(site, rel))
+    return f"{site}/{rel}"
 
 
 def _author(meta: object) -> tuple[str, str]:
@@ -285,12 +288,12 @@ def _resolved(path: str, links: Mapping[str, str], folders: dict[str, str] | Non
     """`path` with its folders' symlinks followed (Debian lists /bin/ls; merged /usr holds it
     at /usr/bin/ls); the last part is kept, a package may ship a link of its own. `folders`
     keeps each folder's resolution for the next path in it."""
-    folder, name = posixpath.split("/" + path.strip("/"))
+    folder, _, name = ("/" + path.strip("/")).rpartition("/")
     if folders is not None and folder in folders:
-        return posixpath.join(folders[folder], name)
+        return f"{folders[folder].rstrip('/')}/{name}"
     out = _followed(path, links)
     if folders is not None:
-        folders[folder] = posixpath.dirname(out)
+        folders[folder] = out.rpartition("/")[0]
     return out
 
 
