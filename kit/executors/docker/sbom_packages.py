@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.parser import HeaderParser
 from email.utils import getaddresses, parseaddr
 from urllib.parse import quote
@@ -115,7 +115,7 @@ def packages(
     seen: set[str] = set()
     for i, p in enumerate(out):  # a distribution installed twice: one bom-ref each
         if p.ref in seen:
-            out[i] = Package(**{**p.__dict__, "ref": f"{p.ref}#{p.files[0] if p.files else i}"})
+            out[i] = replace(p, ref=f"{p.ref}#{p.files[0] if p.files else i}")
         seen.add(out[i].ref)
     return out
 
@@ -196,7 +196,7 @@ def _requires(requires: list[str], refs: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def _with_depends(p: Package, depends: tuple[str, ...]) -> Package:
-    return Package(**{**p.__dict__, "depends": depends})
+    return replace(p, depends=depends)
 
 
 def debian(texts: Mapping[str, str], links: Mapping[str, str]) -> list[Package]:
