@@ -1,6 +1,6 @@
 """`micakit verify` checks each measured image's bill of materials against its footprint (§8):
-a series directory with a footprint verifies clean; an edited SBOM, or a file dropped from it,
-is named, exit 4; a footprint an earlier kit wrote, without an SBOM, still verifies clean."""
+a series directory with a footprint verifies clean; an edited SBOM, or a package dropped from
+it, is named, exit 4; a footprint an earlier kit wrote, without an SBOM, still verifies clean."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def test_verify_names_an_edited_sbom_and_a_dropped_file(tmp_path, fast_protocol,
     original = sbom.read_text()
     doc = json.loads(original)
     coreutils = next(c for c in doc["components"] if c["name"] == "coreutils")
-    ls = next(f for f in coreutils["components"] if f["name"] == "/usr/bin/ls")
-    ls["properties"][0] = {"name": "micakit:size_bytes", "value": "99"}
+    measured = coreutils["properties"][1]["value"]
+    coreutils["properties"][1] = {"name": "micakit:size_bytes", "value": "99"}
     sbom.write_text(json.dumps(doc))
     edited = cli("verify", out)
     assert edited.exit_code == 4
@@ -38,14 +38,17 @@ def test_verify_names_an_edited_sbom_and_a_dropped_file(tmp_path, fast_protocol,
         "footprint/contender/sbom.cdx.json: differs from the SBOM footprint.json hashed"
         in edited.output
     )
-    assert "/usr/bin/ls: 99 bytes in the SBOM, 100 measured" in edited.output
+    assert (
+        f"{coreutils['bom-ref']}: 4 files of 99 bytes in the SBOM, 4 files of {measured} bytes "
+        "in files.tsv" in edited.output
+    )
 
     doc = json.loads(original)
-    doc["components"] = [c for c in doc["components"] if c["name"] != "/etc/ld.so.cache"]
+    doc["components"] = [c for c in doc["components"] if c["name"] != "mawk"]
     sbom.write_text(json.dumps(doc))
     dropped = cli("verify", out)
     assert dropped.exit_code == 4
-    assert "/etc/ld.so.cache: in the footprint, not in the SBOM" in dropped.output
+    assert "/usr/bin/mawk: belongs to pkg:deb/debian/mawk@" in dropped.output
 
     # as an earlier kit wrote it: no SBOM, footprint.json naming none
     sbom.unlink()

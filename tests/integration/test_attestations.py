@@ -12,6 +12,7 @@ import pytest
 
 from kit import __version__
 from kit.executors.docker import building, inventory, kit_images, reproducible
+from kit.executors.docker.footprint import read_files
 from kit.protocol.load import FILES, load
 from kit.report import sbom_tie
 from kit.results.store import sha256_file
@@ -69,10 +70,11 @@ def test_the_sbom_of_a_small_image_matches_its_footprint(client, mica, tmp_path)
     by_name = {c["name"]: c for c in doc["components"]}
     contender = by_name[program.name]
     assert contender["hashes"][0]["content"] == sha256_file(program)
-    [file] = contender["components"]
-    assert file["name"] == f"/opt/mica/bin/{program.name}"
-    assert file["hashes"][0]["content"] == sha256_file(program)
+    rows = {r["path"]: r for r in read_files(folder / "files.tsv")}
+    row = rows[f"/opt/mica/bin/{program.name}"]
+    assert row["owner"] == contender["bom-ref"] and row["sha256"] == sha256_file(program)
     assert by_name["libc6"]["purl"].startswith("pkg:deb/debian/libc6@")
+    assert "distro=debian-12" in by_name["libc6"]["purl"]
 
 
 def test_a_rebuild_from_the_same_inputs_holds_the_same_files(client, mica):

@@ -1,7 +1,9 @@
 """The workflow that builds, pushes and signs the images, as others can trust it: zizmor (a
-static analyser for GitHub Actions) finds nothing above informational in it, offline; every
-action is pinned to a full commit with its version beside it; checkout keeps no credentials;
-no value is expanded inside a script; each job names its own permissions."""
+static analyser for GitHub Actions) finds nothing in it with its pedantic persona, offline;
+every action is pinned to a full commit with its version beside it; checkout keeps no
+credentials; no value is expanded inside a script; each job names its own permissions; only
+the job that attests holds `id-token: write`, and it builds, checks out and installs nothing
+and fails without a signing identity; every `pip install` names its files by hash."""
 
 from __future__ import annotations
 
@@ -26,9 +28,9 @@ def zizmor() -> str:
     return found
 
 
-def test_zizmor_finds_nothing_above_informational_offline():
+def test_zizmor_pedantic_finds_nothing_offline():
     out = subprocess.run(
-        [zizmor(), "--offline", "--min-severity", "low", "--format", "plain", str(WORKFLOW)],
+        [zizmor(), "--offline", "--persona", "pedantic", "--format", "plain", str(WORKFLOW)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -60,3 +62,47 @@ def test_no_expansion_inside_a_script_and_checkout_keeps_no_credentials():
     text = WORKFLOW.read_text()
     assert text.count("actions/checkout@") == text.count("persist-credentials: false")
     assert re.search(r"^permissions: \{\}$", text, re.MULTILINE)  # each job names its own
+
+
+REQUIREMENTS = ROOT / ".github" / "requirements" / "ci.txt"
+
+
+def jobs() -> dict[str, str]:
+    """Each job's text, by its id (the workflow's two-space keys under `jobs:`)."""
+    text = WORKFLOW.read_text().split("\njobs:\n", 1)[1]
+    parts = re.split(r"^  ([\w-]+):\n", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_only_the_attest_job_signs_and_it_builds_checks_out_and_installs_nothing():
+    found = jobs()
+    assert [name for name, text in found.items() if "id-token: write" in text] == ["attest"]
+    attest = found["attest"]
+    for word in ("actions/checkout@", "pip ", "build-images", "images build", "setup-python"):
+        assert word not in attest, word
+    assert "actions/attest-build-provenance@" in attest and "actions/attest-sbom@" in attest
+    assert attest.count("push-to-registry: true") == 3  # beside the image, by its digest
+    # no identity, no release: the check exits non-zero, before anything is attested
+    check = attest.index("ACTIONS_ID_TOKEN_REQUEST_URL")
+    assert "exit 1" in attest[check : check + 300] and check < attest.index("attest-sbom@")
+    # the images are built once, in the job that tests and pushes them
+    assert "build-images.sh" in found["images"] and "build-images.sh" not in found["release"]
+    assert "--check-reproducible" in found["images"] and "reproducible.txt" in found["release"]
+
+
+def test_every_pip_install_names_its_files_by_hash():
+    lines = WORKFLOW.read_text().splitlines()
+    script = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+    # each command whole, its continued lines with it
+    installs = re.findall(r"pip install(?:[^\n\\]|\\\n)*", script)
+    assert len(installs) == 2
+    for line in installs:
+        # by hash, or the kit itself from the checkout with no index at all
+        assert "--require-hashes" in line or ("--no-index" in line and "--no-deps" in line), line
+    requirements = [
+        r for r in REQUIREMENTS.read_text().split("\n\n") if r.strip() and not r.startswith("#")
+    ]
+    assert requirements
+    for requirement in requirements:
+        assert re.match(r"[\w.-]+(\[[\w,-]+\])?==\S+ ", requirement), requirement
+        assert re.search(r"--hash=sha256:[0-9a-f]{64}", requirement), requirement

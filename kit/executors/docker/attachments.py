@@ -17,6 +17,7 @@ import docker
 from kit.executors.docker import building, inventory, kit_images, provenance, sbom
 
 SBOM_SUFFIX = ".cdx.json"
+PREDICATE_SUFFIX = ".predicate.json"
 
 
 def refuse_unready(client: docker.DockerClient, refs: dict[str, str], folder: Path) -> None:
@@ -43,6 +44,8 @@ def attach(
         statement = provenance.read(path, image["image_id"])
         pushed = provenance.with_registry_digest(statement, image["repository"], image["digest"])
         provenance.write(path, pushed)
+        # the predicate alone, as an attestation action takes it to sign for the pushed digest
+        provenance.write(folder / (name + PREDICATE_SUFFIX), pushed["predicate"])
         if on_line is not None:
             on_line(f"the bill of materials of {image['local']} (§8: every file, measured)")
         measured = folder / name
@@ -51,6 +54,7 @@ def attach(
         shutil.copyfile(measured / sbom.SBOM_NAME, folder / (name + SBOM_SUFFIX))
         image["attachments"] = {
             "provenance": path.name,
+            "predicate": name + PREDICATE_SUFFIX,
             "sbom": name + SBOM_SUFFIX,
             "footprint": f"{name}/",  # footprint.json and files.tsv, which the SBOM is tied to
         }

@@ -8,6 +8,7 @@ failed build.
 
 from __future__ import annotations
 
+import io
 import re
 import tarfile
 import tempfile
@@ -22,7 +23,7 @@ import docker.utils.build
 
 from kit import __version__, kit_commit
 from kit.errors import UserError
-from kit.executors.docker import kit_images, provenance, registries
+from kit.executors.docker import kit_images, provenance, registries, sbom_packages
 from kit.executors.docker.connection import explain
 from kit.protocol.load import FILES, Protocol
 
@@ -170,6 +171,31 @@ def _base(client: docker.DockerClient, ref: str) -> dict[str, str]:
     return {"ref": ref, "id": found["Id"], "repo_digests": " ".join(found.get("RepoDigests") or [])}
 
 
+def _debian(client: docker.DockerClient, ref: str) -> set[str]:
+    """The purls of the Debian packages installed in image `ref` (none where it has no dpkg,
+    or is not here), read from a container created from it and never started."""
+    if not ref or not image_exists(client, ref):
+        return set()
+    container = client.api.create_container(
+        ref, entrypoint=["/micakit-never-started"], network_disabled=True
+    )["Id"]
+    texts = {}
+    try:
+        for path in (sbom_packages.DPKG_STATUS, *sbom_packages.OS_RELEASE):
+            try:
+                chunks, _ = client.api.get_archive(container, path)
+            except docker.errors.NotFound:
+                continue
+            with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+                member = tar.next()  # a link (/etc/os-release) is read at its target
+                f = tar.extractfile(member) if member is not None and member.isfile() else None
+                if f is not None:
+                    texts[path] = f.read().decode("utf-8", "replace")
+    finally:
+        client.api.remove_container(container, force=True)
+    return {p.purl for p in sbom_packages.debian(texts, {})}
+
+
 def image_exists(client: docker.DockerClient, ref: str) -> bool:
     try:
         client.api.inspect_image(ref)
@@ -249,9 +275,11 @@ def build_images(
             if attestations is not None:
                 base_ref = args.get("BASE") or _default_base(dockerfile) or ""
                 wheels = sorted(wheelhouse.glob("*.whl")) if wheelhouse else []
+                # the Debian packages the build fetched: in the image, not in its base
+                apt = _debian(client, image_id) - _debian(client, base_ref)
                 document = provenance.statement(
                     name, image_id, dockerfile, context, args, _base(client, base_ref), wheels,
-                    started,
+                    started, apt,
                 )  # fmt: skip
                 path = attestations / provenance.file_name(kit_images.NAMES[kind])
                 provenance.write(path, document)

@@ -18,7 +18,13 @@ BASE = "base"  # footprint/<side>/base/: the image the measured one is built FRO
 BASE_LABEL = "org.micakit.base"  # the measured images name their base (Dockerfile.*)
 JSON_NAME = "footprint.json"
 FILES_NAME = "files.tsv"
-FILES_HEADER = ("path", "size_bytes", "type", "mode", "link")
+FILES_HEADER = ("path", "size_bytes", "type", "mode", "link", "sha256", "owner")
+# footprint.json's `files.version`: 2 adds each file's SHA-256 and its owner (the bom-ref of the
+# SBOM's component that lists it, or "unowned: " and what it is) to files.tsv; a list without
+# the key is version 1, whose SBOM nests every file in its owner (kit/report/sbom_tie.py reads
+# both)
+FILES_VERSION = 2
+UNOWNED = "unowned: "
 
 _TYPES = {
     tarfile.REGTYPE: "file",
@@ -90,12 +96,23 @@ class FootprintWriter:
             link = absolute(link)  # a hardlink names a member; a symlink keeps its own text
         self._rows.append((path, size, kind, f"{member.mode & 0o7777:04o}", link))
 
-    def finish(self, image_ref: str, image: Mapping, history: list[Mapping]) -> dict:
+    def rows(self) -> list[dict[str, str | int]]:
+        """The entries so far, by path, as `read_files` gives them back (no hash, no owner)."""
+        return [dict(zip(FILES_HEADER, row, strict=False)) for row in sorted(self._rows)]
+
+    def finish(
+        self,
+        image_ref: str,
+        image: Mapping,
+        history: list[Mapping],
+        sha256: Mapping[str, str] | None = None,
+        owner: Mapping[str, str] | None = None,
+    ) -> dict:
+        """Write files.tsv (each regular file's and hardlink's `sha256`, each entry's `owner`
+        where given) and footprint.json; the record."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         rows = sorted(self._rows)
-        lines = ["\t".join(FILES_HEADER)]
-        lines += ["\t".join(_field(v) for v in row) for row in rows]
-        text = "\n".join(lines) + "\n"
+        text = _files_text(rows, sha256 or {}, owner or {})
         files_path = self.out_dir / FILES_NAME
         files_path.write_text(text, encoding="utf-8")
         counts: dict[str, int] = {}
@@ -126,6 +143,7 @@ class FootprintWriter:
                 for h in history
             ],
             "files": {
+                "version": FILES_VERSION,
                 "list": FILES_NAME,
                 "list_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
                 "entries": len(rows),
@@ -140,6 +158,16 @@ class FootprintWriter:
         }
         write_record(self.out_dir, record)
         return record
+
+
+def _files_text(
+    rows: list[tuple[str, int, str, str, str]], sha256: Mapping[str, str], owner: Mapping[str, str]
+) -> str:
+    lines = ["\t".join(FILES_HEADER)]
+    for row in rows:
+        hashed = sha256.get(row[0], "") if row[2] in ("file", "hardlink") else ""
+        lines.append("\t".join(_field(v) for v in (*row, hashed, owner.get(row[0], ""))))
+    return "\n".join(lines) + "\n"
 
 
 def write_record(out_dir: Path, record: Mapping) -> None:

@@ -32,14 +32,17 @@ from kit.executors.docker.footprint import (
 from kit.results import store
 
 
-def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dict:
+def footprint(
+    client: docker.DockerClient, image_ref: str, out_dir: Path, with_sbom: bool = True
+) -> dict:
     """Measure an image (§8): its size, id, digests, layers and full file list, into out_dir.
 
     The size is the engine's (all layers, unpacked). The file list is read from the flattened
     filesystem of a container created from the image and never started, as a tar stream.
-    Writes `footprint.json`, `files.tsv` and the image's bill of materials, `sbom.cdx.json`
-    (kit.executors.docker.sbom: every file with its SHA-256, by the package that owns it), into
-    out_dir, so give each image its own folder.
+    Writes `footprint.json`, `files.tsv` (each entry with its SHA-256 and the component that
+    owns it) and the image's bill of materials, `sbom.cdx.json` (kit.executors.docker.sbom: a
+    component per package), into out_dir, so give each image its own folder. `with_sbom=False`
+    leaves the owners and the SBOM out (benchmarks/kit/sbom.py: what they cost).
     """
     api = client.api
     try:
@@ -59,12 +62,19 @@ def footprint(client: docker.DockerClient, image_ref: str, out_dir: Path) -> dic
         with tarfile.open(fileobj=ChunkReader(chunks), mode="r|") as tar:
             for member in tar:
                 writer.add(member)
-                contents.add(member, tar)  # the same pass hashes each file for the SBOM
+                contents.add(member, tar)  # the same pass hashes each file for files.tsv
     finally:
         api.remove_container(container, force=True)
-    record = writer.finish(image_ref, image, history)
+    if not with_sbom:
+        record = writer.finish(image_ref, image, history, contents.sha256)
+        return record
+    rows = writer.rows()
+    labels = dict((image.get("Config") or {}).get("Labels") or {})
+    found, owner = sbom.owners(rows, labels, contents)
+    record = writer.finish(image_ref, image, history, contents.sha256, owner)
     # footprint.json names its SBOM and the SBOM's hash: `verify` finds one removed or edited
-    record["sbom"] = {"file": sbom.SBOM_NAME, "sha256": sbom.write(out_dir, record, contents)}
+    written = sbom.write(out_dir, record, found, owner, rows, contents.texts)
+    record["sbom"] = {"file": sbom.SBOM_NAME, "sha256": written}
     write_record(out_dir, record)
     return record
 

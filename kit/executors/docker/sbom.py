@@ -1,47 +1,44 @@
-"""An image's bill of materials (CycloneDX), made from what the footprint measured (§8).
+"""An image's bill of materials (CycloneDX 1.6), made from what the footprint measured (§8).
 
 `inventory.footprint` reads every member of the image's flattened filesystem once; this module
 takes each member as it passes (`Contents.add`: the SHA-256 of every regular file, and the texts
-that say who owns what: dpkg's status and file lists, each Python distribution's METADATA and
-RECORD), and `write` turns them, with the footprint's own files.tsv, into `sbom.cdx.json`:
+that say who owns what, kit.executors.docker.sbom_packages), and `write` turns the owners into
+`sbom.cdx.json`:
 
-- a component per Debian package, Python distribution, the contender program and each NVIDIA
-  library the Mica image holds, each with its files nested in it;
-- every entry of files.tsv that is not a folder, exactly once, as a component of type `file`
-  with its size (`micakit:size_bytes`) and, for a regular file, its SHA-256; a file that no
-  package lists stands at the top level, marked `micakit:unowned` with what it is (Docker's
-  init layer, nanoGPT's files, or that no package lists it).
+- a component per Debian package (its purl with `arch`, `distro` and, where the source package
+  is another, `upstream`; supplier from its Maintainer; licenses from its machine-readable
+  copyright file), per Python distribution (licenses and author from its METADATA), the
+  contender program and each NVIDIA library the Mica image holds (by SHA-256), and the base
+  operating system; each with its file count and total size as properties;
+- the dependency graph: the image on the operating system and what lies beside it, the
+  operating system on its Debian packages, each package on what dpkg's Depends or the
+  distribution's Requires-Dist names.
 
-So the SBOM's files are the footprint's, size for size: `kit.report.sbom_tie` checks that tie
-again in `verify`. Nothing here talks to the engine.
+Files are not components: each file's SHA-256 and owner are columns of files.tsv (`owners`),
+whose hash footprint.json records; `kit.report.sbom_tie` checks in `verify` that each
+component's files are there, count and size. The JSON is written directly: the schema is held
+in the tests (tests/unit/executors/test_sbom_consumers.py), not checked on every footprint.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 import tarfile
-import warnings
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
+from datetime import UTC, datetime
 from pathlib import Path
 
-from cyclonedx.model import HashAlgorithm, HashType, Property
-from cyclonedx.model.bom import Bom
-from cyclonedx.model.component import Component, ComponentType
-from cyclonedx.output.json import JsonV1Dot6
-from packageurl import PackageURL
+from cyclonedx.spdx import is_supported_id
 
-from kit.executors.docker.footprint import INIT_LAYER, NAMED_PARTS, absolute, read_files
+from kit import __version__
+from kit.executors.docker.footprint import INIT_LAYER, NAMED_PARTS, UNOWNED, absolute
+from kit.executors.docker.sbom_packages import Package, is_text, operating_system, packages
 
 SBOM_NAME = "sbom.cdx.json"
-SIZE, KIND, LINK, UNOWNED = "micakit:size_bytes", "micakit:type", "micakit:link", "micakit:unowned"
-FILE_REF = "file:"  # a file component's bom-ref is FILE_REF + its path
-DPKG_STATUS, DPKG_INFO = "/var/lib/dpkg/status", "/var/lib/dpkg/info/"
-MICA_LIBS = "/opt/mica/lib/"  # Dockerfile.mica: the NVIDIA libraries the contender opens
-PROGRAM_LABEL, PROGRAM_SHA256_LABEL = "org.micakit.program", "org.micakit.program.sha256"
+FILES, SIZE = "micakit:files", "micakit:size_bytes"  # each component's files in files.tsv
 # what the kit's images add that no package lists, by folder: named, not left anonymous
 KIT_ADDITIONS = {
     **{path: "Docker's init layer, in every container (empty)" for path in INIT_LAYER},
@@ -49,6 +46,7 @@ KIT_ADDITIONS = {
     "/opt/venv": "the virtual environment the PyTorch image makes (Dockerfile.pytorch)",
 }
 NOBODY = "no package lists it"
+IMAGE_REF = "image"
 
 
 @dataclass
@@ -71,7 +69,7 @@ class Contents:
             return
         f = tar.extractfile(member)
         assert f is not None  # tarfile gives a reader for every regular file's member
-        h, keep = hashlib.sha256(), _names_owners(path)
+        h, keep = hashlib.sha256(), is_text(path)
         kept = []
         while chunk := f.read(1 << 20):
             h.update(chunk)
@@ -82,119 +80,24 @@ class Contents:
             self.texts[path] = b"".join(kept).decode("utf-8", "replace")
 
 
-def _names_owners(path: str) -> bool:
-    if path == DPKG_STATUS or (path.startswith(DPKG_INFO) and path.endswith(".list")):
-        return True
-    folder, name = posixpath.split(path)
-    return folder.endswith(".dist-info") and name in ("METADATA", "RECORD")
-
-
-@dataclass(frozen=True)
-class Package:
-    """A component that owns files: what it is, and the paths of its files in the image."""
-
-    name: str
-    version: str
-    kind: ComponentType
-    purl: PackageURL | None
-    files: tuple[str, ...]
-    sha256: str = ""  # the program's own, where a label records it
-
-
-def packages(
-    labels: Mapping[str, str],
-    texts: Mapping[str, str],
-    paths: Iterable[str],
-    links: Mapping[str, str],
-) -> list[Package]:
-    """Every owner the image names, in the order a file is given to one: the contender
-    program, the NVIDIA libraries beside it, the Python distributions, the Debian packages."""
-    present = set(paths)
-    out = []
-    program = labels.get(PROGRAM_LABEL, "")
-    if program in present:
-        out.append(
-            Package(
-                posixpath.basename(program),
-                "",
-                ComponentType.APPLICATION,
-                None,
-                (program,),
-                labels.get(PROGRAM_SHA256_LABEL, ""),
-            )
-        )
-    libs = (p for p in present if p.startswith(MICA_LIBS) and "/" not in p[len(MICA_LIBS) :])
-    for path in sorted(libs):
-        out.append(Package(posixpath.basename(path), "", ComponentType.LIBRARY, None, (path,)))
-    out += _python(texts)
-    out += _debian(texts, links)
-    return out
-
-
-def _python(texts: Mapping[str, str]) -> list[Package]:
-    out = []
-    for path, text in sorted(texts.items()):
-        if not path.endswith(".dist-info/METADATA"):
-            continue
-        info = posixpath.dirname(path)
-        meta = HeaderParser().parsestr(text)
-        name, version = str(meta.get("Name", "")), str(meta.get("Version", ""))
-        site = posixpath.dirname(info)
-        record = texts.get(f"{info}/RECORD", "")
-        files = [
-            posixpath.normpath(posixpath.join(site, line.rsplit(",", 2)[0]))
-            for line in record.splitlines()
-            if line.strip()
-        ]
-        purl = PackageURL("pypi", None, name.lower().replace("_", "-"), version)
-        out.append(Package(name, version, ComponentType.LIBRARY, purl, tuple(files)))
-    return out
-
-
-def _debian(texts: Mapping[str, str], links: Mapping[str, str]) -> list[Package]:
-    out = []
-    for block in texts.get(DPKG_STATUS, "").split("\n\n"):
-        fields = HeaderParser().parsestr(block)
-        name = str(fields.get("Package", ""))
-        if not name or not str(fields.get("Status", "")).endswith(" installed"):
-            continue
-        arch, version = str(fields.get("Architecture", "")), str(fields.get("Version", ""))
-        listed = texts.get(f"{DPKG_INFO}{name}:{arch}.list") or texts.get(
-            f"{DPKG_INFO}{name}.list", ""
-        )
-        files = [_resolved(line.strip(), links) for line in listed.splitlines() if line.strip()]
-        purl = PackageURL("deb", "debian", name, version, {"arch": arch} if arch else None)
-        out.append(Package(name, version, ComponentType.LIBRARY, purl, tuple(files)))
-    return out
-
-
-def _resolved(path: str, links: Mapping[str, str]) -> str:
-    """`path` with its folders' symlinks followed (Debian lists /bin/ls; merged /usr holds it
-    at /usr/bin/ls); the last part is kept, a package may ship a link of its own."""
-    parts = path.strip("/").split("/")
-    for _ in range(40):  # a loop of links ends here, unresolved
-        here = "/"
-        for i, part in enumerate(parts[:-1]):
-            at = posixpath.join(here, part)
-            if at in links:  # a relative target is read from the link's own folder
-                target = posixpath.normpath(posixpath.join(here, links[at]))
-                parts = target.strip("/").split("/") + parts[i + 1 :]
-                break
-            here = at
-        else:
-            return posixpath.join(here, parts[-1])
-    return path
-
-
-def owners(rows: list[dict[str, str | int]], found: list[Package]) -> dict[str, int]:
-    """Each file's owner, an index into `found`: the first that lists it."""
-    files = {str(r["path"]) for r in rows if r["type"] != "dir"}
-    out: dict[str, int] = {}
-    for index, package in enumerate(found):
+def owners(
+    rows: list[dict[str, str | int]], labels: Mapping[str, str], contents: Contents
+) -> tuple[list[Package], dict[str, str]]:
+    """Every owner the image names, and each entry's owner as files.tsv's column: the bom-ref
+    of the first component that lists it, or UNOWNED and what it is; folders have none."""
+    links = {str(r["path"]): str(r["link"]) for r in rows if r["type"] == "symlink"}
+    files = [str(r["path"]) for r in rows if r["type"] != "dir"]
+    found = packages(labels, contents.texts, contents.sha256, files, links)
+    present = set(files)
+    column: dict[str, str] = {}
+    for package in found:
         for path in package.files:
-            if path in files and path not in out:
-                out[path] = index
-    return out
+            if path in present and path not in column:
+                column[path] = package.ref
+    for path in files:
+        if path not in column:
+            column[path] = UNOWNED + addition(path)
+    return found, column
 
 
 def addition(path: str) -> str:
@@ -205,105 +108,137 @@ def addition(path: str) -> str:
     return NOBODY
 
 
-def write(out_dir: Path, record: Mapping, contents: Contents) -> str:
-    """Write out_dir/sbom.cdx.json from the footprint there (files.tsv, `record`) and what the
-    stream said (`contents`); its SHA-256."""
-    rows = read_files(out_dir / "files.tsv")
-    links = {str(r["path"]): str(r["link"]) for r in rows if r["type"] == "symlink"}
-    labels = dict(record.get("labels") or {})
-    found = packages(labels, contents.texts, (str(r["path"]) for r in rows), links)
-    owner = owners(rows, found)
-    nested: dict[int, list[Component]] = {}
-    unowned = []
+def write(
+    out_dir: Path,
+    record: Mapping,
+    found: list[Package],
+    column: Mapping[str, str],
+    rows: list[dict[str, str | int]],
+    texts: Mapping[str, str],
+) -> str:
+    """Write out_dir/sbom.cdx.json for the footprint `record` (its files.tsv's `rows`, each
+    entry's owner in `column`); its SHA-256."""
+    held: dict[str, list[int]] = {}
     for row in rows:
-        if row["type"] == "dir":
-            continue  # folders are the footprint's; the SBOM lists what they hold
-        path = str(row["path"])
-        component = _file(row, contents.sha256.get(path, ""))
-        if path in owner:
-            nested.setdefault(owner[path], []).append(component)
-        else:
-            component.properties.add(Property(name=UNOWNED, value=addition(path)))
-            unowned.append(component)
-    components = [_package(p, nested.get(i, [])) for i, p in enumerate(found)]
-    image = Component(
-        type=ComponentType.CONTAINER,
-        name=str(record["image"]),
-        version=str(record["id"]),
-        bom_ref="image",
-    )
-    bom = Bom(components=[*components, *unowned])
-    bom.metadata.component = image
-    bom.register_dependency(image, [*components, *unowned])
-    text = JsonV1Dot6(bom).output_as_string(indent=None) + "\n"
+        owner = column.get(str(row["path"]), "")
+        if owner and not owner.startswith(UNOWNED):
+            count = held.setdefault(owner, [0, 0])
+            count[0] += 1
+            count[1] += int(row["size_bytes"])
+    components = [_component(p, held.get(p.ref, [0, 0])) for p in found]
+    release = operating_system(texts)
+    if release.get("ID"):
+        os_ref = f"os:{release['ID']}@{release.get('VERSION_ID', '')}"
+        components.insert(0, _operating_system(os_ref, release))
+    else:
+        os_ref = ""
+    files = record["files"]
+    doc = {
+        "$schema": "http://cyclonedx.org/schema/bom-1.6.schema.json",
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.6",
+        # one document per image and file list: the same measurement names the same serial
+        "serialNumber": uuid.uuid5(
+            uuid.NAMESPACE_URL, f"{record['id']}/{files['list_sha256']}"
+        ).urn,
+        "version": 1,
+        "metadata": {
+            "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "tools": {
+                "components": [{"type": "application", "name": "micakit", "version": __version__}]
+            },
+            "authors": [{"name": f"micakit {__version__}"}],
+            "component": {
+                "type": "container",
+                "bom-ref": IMAGE_REF,
+                "name": str(record["image"]),
+                "version": str(record["id"]),
+                "hashes": [{"alg": "SHA-256", "content": str(record["id"]).split(":")[-1]}],
+            },
+            "properties": _unowned(files, column),
+        },
+        "components": components,
+        "dependencies": _graph(found, os_ref),
+    }
+    # one line: json's C encoder serves only unindented output, the indented one is Python's
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
     (out_dir / SBOM_NAME).write_text(text, encoding="utf-8")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _file(row: Mapping[str, str | int], sha256: str) -> Component:
-    path = str(row["path"])
-    props = [
-        Property(name=SIZE, value=str(row["size_bytes"])),
-        Property(name=KIND, value=str(row["type"])),
+def _unowned(files: Mapping, column: Mapping[str, str]) -> list[dict[str, str]]:
+    """The file list the SBOM is tied to, and how many files no component owns, by what."""
+    unowned: dict[str, int] = {}
+    for owner in column.values():
+        if owner.startswith(UNOWNED):
+            unowned[owner[len(UNOWNED) :]] = unowned.get(owner[len(UNOWNED) :], 0) + 1
+    listed = [
+        {"name": "micakit:files_list", "value": str(files["list"])},
+        {"name": "micakit:files_list_sha256", "value": str(files["list_sha256"])},
     ]
-    if row["link"]:
-        props.append(Property(name=LINK, value=str(row["link"])))
-    hashes = [HashType(alg=HashAlgorithm.SHA_256, content=sha256)] if sha256 else []
-    return Component(
-        type=ComponentType.FILE, name=path, bom_ref=FILE_REF + path, hashes=hashes, properties=props
-    )
+    return listed + [
+        {"name": f"micakit:unowned_files:{what}", "value": str(n)}
+        for what, n in sorted(unowned.items())
+    ]
 
 
-def _package(p: Package, files: list[Component]) -> Component:
-    ref = p.purl.to_string() if p.purl else f"{p.kind.value}:{p.files[0]}"
-    hashes = [HashType(alg=HashAlgorithm.SHA_256, content=p.sha256)] if p.sha256 else []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an empty version is the library's to warn of
-        return Component(
-            type=p.kind,
-            name=p.name,
-            version=p.version or None,
-            purl=p.purl,
-            bom_ref=ref,
-            hashes=hashes,
-            components=files,
-        )
+def _graph(found: list[Package], os_ref: str) -> list[dict]:
+    """The image on the operating system and what lies beside it, the operating system on its
+    Debian packages, each package on what it names (every component once, as CycloneDX asks)."""
+    debs = [p.ref for p in found if p.purl.startswith("pkg:deb/")]
+    top = [p.ref for p in found if not p.purl.startswith("pkg:deb/")]
+    out = [{"ref": IMAGE_REF, "dependsOn": [os_ref, *top] if os_ref else [*top, *debs]}]
+    if os_ref:
+        out.append({"ref": os_ref, "dependsOn": debs})
+    return out + [{"ref": p.ref, "dependsOn": list(p.depends)} for p in found]
 
 
-@dataclass(frozen=True)
-class FileEntry:
-    """A file as an SBOM lists it: its size, kind, SHA-256, link, and owner or why none."""
+def _operating_system(ref: str, release: Mapping[str, str]) -> dict:
+    supplier: dict = {"name": release.get("NAME") or release["ID"]}
+    if release.get("HOME_URL"):
+        supplier["url"] = [release["HOME_URL"]]
+    out = {
+        "type": "operating-system",
+        "bom-ref": ref,
+        "supplier": supplier,
+        "name": release["ID"],
+        "version": release.get("VERSION_ID", "") or release.get("VERSION_CODENAME", ""),
+        "description": release.get("PRETTY_NAME", ""),
+    }
+    return {k: v for k, v in out.items() if v}
 
-    size_bytes: int
-    kind: str
-    sha256: str
-    link: str
-    owner: str  # the component's bom-ref, "" at the top level
-    unowned: str  # what a top-level file is (micakit:unowned), "" where not said
+
+def _component(p: Package, held: list[int]) -> dict:
+    out: dict = {"type": p.kind, "bom-ref": p.ref}
+    if p.supplier or p.supplier_url:
+        supplier: dict = {"name": p.supplier or p.supplier_url}
+        if "@" in p.supplier_email:
+            supplier["contact"] = [{"email": p.supplier_email}]
+        if p.supplier_url:
+            supplier["url"] = [p.supplier_url]
+        out["supplier"] = supplier
+    if p.purl.startswith("pkg:pypi/") and p.supplier:
+        author: dict = {"name": p.supplier}
+        if "@" in p.supplier_email:
+            author["email"] = p.supplier_email
+        out["authors"] = [author]
+    out["name"] = p.name
+    if p.version:
+        out["version"] = p.version
+    if p.sha256:
+        out["hashes"] = [{"alg": "SHA-256", "content": p.sha256}]
+    if p.expression:
+        out["licenses"] = [{"expression": p.expression}]
+    elif p.licenses:
+        out["licenses"] = [{"license": _license(name)} for name in p.licenses]
+    if p.purl:
+        out["purl"] = p.purl
+    out["properties"] = [
+        {"name": FILES, "value": str(held[0])},
+        {"name": SIZE, "value": str(held[1])},
+    ]
+    return out
 
 
-def read(path: Path) -> tuple[dict, dict[str, list[FileEntry]]]:
-    """The SBOM's metadata and its files, by path (a path listed twice holds two entries)."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    files: dict[str, list[FileEntry]] = {}
-
-    def walk(components: list[dict], owner: str) -> None:
-        for c in components:
-            if c.get("type") == "file":
-                props = {p.get("name"): p.get("value", "") for p in c.get("properties") or []}
-                sha = next(
-                    (h["content"] for h in c.get("hashes") or [] if h.get("alg") == "SHA-256"), ""
-                )
-                entry = FileEntry(
-                    int(props.get(SIZE) or -1),
-                    str(props.get(KIND, "")),
-                    sha,
-                    str(props.get(LINK, "")),
-                    owner,
-                    str(props.get(UNOWNED, "")),
-                )
-                files.setdefault(str(c.get("name", "")), []).append(entry)
-            walk(c.get("components") or [], str(c.get("bom-ref", "")))
-
-    walk(doc.get("components") or [], "")
-    return doc.get("metadata") or {}, files
+def _license(name: str) -> dict[str, str]:
+    return {"id": name} if is_supported_id(name) else {"name": name}
