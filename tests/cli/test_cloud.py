@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,7 +164,7 @@ def test_run_launches_labelled_machines_with_autodown_pulls_verifies_and_tears_d
     assert [c["cluster_name"] for c in launches] == ["micakit-t1-1", "micakit-t1-2"]
     for i, c in enumerate(launches, 1):
         # autodown armed at launch, never set afterwards
-        assert c["down"] is True and c["idle_minutes_to_autostop"] == 30
+        assert c["down"] is True and c["idle_minutes_to_autostop"] == 15  # --idle-minutes' default
         assert c["resources"]["labels"] == {"micakit": "t1"}
         assert c["resources"]["accelerators"] == "L4:1"
         assert c["resources"]["instance_type"] == "g2-standard-8"
@@ -181,20 +182,20 @@ def test_run_launches_labelled_machines_with_autodown_pulls_verifies_and_tears_d
     )
     assert 'gpus=(--gpus "${MICAKIT_GPUS-all}")' in script
     assert "-v /var/run/docker.sock:/var/run/docker.sock" in script
-    assert [c["cluster_name"] for c in sky.calls("down")] == ["micakit-t1-1", "micakit-t1-2"]
+    assert sorted(c["cluster_name"] for c in sky.calls("down")) == ["micakit-t1-1", "micakit-t1-2"]
     assert sky.clusters() == {}
     # the ssh entry rsync goes through, written as SkyPilot's CLI does, removed with the machine
-    assert [c["cluster_name"] for c in sky.calls("ssh_add_cluster")] == [
-        "micakit-t1-1",
-        "micakit-t1-2",
-    ]
-    assert [c["cluster_name"] for c in sky.calls("ssh_remove_cluster")] == [
-        "micakit-t1-1",
-        "micakit-t1-2",
-    ]
-    for name in ("machine-1", "machine-2"):
-        assert (out / name / "manifest.json").is_file()
-        assert f"{out / name}: series done, verified" in res.output
+    for call in ("ssh_add_cluster", "ssh_remove_cluster"):
+        assert sorted(c["cluster_name"] for c in sky.calls(call)) == [
+            "micakit-t1-1",
+            "micakit-t1-2",
+        ]
+    for i in (1, 2):
+        assert (out / f"machine-{i}" / "manifest.json").is_file()
+        row = re.compile(
+            rf"^micakit-t1-{i} +L4 +delivered +machine-{i}: verified +\$0\.\d+ *$", re.M
+        )
+        assert row.search(res.stdout), res.stdout
     fleet = json.loads((out / "fleet.json").read_text())
     assert [m["zone"] for m in fleet["machines"]] == ["us-central1-a"] * 2
     assert all(m["usd_per_hour"] == 0.75 and m["usd"] is not None for m in fleet["machines"])
@@ -205,7 +206,7 @@ def test_run_launches_labelled_machines_with_autodown_pulls_verifies_and_tears_d
 def test_a_failed_series_still_pulls_and_tears_down(sky: Sky, series: Path, tmp_path: Path) -> None:
     sky.script(results=str(series), job="FAILED")
     res, out = _run(tmp_path)
-    assert res.exit_code == 2, res.output
+    assert res.exit_code == 6, res.output
     assert "2 of 2 machines did not bring back a verified series" in res.output
     assert len(sky.calls("down")) == 2 and sky.clusters() == {}
     assert (out / "machine-1" / "manifest.json").is_file()  # what it finished came back
@@ -215,7 +216,7 @@ def test_a_teardown_that_fails_is_named_by_the_audit(
     sky: Sky, series: Path, tmp_path: Path
 ) -> None:
     sky.script(results=str(series), down_fails=["micakit-t1-2"])
-    res, _ = _run(tmp_path)
+    res, _ = _run(tmp_path, "--idle-minutes", 600)  # autodown would clear it before the audit
     assert res.exit_code == 2, res.output
     assert "could not tear down micakit-t1-2" in res.output
     assert "1 machine(s) of the kit are still up: micakit-t1-2" in res.output
@@ -235,15 +236,14 @@ def test_ctrl_c_while_launching_cancels_the_launches_under_way(sky: Sky, tmp_pat
     assert res.exit_code == 130, res.output
     assert sky.calls("api_cancel") == [{"request_ids": ["req-0", "req-1"]}]
     assert [c["cluster_name"] for c in sky.calls("down")] == ["micakit-t1-1", "micakit-t1-2"]
-    assert "micakit-t1-1: nothing to tear down, SkyPilot never made it" in res.output
-    assert not out.exists()
+    assert "tore down micakit-t1-1" in res.output and sky.clusters() == {}
 
 
 @pytest.mark.parametrize(
     ("error", "message", "fix"),
     [
         ("quota", "Quota 'NVIDIA_L4_GPUS' exceeded", "ask the cloud for quota for L4 GPUs"),
-        ("capacity", "ZONE_RESOURCE_POOL_EXHAUSTED", "no zone had the machine free"),
+        ("capacity", "ZONE_RESOURCE_POOL_EXHAUSTED", "name another zone or region with --infra"),
         ("credentials", "no cloud credentials SkyPilot can use", "run `sky check`"),
         ("api", "SkyPilot's API server does not answer", "start it with `sky api start`"),
         ("prechecks", "GCP credentials are not set", "run `sky check`"),
@@ -261,7 +261,8 @@ def test_launch_failures_are_exit_2_with_the_fix(
     # a launch that failed half-way may have left a machine: it is torn down too
     assert [c["cluster_name"] for c in sky.calls("down")] == ["micakit-t1-1"]
     assert sky.clusters() == {}
-    assert not out.exists()  # nothing was launched: nothing is left behind
+    record = json.loads((out / "fleet.json").read_text())["machines"][0]
+    assert message in record["error"] and record["fix"].startswith(fix)
 
 
 def test_without_skypilot_run_names_the_extra(
@@ -326,7 +327,9 @@ def test_audit_names_what_is_left_and_down_removes_it(sky: Sky) -> None:
 
 def test_a_killed_kit_leaves_machines_that_delete_themselves(sky: Sky, tmp_path: Path) -> None:
     flag = tmp_path / "waiting"
-    sky.script(in_tail_logs="hang", hang_flag=str(flag), job_minutes=60)
+    # the fake's clock stopped: only advance_clock moves it
+    sky.script(in_tail_logs="hang", hang_flag=str(flag), job_minutes=60, minute_s=1e9)
+    sky.script(provision_minutes=0)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(SDK)])}
     args = [
         "cloud", "run", "--machines", "2", "--digests", str(_digests(tmp_path)),
@@ -345,8 +348,8 @@ def test_a_killed_kit_leaves_machines_that_delete_themselves(sky: Sky, tmp_path:
             kit.kill()
     assert set(sky.clusters()) == {"micakit-k9-1", "micakit-k9-2"}
     assert _cloud("audit").exit_code == 2
-    # the series would run its 60 minutes, then 30 idle minutes: autodown on the machine
+    # the series would run its 60 minutes, then 15 idle minutes: autodown on the machine
     clock = importlib.import_module("sky").advance_clock  # the fake's, on the path (Sky)
-    assert clock(89) == []
+    assert clock(74) == []
     assert sorted(clock(1)) == ["micakit-k9-1", "micakit-k9-2"]
     assert _cloud("audit").exit_code == 0

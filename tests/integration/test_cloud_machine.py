@@ -131,7 +131,10 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
     env = kit_env(tmp_path, state, entries)
     with loopback_sshd(tmp_path, _loopback.SSHD_CONFIG) as server:
         ssh = machine_over_ssh(server, homes, entries)
-        state.write_text(json.dumps({"script": {"ssh": ssh}}))
+        # the fake's clock at real time: autodown never races the pull of a real series
+        state.write_text(
+            json.dumps({"script": {"ssh": ssh, "minute_s": 60, "provision_minutes": 0}})
+        )
         fake = {"step_ms": {"*": 10.0}, "state": "/micakit/work/state"}
         out = tmp_path / "fleet"
         done = kit(
