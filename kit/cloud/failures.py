@@ -179,5 +179,8 @@ def explain(e: BaseException, m: Machine | None) -> UserError | None:
 
 
 def first_line(e: object) -> str:
+    """The first line of SkyPilot's words, without its own "To fix:" (the kit's fix replaces
+    it: one fix line)."""
     text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    line = text.splitlines()[0] if text else type(e).__name__
+    return line.split(" To fix:")[0].strip()

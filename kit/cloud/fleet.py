@@ -209,6 +209,7 @@ def _pull(h: Held, out: Path, say: Say, verify: Verify, log: IO[str]) -> None:
         say(f"{h.machine.cluster}: no ssh entry ({type(e).__name__}); nothing to pull")
         return
     h.pulled = pull(h.machine.cluster, h.directory, out, say, log)
+    down_one(h, say)  # verify reads the copy here: the machine bills no longer meanwhile
     if h.pulled:
         h.differences = verify(out / h.directory)
         state = "verified" if not h.differences else f"{len(h.differences)} difference(s)"

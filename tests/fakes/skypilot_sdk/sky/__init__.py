@@ -132,15 +132,17 @@ def _record(fn: str, **args: Any) -> dict[str, Any]:
 
 
 def load() -> dict[str, Any]:
-    with _world.locked() as state:
+    with _world.locked(write=False) as state:
         return state
 
 
 def advance_clock(minutes: float) -> list[str]:
     """The fake's clock moves on; each cluster preempted or idle past its limit goes."""
     with _world.locked() as state:
+        before = set(state["clusters"])
         state["clock_min"] += minutes
-        return _world.tick(state)
+        _world.tick(state)
+        return _world.deleted_since(state, before)
 
 
 def _server() -> None:
@@ -244,6 +246,7 @@ def _launched(args: dict[str, Any], out: Any) -> tuple[int, Any]:
     cloud = str(args["resources"]["infra"] or "gcp").split("/")[0]
     if error is None and cloud not in enabled:
         error = "disabled"
+    error = error or _validate(args["any_of"])
     if error in _VALIDATION:  # the optimizer: before anything is provisioned
         with _world.locked() as state:
             state["clusters"].pop(name, None)
@@ -257,7 +260,7 @@ def _launched(args: dict[str, Any], out: Any) -> tuple[int, Any]:
         c.update(status="UP", up_min=_world.now(state))
         c.update(autostop=c["wants_autostop"], to_down=c["wants_down"])
         script = state["script"]
-    _write_results(script, name, args["envs"])
+    _write_results(script, name, args["envs"], _world.machine(state, name, "results", None))
     if script.get("ssh"):  # the job runs for real, over ssh, before the answer
         with _world.locked() as state:
             state["clusters"][name]["job_minutes"] = float("inf")  # it ends when it ends
@@ -269,6 +272,22 @@ def _launched(args: dict[str, Any], out: Any) -> tuple[int, Any]:
             )
     print(f"Job submitted, ID: 1. Cluster {name!r} is up.", file=out or sys.stdout)
     return 1, _Handle(_Where("us-central1", "us-central1-a"), name, script.get("ssh"))
+
+
+def _validate(choices: list[dict[str, Any]]) -> str | None:
+    """The API server's checks of the task against the catalog, which the client's Resources
+    never makes in 0.14 (sky/resources.py, _try_validate_instance_type; sky/catalog/common.py,
+    validate_region_zone_impl; sky/optimizer.py: no launchable resource for the card)."""
+    for r in choices:
+        card = str(r["accelerators"]).split(":")[0]
+        if r["instance_type"] is not None and r["instance_type"] not in catalog._INSTANCES:
+            return "badtype"
+        region = (str(r["infra"]).split("/") + [None])[1]
+        if region is not None and region not in catalog._ZONES:
+            return "badregion"
+        if card not in catalog._CARDS:
+            return "nomachine"
+    return None
 
 
 # the optimizer's and the catalog's refusals, raised before a machine is asked for
@@ -300,7 +319,7 @@ def _launch_error(kind: str, args: dict[str, Any]) -> BaseException:
         ),
         # sky/resources.py, _try_validate_instance_type; sky/catalog/common.py
         "badtype": ValueError(f"Invalid instance type {r['instance_type']!r} for cloud GCP."),
-        "badregion": ValueError(f"Invalid region {str(r['infra']).split('/')[-1]!r}"),
+        "badregion": ValueError(f"Invalid region {(str(r['infra']).split('/') + [''])[1]!r}"),
         "notsupported": exceptions.NotSupportedError(f"{cloud} does not support autodown."),
         # sky/provision/gcp/instance_utils.py: the cloud's own error, wrapped
         "cloud": exceptions.CloudError(
@@ -323,12 +342,14 @@ def _launch_error(kind: str, args: dict[str, Any]) -> BaseException:
     }[kind]
 
 
-def _write_results(script: dict[str, Any], name: str, envs: dict[str, str]) -> None:
-    if not script.get("home") or not script.get("results"):
+def _write_results(
+    script: dict[str, Any], name: str, envs: dict[str, str], results: str | None
+) -> None:
+    if not script.get("home") or not results:
         return
     dest = Path(script["home"]) / name / "micakit" / "results" / envs["MICAKIT_NAME"]
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(script["results"], dest)
+    shutil.copytree(results, dest)
 
 
 class _Where:
@@ -499,7 +520,7 @@ def tail_logs(
         c = _cluster_up(cluster_name)
         if c.get("job"):
             return 0 if c["job"] == "SUCCEEDED" else 100
-        time.sleep(0.01)
+        time.sleep(0.05)
 
 
 def job_status(cluster_name: str, job_ids: list[int] | None = None) -> str:

@@ -55,16 +55,18 @@ def _write(state: dict[str, Any]) -> None:
 
 
 @contextmanager
-def locked() -> Iterator[dict[str, Any]]:
-    """The state, read, brought to the clock's now, and written back; one holder at a time
-    (each open is its own lock: threads of one process exclude each other too)."""
+def locked(write: bool = True) -> Iterator[dict[str, Any]]:
+    """The state, read, brought to the clock's now, and written back (a reader's only where
+    the clock changed it); one holder at a time (each open is its own lock: threads of one
+    process exclude each other too)."""
     with open(path().with_suffix(".lock"), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             state = _read()
-            tick(state)
+            changed = tick(state) or not path().is_file()
             yield state
-            _write(state)
+            if write or changed:
+                _write(state)
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
@@ -81,24 +83,29 @@ def machine(state: dict[str, Any], name: str, key: str, default: Any) -> Any:
 
 
 def tick(state: dict[str, Any]) -> list[str]:
-    """Preemptions and autodowns due by now; the clusters gone."""
+    """Preemptions, jobs' ends and autodowns due by now; the clusters that changed."""
     t = now(state)
-    gone = []
+    changed = []
     for name, c in list(state["clusters"].items()):
         up_at = c.get("up_min")
         if up_at is None:
             continue
         if c.get("preempt_at") is not None and t >= up_at + c["preempt_at"]:
             _delete(state, name, "preempted")
-            gone.append(name)
+            changed.append(name)
             continue
         ended = up_at + c["job_minutes"]
         if c["status"] == "UP" and t >= ended and not c.get("job"):
             c["job"] = c["job_result"]
+            changed.append(name)
         if c["to_down"] and c["autostop"] >= 0 and t >= ended + c["autostop"]:
             _delete(state, name, "autodown")
-            gone.append(name)
-    return gone
+            changed.append(name)
+    return changed
+
+
+def deleted_since(state: dict[str, Any], before: set[str]) -> list[str]:
+    return sorted(before - set(state["clusters"]))
 
 
 def _delete(state: dict[str, Any], name: str, why: str) -> None:
