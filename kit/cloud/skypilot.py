@@ -132,7 +132,8 @@ def task_args(
 
 
 def launch_args(m: Machine, idle_minutes: int) -> dict[str, Any]:
-    """`sky.launch`'s keywords: autodown armed at launch, deleted (not stopped) when idle."""
+    """`sky.launch`'s keywords: autodown asked for with the launch (`sky launch -i N --down`),
+    deleted (not stopped) when idle; SkyPilot arms it after provisioning and setup."""
     return {
         "cluster_name": m.cluster,
         "idle_minutes_to_autostop": idle_minutes,
@@ -146,8 +147,10 @@ def submit(
 ) -> Any:
     """Ask SkyPilot to launch `m` and run `run` on it; the request id (nothing is waited for).
 
-    Autodown is armed here, at launch (`down=True` with the idle limit): the machine deletes
-    itself after `idle_minutes` without a job, also when the kit that launched it is gone."""
+    Autodown goes with the launch (`down=True` with the idle limit); SkyPilot arms it once the
+    machine is provisioned and set up (sky/execution.py), after which the machine deletes
+    itself `idle_minutes` after its job, also when the kit that launched it is gone. Before
+    that, a failed launch is the kit's to tear down (kit/cloud/fleet.py, follow)."""
     sky = sdk()
     # SkyPilot 0.14's Resources checks nothing (sky/resources.py): the API server validates
     # the task when the launch runs, and its errors come from stream_and_get (wait_launched)
