@@ -236,8 +236,8 @@ def _delivered(held: list[fleet.Held], out: Path) -> None:
             click.echo(f"next: micakit merge {dirs} --out {out / 'release'}")
         return
     ok = [h for h in held if h.delivered]
-    if not ok and all(h.error is not None for h in held):
-        first = failed[0].error  # nothing ran: the error to fix, as SkyPilot's error maps it
+    if not ok and all(h.error is not None and h.launched is None for h in held):
+        first = failed[0].error  # none came up: the error to fix, as SkyPilot's maps it
         assert first is not None
         raise first
     if len(ok) > 1:

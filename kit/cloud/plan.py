@@ -8,9 +8,7 @@ SkyPilot), the plan says "price unknown" and goes on.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -114,7 +112,7 @@ def price(m: Machine) -> Price:
     """`m`'s hourly price from SkyPilot's catalog; "price unknown" where it cannot be read."""
     try:
         # SkyPilot reports its catalog's download on stdout, which carries the plan
-        with contextlib.redirect_stdout(sys.stderr):
+        with skypilot.quiet():
             return _price(m)
     except UserError as e:  # SkyPilot is not installed: the extra to install
         return Price(None, None, m.instance_type, f"{e.message}: {e.fix}")
@@ -226,17 +224,21 @@ def _types(m: Machine) -> list[str]:
     return [t for t in dict.fromkeys([m.instance_type, *m.also]) if t]
 
 
+def _zones(n: int) -> str:
+    return "1 zone" if n == 1 else f"{n} zones"
+
+
 def _regions(m: Machine) -> list[str]:
     """The regions (zones) SkyPilot's catalog lists the card in, for --infra; none offline."""
     cloud = m.infra.split("/")[0]
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with skypilot.quiet():
             found = skypilot.catalog().get_region_zones_for_accelerators(
                 m.card, 1, m.spot, clouds=cloud
             )
     except Exception:  # noqa: BLE001 - offline: the plan goes on without the list
         return []
-    where = sorted(f"{r.name} ({len(getattr(r, 'zones', None) or [])} zones)" for r in found)
+    where = sorted(f"{r.name} ({_zones(len(getattr(r, 'zones', None) or []))})" for r in found)
     if not where:
         return []
     return [
@@ -256,7 +258,7 @@ def check(p: Plan) -> None:
     except UserError:  # SkyPilot not installed: `cloud run` names the extra itself
         return
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with skypilot.quiet():
             if not catalog.get_region_zones_for_accelerators(m.card, 1, m.spot, clouds=cloud):
                 raise UserError(
                     f"--card {m.card}: SkyPilot's catalog lists no {cloud} machine with it",

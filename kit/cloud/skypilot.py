@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -219,8 +220,9 @@ def api_server_running() -> bool | None:
 
 
 class _Quiet(io.TextIOBase):
-    """stdout while SkyPilot speaks: its lines to stderr, its encoded status lines dropped
-    (sky/utils/message_utils.py, encode_payload)."""
+    """stdout while SkyPilot speaks: its words to stderr, without its encoded status messages,
+    which it prints with no line end between them and its text (sky/utils/rich_utils.py,
+    EncodedStatus; sky/utils/message_utils.py, encode_payload)."""
 
     def __init__(self, to: IO[str]) -> None:
         self.to, self.pending = to, ""
@@ -232,19 +234,34 @@ class _Quiet(io.TextIOBase):
         self.pending += text
         *lines, self.pending = self.pending.split("\n")
         for line in lines:
-            if "<sky-payload" not in line:
-                self.to.write(line + "\n")
+            self._say(line)
         return len(text)
+
+    def _say(self, line: str) -> None:
+        line = _PAYLOAD.sub("", line)
+        if line.strip():
+            self.to.write(line + "\n")
 
     def flush(self) -> None:
         self.to.flush()
+
+    def end(self) -> None:
+        self._say(self.pending)
+        self.pending = ""
+
+
+_PAYLOAD = re.compile(r"<sky-payload[^>]*>.*?</sky-payload>")
 
 
 @contextmanager
 def quiet() -> Iterator[None]:
     """SkyPilot's prints away from stdout (the kit's results) for the time of the block."""
-    with contextlib.redirect_stdout(_Quiet(sys.stderr)):
-        yield
+    to = _Quiet(sys.stderr)
+    try:
+        with contextlib.redirect_stdout(to):
+            yield
+    finally:
+        to.end()
 
 
 def write_ssh_entry(cluster: str) -> bool:

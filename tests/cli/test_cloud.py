@@ -131,6 +131,9 @@ def test_plan_prices_each_machine_and_the_whole_from_the_catalog(sky: Sky) -> No
     assert "  in all: $1.50/hour for 2 machine(s)" in lines
     assert "  a full series of 4 hours: about $6.00 in all" in lines
     assert any(line.startswith("  micakit cloud run --machines 2") for line in lines)
+    assert "  L4 on gcp per SkyPilot's catalog (--infra gcp/REGION[/ZONE]): " in res.stdout
+    assert "europe-west4 (1 zone), us-central1 (2 zones)" in res.stdout
+    assert "<sky-payload" not in res.output  # SkyPilot's encoded status messages
     assert not sky.calls("launch")  # a plan rents nothing
 
 

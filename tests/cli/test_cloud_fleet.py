@@ -1,6 +1,6 @@
 """`micakit cloud run` on a fleet as SkyPilot behaves: launches that return on submission,
 machines whose series end in any order on the fake's clock (tests/fakes/skypilot_sdk/sky/
-_world.py: a fake minute is 0.2 s), preemption mid-series, autodown, SkyPilot's own output.
+_world.py: a fake minute is 0.5 s), preemption mid-series, autodown, SkyPilot's own output.
 
 Each test is a row of docs/reproduce.md's "what can go wrong on a rented fleet" table.
 """
@@ -95,18 +95,18 @@ def test_three_machines_end_out_of_order_one_preempted_the_others_pulled_and_mer
 def test_a_machine_that_ends_while_another_runs_is_pulled_before_its_autodown(
     sky: Sky, series: Path, tmp_path: Path
 ) -> None:
-    """Machine 2 ends at minute 2 and would delete itself at minute 8; machine 1 runs to
-    minute 12. Followed one after the other, machine 2 would be gone before its turn. (A fake
-    minute is 0.5 s here: the 6 idle minutes leave the pull 3 s on a busy machine.)"""
+    """Machine 2 ends at minute 2 and would delete itself at minute 10; machine 1 runs to
+    minute 13. Followed one after the other, machine 2 would be gone before its turn. (A fake
+    minute is 1 s here: the 8 idle minutes leave the pull 8 s on a busy machine.)"""
     sky.script(
         results=str(series),
-        minute_s=0.5,
+        minute_s=1.0,
         provision_minutes=1,
-        machines={M1: {"job_minutes": 12}, M2: {"job_minutes": 2}},
+        machines={M1: {"job_minutes": 12}, M2: {"job_minutes": 1}},
     )
-    res, out = _run(tmp_path, "--idle-minutes", 6)
+    res, out = _run(tmp_path, "--idle-minutes", 8)
     assert res.exit_code == 0, res.output
-    assert [c["idle_minutes_to_autostop"] for c in sky.calls("launch")] == [6, 6]
+    assert [c["idle_minutes_to_autostop"] for c in sky.calls("launch")] == [8, 8]
     assert _order(sky, "ssh_add_cluster") == [M2, M1]
     assert _order(sky, "autodown") == []  # the kit pulled and tore down first
     assert all(m["state"] == "delivered" for m in _fleet(out).values())

@@ -156,9 +156,9 @@ def _server() -> None:
         state["api_server"] = True
         state["calls"].append(["api_start", {}])
         wait_s = float(state["script"].get("api_start_s", 0.0))
-    sys.stdout.write(
+    sys.stdout.write(  # sky/utils/rich_utils.py, EncodedStatus: print(..., end="")
         '<sky-payload>{"type": "rich_status", "msg": "Starting SkyPilot API server"}'
-        "</sky-payload>\n"
+        "</sky-payload>"
         "Failed to connect to SkyPilot API server at http://127.0.0.1:46580. Starting a local "
         "server.\n"
     )
@@ -223,7 +223,7 @@ def launch(
             "wants_down": bool(down),
             "submitted_min": t,
             "up_min": None,
-            "job_minutes": _world.machine(state, cluster_name, "job_minutes", 10),
+            "job_minutes": _world.machine(state, cluster_name, "job_minutes", 3),
             "job_result": _world.machine(state, cluster_name, "job", "SUCCEEDED"),
             "preempt_at": _world.machine(state, cluster_name, "preempt_at", None),
             "region": "us-central1",
@@ -241,7 +241,7 @@ def _launched(args: dict[str, Any], out: Any) -> tuple[int, Any]:
         script = state["script"]
         error = _world.machine(state, name, "launch_error", None)
         enabled = script.get("enabled_clouds", ["gcp"])
-        provision = float(_world.machine(state, name, "provision_minutes", 2))
+        provision = float(_world.machine(state, name, "provision_minutes", 1))
         ready_at = state["clusters"][name]["submitted_min"] + provision
     cloud = str(args["resources"]["infra"] or "gcp").split("/")[0]
     if error is None and cloud not in enabled:

@@ -2,9 +2,9 @@
 its clock, on which each machine provisions, runs its job, is preempted or deletes itself.
 
 The clock is compressed: one minute of the fake is `script["minute_s"]` seconds of real time
-(default 0.2: a 10-minute series in 2 s, an idle limit of 15 minutes in 3 s, long beside the
-kit's own steps), plus whatever `advance_clock` adds. A very large `minute_s` stops it: only
-`advance_clock` moves it then.
+(default 0.5: a 3-minute series in 1.5 s, an idle limit of 15 minutes in 7.5 s, long beside the
+kit's own steps on a busy machine), plus whatever `advance_clock` adds. A very large `minute_s`
+stops it: only `advance_clock` moves it then.
 
 A machine's life, in the fake's minutes (each step copies SkyPilot 0.14):
 - submitted: `sky.launch` returns the request id at once (sky/client/sdk.py, launch: the
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-MINUTE_S = 0.2
+MINUTE_S = 0.5
 
 
 def path() -> Path:

@@ -30,6 +30,9 @@ class _Region:  # sky/clouds/cloud.py, Region: a name and its zones
 
 
 def _reachable() -> None:
+    # sky/catalog/common.py, read_catalog: "Updating gcp catalog" under rich_utils.safe_status,
+    # printed as encoded status messages with no line end (rich_utils.EncodedStatus)
+    print('<sky-payload>{"msg": "Updating gcp catalog: vms.csv"}</sky-payload>', end="")
     if sky.load()["script"].get("catalog") == "offline":
         raise requests.exceptions.ConnectionError(
             "HTTPSConnectionPool(host='raw.githubusercontent.com', port=443): Max retries exceeded"
