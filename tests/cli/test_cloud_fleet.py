@@ -18,7 +18,7 @@ from kit.cli.main import main
 from kit.cloud import plan, skypilot
 
 # ruff: noqa: F811 - the fixtures, shared with test_cloud.py
-from tests.cli.test_cloud import Sky, _cloud, _digests, _run, series, sky  # noqa: F401
+from tests.cli.test_cloud import Sky, _all, _cloud, _digests, _run, series, sky  # noqa: F401
 from tests.conftest import contender_args, write_protocol
 
 M1, M2, M3 = "micakit-t1-1", "micakit-t1-2", "micakit-t1-3"
@@ -32,21 +32,27 @@ def _fleet(out: Path) -> dict[str, dict]:
     return {m["cluster"]: m for m in json.loads((out / "fleet.json").read_text())["machines"]}
 
 
-@pytest.fixture(scope="module")
-def series16(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A second real series (float16): what another machine of the fleet measured, so that
-    `merge` takes the two (one series of each card, model and precision)."""
-    root = tmp_path_factory.mktemp("series16")
+def _made(factory: pytest.TempPathFactory, precision: str) -> Path:
+    """A real series of the fake contender (5 ms steps: a step long beside a busy machine's
+    jitter, so that no run is void and `merge` takes it)."""
+    root = factory.mktemp(f"series-{precision}")
     out = root / "made"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 2.0}, "state": str(root / "s")}))
+        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 5.0}, "state": str(root / "s")}))
         mp.setenv("MICAKIT_CACHE", str(root / "cache"))
         args = contender_args(
-            out, write_protocol(root / "p.toml", runs=2), "--precision", "float16"
+            out, write_protocol(root / "p.toml", runs=2), "--precision", precision
         )
         res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return out
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two series as two machines of a fleet measure them (float32 and float16), which
+    `merge` takes together (one series of each card, model and precision)."""
+    return _made(tmp_path_factory, "float32"), _made(tmp_path_factory, "float16")
 
 
 def _row(i: int, state: str, pulled: str) -> re.Pattern[str]:
@@ -54,13 +60,13 @@ def _row(i: int, state: str, pulled: str) -> re.Pattern[str]:
 
 
 def test_three_machines_end_out_of_order_one_preempted_the_others_pulled_and_merged(
-    sky: Sky, series: Path, series16: Path, tmp_path: Path
+    sky: Sky, two: tuple[Path, Path], tmp_path: Path
 ) -> None:
     sky.script(
-        results=str(series),
+        results=str(two[0]),
         machines={
             M1: {"job_minutes": 14},
-            M2: {"job_minutes": 4, "results": str(series16)},
+            M2: {"job_minutes": 4, "results": str(two[1])},
             M3: {"job_minutes": 9, "preempt_at": 6},  # gone 6 minutes into its series
         },
     )
@@ -136,7 +142,7 @@ def test_skypilots_output_stays_off_stdout_and_the_api_server_is_said(
     sky.script(results=str(series), api_start_s=0.5)
     res, out = _run(tmp_path, machines=1)
     assert res.exit_code == 0, res.output
-    assert "<sky-payload" not in res.output
+    assert "<sky-payload" not in _all(res)
     assert "Starting a local server" not in res.stdout and "Launching" not in res.stdout
     err = res.stderr
     assert err.index(skypilot.API_SERVER_NOTE) < err.index("Starting a local server")
@@ -235,5 +241,5 @@ def test_audit_names_a_cluster_without_autodown_first(sky: Sky) -> None:
 
 def test_idle_minutes_is_checked(sky: Sky, tmp_path: Path) -> None:
     res, _ = _run(tmp_path, "--idle-minutes", 0)
-    assert res.exit_code == 2 and "autodown needs at least 1 idle minute" in res.output
+    assert res.exit_code == 2 and "autodown needs at least 1 idle minute" in _all(res)
     assert plan.IDLE_MINUTES == 15 and not sky.calls("launch")

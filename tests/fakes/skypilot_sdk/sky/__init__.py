@@ -30,10 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
 # sky.catalog and sky.exceptions, as the SDK has them
-from sky import _loopback, _world, catalog, exceptions  # noqa: F401
+from sky import _loopback, _records, _refusals, _world, catalog, exceptions  # noqa: F401
 
 __version__ = "0.14.1-fake"
 
@@ -246,15 +244,15 @@ def _launched(args: dict[str, Any], out: Any) -> tuple[int, Any]:
     cloud = str(args["resources"]["infra"] or "gcp").split("/")[0]
     if error is None and cloud not in enabled:
         error = "disabled"
-    error = error or _validate(args["any_of"])
-    if error in _VALIDATION:  # the optimizer: before anything is provisioned
+    error = error or _refusals.validate(args["any_of"])
+    if error in _refusals.VALIDATION:  # the optimizer: before anything is provisioned
         with _world.locked() as state:
             state["clusters"].pop(name, None)
-        raise _launch_error(error, args)
+        raise _refusals.launch_error(error, args)
     print(f"Launching a new cluster {name!r}.", file=out or sys.stdout)
     _world.wait_until(ready_at)
     if error:  # provisioning or file sync failed: the cluster stays, without autodown
-        raise _launch_error(error, args)
+        raise _refusals.launch_error(error, args)
     with _world.locked() as state:
         c = state["clusters"][name]
         c.update(status="UP", up_min=_world.now(state))
@@ -271,75 +269,9 @@ def _launched(args: dict[str, Any], out: Any) -> tuple[int, Any]:
                 job="SUCCEEDED" if ok else "FAILED", job_minutes=_world.now(state) - c["up_min"]
             )
     print(f"Job submitted, ID: 1. Cluster {name!r} is up.", file=out or sys.stdout)
-    return 1, _Handle(_Where("us-central1", "us-central1-a"), name, script.get("ssh"))
-
-
-def _validate(choices: list[dict[str, Any]]) -> str | None:
-    """The API server's checks of the task against the catalog, which the client's Resources
-    never makes in 0.14 (sky/resources.py, _try_validate_instance_type; sky/catalog/common.py,
-    validate_region_zone_impl; sky/optimizer.py: no launchable resource for the card)."""
-    for r in choices:
-        card = str(r["accelerators"]).split(":")[0]
-        if r["instance_type"] is not None and r["instance_type"] not in catalog._INSTANCES:
-            return "badtype"
-        region = (str(r["infra"]).split("/") + [None])[1]
-        if region is not None and region not in catalog._ZONES:
-            return "badregion"
-        if card not in catalog._CARDS:
-            return "nomachine"
-    return None
-
-
-# the optimizer's and the catalog's refusals, raised before a machine is asked for
-_VALIDATION = ("disabled", "nomachine", "badtype", "badregion", "notsupported")
-
-
-def _launch_error(kind: str, args: dict[str, Any]) -> BaseException:
-    r = args["resources"]
-    cloud = str(r["infra"] or "gcp").split("/")[0]
-    return {
-        # sky/backends/cloud_vm_ray_backend.py, _insufficient_resources_msg / GCP's errors
-        "quota": exceptions.ResourcesUnavailableError(
-            "Failed to acquire resources in all zones: Quota 'NVIDIA_L4_GPUS' exceeded. "
-            "Limit: 0.0 in region us-central1."
-        ),
-        "capacity": exceptions.ResourcesUnavailableError(
-            "Failed to acquire resources in us-central1-a: ZONE_RESOURCE_POOL_EXHAUSTED"
-        ),
-        # sky/optimizer.py, _check_specified_clouds
-        "disabled": exceptions.ResourcesUnavailableError(
-            f"Task {args['cluster_name']!r} requires {cloud.upper()} which is not enabled. To "
-            f"enable access, change the task cloud requirement or run: sky check {cloud}"
-        ),
-        # sky/optimizer.py, _optimize_by_dp
-        "nomachine": exceptions.ResourcesUnavailableError(
-            f"No launchable resource found for task {args['cluster_name']}. To fix: relax its "
-            "resource requirements.\nHint: 'sky gpus list --all' to list available "
-            "accelerators.\n      'sky check' to check the enabled clouds."
-        ),
-        # sky/resources.py, _try_validate_instance_type; sky/catalog/common.py
-        "badtype": ValueError(f"Invalid instance type {r['instance_type']!r} for cloud GCP."),
-        "badregion": ValueError(f"Invalid region {(str(r['infra']).split('/') + [''])[1]!r}"),
-        "notsupported": exceptions.NotSupportedError(f"{cloud} does not support autodown."),
-        # sky/provision/gcp/instance_utils.py: the cloud's own error, wrapped
-        "cloud": exceptions.CloudError(
-            "Compute Engine API has not been used in project 1234 before or it is disabled.",
-            "gcp",
-            "accessNotConfigured",
-        ),
-        "filesync": exceptions.CommandError(
-            255, "rsync ~/.micakit", "Failed to sync file mounts.", "Connection reset by peer"
-        ),
-        "cancelled": exceptions.RequestCancelled("Request req-0 cancelled"),
-        "credentials": exceptions.NoCloudAccessError("No cloud access available for launching."),
-        "api": exceptions.ApiServerConnectionError("http://127.0.0.1:46580"),
-        "network": requests.exceptions.ConnectionError(
-            "HTTPSConnectionPool(host='raw.githubusercontent.com', port=443): Max retries exceeded"
-        ),
-        "prechecks": exceptions.ProvisionPrechecksError(
-            [exceptions.CloudUserIdentityError("GCP credentials are not set")]
-        ),
-    }[kind]
+    return 1, _records.Handle(
+        _records.Where("us-central1", "us-central1-a"), name, script.get("ssh")
+    )
 
 
 def _write_results(
@@ -350,22 +282,6 @@ def _write_results(
     dest = Path(script["home"]) / name / "micakit" / "results" / envs["MICAKIT_NAME"]
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(results, dest)
-
-
-class _Where:
-    def __init__(self, region: str, zone: str) -> None:
-        self.region, self.zone = region, zone
-
-
-class _Handle:
-    def __init__(self, where: _Where, name: str = "", ssh: dict[str, Any] | None = None) -> None:
-        self.launched_resources = where
-        self.cluster_name = name
-        self.cluster_name_on_cloud = f"{name}-2ea4"
-        self.cached_external_ips = ["127.0.0.1"]
-        self.cached_external_ssh_ports = [ssh["port"] if ssh else 22]
-        self.docker_user = None
-        self.ssh_user = "root" if ssh else "gcpuser"
 
 
 def api_cancel(request_ids: Any = None, all_users: bool = False, silent: bool = False) -> str:
@@ -400,7 +316,7 @@ def _answer(request_id: Any, out: Any) -> Any:
     if fn == "down":
         return _down(args["cluster_name"])
     if fn == "status":
-        return _status(args["names"], args["credentials"])
+        return _records.status(load(), args["names"], args["credentials"])
     if fn == "api_cancel":
         return list(args["request_ids"])
     if fn == "job_status":
@@ -460,37 +376,6 @@ def status(
     return _request(
         "status", refresh=refresh.name, names=cluster_names, credentials=_include_credentials
     )
-
-
-class StatusResponse:
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-
-def _status(names: list[str] | None, credentials: bool) -> list[StatusResponse]:
-    found = []
-    state = load()
-    ssh = state["script"].get("ssh")
-    key = ssh["key"] if ssh else "~/.sky/key"
-    for name, c in state["clusters"].items():
-        if names is not None and name not in names:
-            continue
-        up = c["status"] == "UP"
-        found.append(
-            StatusResponse(
-                name=name,
-                status=ClusterStatus[c["status"]],
-                labels=c["labels"],
-                autostop=c["autostop"],
-                to_down=c["to_down"],
-                region=c["region"],
-                handle=_Handle(_Where(c["region"], c["zone"]), name, ssh) if up else None,
-                credentials={"ssh_user": "gcpuser", "ssh_private_key": key}
-                if credentials and up
-                else None,
-            )
-        )
-    return found
 
 
 def tail_logs(
