@@ -254,8 +254,9 @@ def _delivered(held: list[fleet.Held], out: Path) -> None:
 @cloud.command("audit")
 @options.verbosity
 def audit_cmd() -> None:
-    """List every cluster with the kit's label (SkyPilot's status, refreshed); exit 2 naming
-    each one still up."""
+    """List every cluster with the kit's label (SkyPilot's status, refreshed), one without
+    autodown first; exit 2 naming each one still up."""
+    options.say(skypilot.API_SERVER_NOTE)
     _audit()
 
 
@@ -264,6 +265,7 @@ def audit_cmd() -> None:
 @options.verbosity
 def down_cmd(series_id: str) -> None:
     """Tear down every machine of SERIES-ID that is left (micakit-SERIES-ID-<i>)."""
+    options.say(skypilot.API_SERVER_NOTE)
     with skypilot.quiet():
         found = [c for c in skypilot.clusters() if _of(c, series_id)]
     failed = []
