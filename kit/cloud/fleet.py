@@ -155,9 +155,11 @@ def follow_all(
     for t in threads:
         t.start()
     try:
-        while any(t.is_alive() for t in threads):
+        alive = threads
+        while alive:
             _relay(said, say)
-            threads[0].join(0.1)  # short waits: a Ctrl-C reaches this thread between them
+            alive[0].join(0.1)  # short waits: a Ctrl-C reaches this thread between them
+            alive = [t for t in alive if t.is_alive()]
     finally:
         _relay(said, say)
     if any(h.interrupted for h in held):
