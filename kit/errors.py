@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     SERIES_FAILED = 3  # a run failed in a way that ends the series (amendment 8.4)
     VERIFY_MISMATCH = 4  # `verify` found a number or a raw file that differs
     SLOWER = 5  # `compare --fail-slower PCT`: B is slower than A by more than PCT, told apart
+    FLEET_INCOMPLETE = 6  # `cloud run`: a machine brought back no verified series (each named)
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; `series --resume DIR` goes on
 
 
@@ -46,6 +47,13 @@ class SeriesFailed(UserError):
     """A run failed in a way that ends the series; finished runs are kept."""
 
     exit_code = ExitCode.SERIES_FAILED
+
+
+class FleetIncomplete(UserError):
+    """`cloud run`: some machines did not deliver a verified series; the others' results are
+    kept (fleet.json names each machine's state)."""
+
+    exit_code = ExitCode.FLEET_INCOMPLETE
 
 
 class Interrupted(Exception):

@@ -1,47 +1,82 @@
-"""`micakit cloud run`: N machines launched, one series on each, the results pulled back and
-verified, and every machine torn down in a `finally` (success, failure, Ctrl-C).
+"""`micakit cloud run`: N machines launched, each followed on its own, its results pulled and
+verified the moment its job ends, then torn down; one machine's failure costs that machine only.
 
-Autodown is armed at launch (kit.cloud.skypilot.submit): where this process cannot tear a
-machine down (kill -9, a closed laptop), the machine deletes itself after its idle limit.
+SkyPilot's launch returns when the job is submitted, so the machines run side by side and end
+in any order: one thread per machine waits for its launch, follows its job, pulls (rsync, then
+`verify`) and tears it down. Autodown is armed by SkyPilot after provisioning and setup
+(sky/execution.py), so its idle limit only has to cover the pull, which starts at the job's end.
+Where the launch fails (no capacity, a file sync cut), SkyPilot leaves the cluster up without
+autodown "for debugging": the machine's thread tears it down at once. Ctrl-C, or anything the
+threads did not end, tears down every machine that is left, in a `finally`.
 
-The fleet's folder holds one results directory per machine (machine-1, ...) and `fleet.json`:
-which machine ran which directory, where (region and zone), for how long and at what price.
-`micakit merge` reads it to say where each machine was and what it cost.
+The fleet's folder holds one results directory per machine (machine-1, ...), SkyPilot's log of
+each machine (logs/machine-1.log: provisioning and the series' output) and `fleet.json`: which
+machine ran which directory, where, for how long, at what cost, and for a machine that failed,
+what SkyPilot said and the fix. `micakit merge` reads it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
-from kit.cloud import skypilot, task
+from kit.cloud import failures, skypilot, task
 from kit.cloud.plan import Plan
 from kit.cloud.skypilot import Launched, Machine
 from kit.errors import UserError
 from kit.report.machines import FLEET, FLEET_SCHEMA
 
 RSH_ENV = "MICAKIT_CLOUD_SSH"  # the ssh rsync uses (default ssh: the entry SkyPilot writes)
+LOGS = "logs"  # SkyPilot's log of each machine, in the fleet's folder
+Say = Callable[[str], None]
+Verify = Callable[[Path], list[str]]
 
 
 @dataclass
 class Held:
-    """One machine as the fleet used it (filled in as it goes)."""
+    """One machine as the fleet used it (filled in by its thread as it goes)."""
 
     machine: Machine
     directory: str  # the results directory's name in the fleet's folder
     launched: Launched | None = None
-    up_s: float | None = None
+    submitted_s: float | None = None
     down_s: float | None = None
-    succeeded: bool = False
+    job: str | None = None  # SkyPilot's job status at its end: SUCCEEDED, FAILED, ...
     pulled: bool = False
     differences: list[str] = field(default_factory=list)
+    error: UserError | None = None  # what went wrong, as the user reads it
+    skypilot_said: str | None = None  # SkyPilot's own words (the exception, its first line)
+    interrupted: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.job == "SUCCEEDED"
+
+    @property
+    def delivered(self) -> bool:
+        return self.succeeded and self.pulled and not self.differences and self.error is None
+
+    def state(self) -> str:
+        if self.delivered:
+            return "delivered"
+        if self.error is not None:
+            return f"failed: {self.error.message}"
+        if self.job and not self.succeeded:
+            return f"series {self.job.lower()}"
+        if self.differences:
+            return f"{len(self.differences)} difference(s) in verify"
+        return "not pulled" if self.launched else "not launched"
 
 
 def directory_name(i: int) -> str:
@@ -57,7 +92,7 @@ def run(
     say: Callable[[str], None],
     verify: Callable[[Path], list[str]],
 ) -> list[Held]:
-    """Launch, wait, pull, verify; tear every machine down whatever happens."""
+    """Launch every machine, follow each on its own; tear down whatever is left at the end."""
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out} already exists and is not empty", "name a new folder with --out")
     skypilot.sdk()  # SkyPilot installed, before anything is asked of it
@@ -69,40 +104,138 @@ def run(
     mounts = task.mounts(contender)
     held = [Held(m, directory_name(i)) for i, m in enumerate(p.machines, 1)]
     out.mkdir(parents=True, exist_ok=True)
-    requests: list = []  # launch requests not yet answered
+    (out / LOGS).mkdir()
+    say(skypilot.API_SERVER_NOTE)
+    say(f"SkyPilot's log of each machine: {out / LOGS}/machine-N.log")
+    requests: dict[str, Any] = {}  # launch requests, by cluster
     try:
-        for h in held:
-            envs = task.environment(imgs, h.directory, contender, series_args)
-            say(f"launching {h.machine.cluster} (autodown after {p.idle_minutes} idle minutes)")
-            requests.append(
-                skypilot.submit(h.machine, task.run_command(), envs, mounts, p.idle_minutes)
-            )
-        for h, request in zip(held, list(requests)):
-            h.launched = skypilot.wait_launched(h.machine, request)
-            requests.remove(request)
-            h.up_s = time.time()
-            where = h.launched.zone or h.launched.region or "zone unknown"
-            say(f"{h.machine.cluster} is up ({where})")
-        for h in held:
-            assert h.launched is not None
-            h.succeeded = skypilot.wait_job(h.launched)
-            if not skypilot.write_ssh_entry(h.machine.cluster):
-                say(f"SkyPilot gave no ssh credentials for {h.machine.cluster}")
-            # the results come back also when the series failed: every finished run is in them
-            h.pulled = pull(h.machine.cluster, h.directory, out, say)
-            if h.pulled:
-                h.differences = verify(out / h.directory)
+        with skypilot.quiet():
+            for h in held:
+                envs = task.environment(imgs, h.directory, contender, series_args)
+                say(f"launching {h.machine.cluster} (autodown after {p.idle_minutes} idle minutes)")
+                requests[h.machine.cluster] = skypilot.submit(
+                    h.machine, task.run_command(), envs, mounts, p.idle_minutes
+                )
+                h.submitted_s = time.time()
+            follow_all(held, requests, out, say, verify)
     finally:
-        cancel(requests, say)
-        teardown(held, say)
-        if any(h.launched for h in held):
+        with skypilot.quiet():
+            waiting = [requests[h.machine.cluster] for h in held if _unanswered(h, requests)]
+            cancel(waiting, say)
+            teardown(held, say)
+        if any(h.submitted_s for h in held):
             write_record(p, held, out)
-        elif not any(out.iterdir()):
-            out.rmdir()  # nothing was launched: nothing is left behind
+        else:
+            shutil.rmtree(out)  # nothing was launched: nothing is left behind
     return held
 
 
-def pull(cluster: str, name: str, out: Path, say: Callable[[str], None]) -> bool:
+def _unanswered(h: Held, requests: dict[str, Any]) -> bool:
+    return h.machine.cluster in requests and h.launched is None and h.error is None
+
+
+def follow_all(
+    held: Sequence[Held],
+    requests: dict[str, Any],
+    out: Path,
+    say: Callable[[str], None],
+    verify: Callable[[Path], list[str]],
+) -> None:
+    """One thread per machine; Ctrl-C here (the main thread) ends the wait for all."""
+    said: queue.Queue[str] = queue.Queue()  # the threads' lines, said from this thread
+    threads = [
+        threading.Thread(
+            target=follow,
+            args=(h, requests[h.machine.cluster], out, said.put, verify),
+            daemon=True,
+        )
+        for h in held
+        if h.machine.cluster in requests
+    ]
+    for t in threads:
+        t.start()
+    try:
+        alive = threads
+        while alive:
+            _relay(said, say)
+            alive[0].join(0.1)  # short waits: a Ctrl-C reaches this thread between them
+            alive = [t for t in alive if t.is_alive()]
+    finally:
+        _relay(said, say)
+    if any(h.interrupted for h in held):
+        raise KeyboardInterrupt
+
+
+def _relay(said: queue.Queue[str], say: Say) -> None:
+    while not said.empty():
+        say(said.get_nowait())
+
+
+def follow(h: Held, request: Any, out: Path, say: Say, verify: Verify) -> None:
+    """One machine from its launch to its teardown; what goes wrong is recorded on `h`."""
+    m = h.machine
+    with (out / LOGS / f"{h.directory}.log").open("a", encoding="utf-8") as log:
+        try:
+            try:
+                h.launched = skypilot.wait_launched(m, request, log)
+            except Exception as e:
+                _failed(h, e)
+                say(f"{m.cluster}: {h.error.message if h.error else ''}")
+                down_one(h, say)  # up "for debugging" without autodown: not on the kit's bill
+                return
+            where = h.launched.zone or h.launched.region or "zone unknown"
+            say(f"{m.cluster} is up ({where}); following its series")
+            try:
+                h.job = skypilot.follow_job(m, h.launched, log)
+            except Exception as e:
+                _failed(h, e)
+                say(f"{m.cluster}: {h.error.message if h.error else ''}")
+            _pull(h, out, say, verify, log)
+        except KeyboardInterrupt:
+            h.interrupted = True
+        except Exception as e:  # noqa: BLE001 - recorded: the other machines go on
+            _failed(h, e)
+            say(f"{m.cluster}: {h.error.message if h.error else ''}")
+        if not h.interrupted:
+            down_one(h, say)
+
+
+def _pull(h: Held, out: Path, say: Say, verify: Verify, log: IO[str]) -> None:
+    """Its results, at once (autodown's clock runs from the job's end): also when the series
+    failed (every finished run is in them), and a machine that vanished is tried too."""
+    try:
+        if not skypilot.write_ssh_entry(h.machine.cluster):
+            say(f"{h.machine.cluster}: SkyPilot gives no ssh entry (gone); nothing to pull")
+            return
+    except Exception as e:  # noqa: BLE001 - the machine's state says the rest
+        say(f"{h.machine.cluster}: no ssh entry ({type(e).__name__}); nothing to pull")
+        return
+    h.pulled = pull(h.machine.cluster, h.directory, out, say, log)
+    down_one(h, say)  # verify reads the copy here: the machine bills no longer meanwhile
+    if h.pulled:
+        h.differences = verify(out / h.directory)
+        state = "verified" if not h.differences else f"{len(h.differences)} difference(s)"
+        say(f"{h.machine.cluster}: pulled into {out / h.directory}, {state}")
+
+
+def _failed(h: Held, e: BaseException) -> None:
+    if isinstance(e, KeyboardInterrupt):
+        raise e
+    said = e.__context__ if isinstance(e, UserError) and e.__context__ is not None else e
+    h.skypilot_said = f"{type(said).__name__}: {failures.first_line(said)}"
+    if isinstance(e, UserError):
+        h.error = e
+    else:  # an error no row of kit/cloud/failures.py names: its words, and where to read more
+        h.error = UserError(
+            f"SkyPilot failed: {h.skypilot_said}",
+            f"SkyPilot's log of the machine is in logs/{h.directory}.log; "
+            "`micakit cloud audit` shows what is left",
+        )
+
+
+def pull(
+    cluster: str, name: str, out: Path, say: Callable[[str], None], log: IO[str] | None = None
+) -> bool:
     """rsync the machine's results directory `name` into `out/name`, over the ssh entry
     SkyPilot writes for the cluster (its name is the host)."""
     rsh = os.environ.get(RSH_ENV, "ssh")
@@ -111,6 +244,8 @@ def pull(cluster: str, name: str, out: Path, say: Callable[[str], None]) -> bool
     done = subprocess.run(
         ["rsync", "-a", "--partial", "-e", rsh, source, f"{out / name}/"],
         stdin=subprocess.DEVNULL,
+        stdout=log or subprocess.DEVNULL,
+        stderr=log or None,
         check=False,
     )
     if done.returncode != 0:
@@ -126,35 +261,49 @@ def cancel(requests: list, say: Callable[[str], None]) -> None:
         say(f"could not cancel {len(requests)} launch(es) under way: {e}")
 
 
+def down_one(h: Held, say: Callable[[str], None]) -> None:
+    """Tear `h` down once (its thread, or the teardown after a Ctrl-C, whichever comes first)."""
+    with h.lock:
+        if h.down_s is not None:
+            return
+        try:
+            if skypilot.down(h.machine.cluster):
+                say(f"tore down {h.machine.cluster}")
+            else:
+                say(f"{h.machine.cluster}: already gone (never made, preempted or autodowned)")
+        except Exception as e:  # noqa: BLE001 - the audit at the end names what is left
+            say(f"could not tear down {h.machine.cluster}: {e}")
+        h.down_s = time.time()
+
+
 def teardown(held: Sequence[Held], say: Callable[[str], None]) -> None:
-    """Tear down every machine asked for, launched or not (a launch cut short may have left
+    """Tear down every machine asked for and not yet down (a launch cut short may have left
     one); a second Ctrl-C does not cut this short."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         for h in held:
-            try:
-                skypilot.down(h.machine.cluster)
-                say(f"tore down {h.machine.cluster}")
-            except Exception as e:  # noqa: BLE001 - the audit below names what is left
-                if "does not exist" in str(e):  # a launch that failed before making it
-                    say(f"{h.machine.cluster}: nothing to tear down, SkyPilot never made it")
-                else:
-                    say(f"could not tear down {h.machine.cluster}: {e}")
-            h.down_s = time.time()
+            down_one(h, say)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def cost(h: Held, usd_per_hour: float | None) -> tuple[float | None, float | None]:
+    """(seconds billed, dollars): from the launch request to the teardown, an upper bound of
+    the time the cloud bills, at the catalog's price."""
+    if h.submitted_s is None or h.down_s is None:
+        return None, None
+    seconds = h.down_s - h.submitted_s
+    usd = None if usd_per_hour is None else round(usd_per_hour * seconds / 3600, 4)
+    return seconds, usd
 
 
 def write_record(p: Plan, held: Sequence[Held], out: Path) -> None:
-    """fleet.json: how many machines, which, where and what they cost."""
+    """fleet.json: how many machines, which, where, what they cost and what went wrong."""
     machines = []
     for h, price in zip(held, p.prices):
-        seconds = None if h.up_s is None or h.down_s is None else h.down_s - h.up_s
-        cost = (
-            None
-            if seconds is None or price.usd_per_hour is None
-            else round(price.usd_per_hour * seconds / 3600, 4)
-        )
+        seconds, usd = cost(h, price.usd_per_hour)
         machines.append(
             {
                 "directory": h.directory,
@@ -162,16 +311,23 @@ def write_record(p: Plan, held: Sequence[Held], out: Path) -> None:
                 "infra": h.machine.infra,
                 "card": h.machine.card,
                 "instance_type": h.machine.instance_type or price.instance_type,
+                "also": list(h.machine.also),
                 "spot": h.machine.spot,
                 "region": h.launched.region if h.launched else None,
                 "zone": h.launched.zone if h.launched else None,
                 "usd_per_hour": price.usd_per_hour,
                 "price_source": "SkyPilot's catalog" if price.usd_per_hour else price.why_unknown,
                 "held_s": None if seconds is None else round(seconds, 1),
-                "usd": cost,
+                "usd": usd,
                 "series_succeeded": h.succeeded,
+                "job_status": h.job,
                 "pulled": h.pulled,
                 "differences": len(h.differences),
+                "state": h.state(),
+                "error": h.error.message if h.error else None,
+                "fix": h.error.fix if h.error else None,
+                "skypilot_said": h.skypilot_said,
+                "log": f"{LOGS}/{h.directory}.log",
             }
         )
     record = {"schema_version": FLEET_SCHEMA, "series_id": p.series_id, "machines": machines}

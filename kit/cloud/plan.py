@@ -8,20 +8,21 @@ SkyPilot), the plan says "price unknown" and goes on.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
 from kit.cloud import skypilot
+from kit.cloud.failures import SHOW_GPUS
 from kit.cloud.skypilot import Machine
 from kit.errors import UserError
 
 UNKNOWN = "price unknown"
-IDLE_MINUTES = 30  # autodown's idle limit: the series' job ends, 30 minutes on the machine goes
+# autodown's idle limit (--idle-minutes): the kit pulls a machine's results the moment its job
+# ends, so the limit only has to cover the pull (rsync of one results directory) and verify
+IDLE_MINUTES = 15
 # the protocol's rented machine (§4, amendment 7): an L4 on Google Cloud is a g2-standard-8
 DEFAULT_INSTANCE = {("gcp", "L4"): "g2-standard-8"}
 _SERIES_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -80,6 +81,7 @@ def machines(
     instance_type: str | None,
     spot: bool,
     infra: str = "gcp",
+    also: Sequence[str] = (),
 ) -> tuple[Machine, ...]:
     """The fleet's clusters, micakit-<series-id>-1 to micakit-<series-id>-N."""
     if count < 1:
@@ -87,8 +89,21 @@ def machines(
     check_series_id(series_id)
     if instance_type is None:
         instance_type = DEFAULT_INSTANCE.get((infra.split("/")[0], card))
+    if also and instance_type is None:
+        raise UserError(
+            f"--also {also[0]} is a fallback for --instance-type, which is not given",
+            f"name the first choice: --instance-type TYPE --also {also[0]}",
+        )
     return tuple(
-        Machine(f"{skypilot.PREFIX}{series_id}-{i}", series_id, infra, card, instance_type, spot)
+        Machine(
+            f"{skypilot.PREFIX}{series_id}-{i}",
+            series_id,
+            infra,
+            card,
+            instance_type,
+            spot,
+            also=tuple(also),
+        )
         for i in range(1, count + 1)
     )
 
@@ -97,7 +112,7 @@ def price(m: Machine) -> Price:
     """`m`'s hourly price from SkyPilot's catalog; "price unknown" where it cannot be read."""
     try:
         # SkyPilot reports its catalog's download on stdout, which carries the plan
-        with contextlib.redirect_stdout(sys.stderr):
+        with skypilot.quiet():
             return _price(m)
     except UserError as e:  # SkyPilot is not installed: the extra to install
         return Price(None, None, m.instance_type, f"{e.message}: {e.fix}")
@@ -137,10 +152,17 @@ def make(
     spot: bool,
     infra: str = "gcp",
     hours: float | None = None,
+    idle_minutes: int = IDLE_MINUTES,
+    also: Sequence[str] = (),
 ) -> Plan:
-    ms = machines(series_id, count, card, instance_type, spot, infra)
+    if idle_minutes < 1:
+        raise UserError(
+            f"--idle-minutes {idle_minutes}: autodown needs at least 1 idle minute",
+            f"--idle-minutes {IDLE_MINUTES} (the default) covers the pull of a results directory",
+        )
+    ms = machines(series_id, count, card, instance_type, spot, infra, also)
     first = price(ms[0])  # one fleet, one kind of machine: priced once
-    return Plan(series_id, ms, tuple(first for _ in ms), IDLE_MINUTES, hours)
+    return Plan(series_id, ms, tuple(first for _ in ms), idle_minutes, hours)
 
 
 def lines(p: Plan, run_args: Sequence[str] = ()) -> list[str]:
@@ -158,10 +180,15 @@ def lines(p: Plan, run_args: Sequence[str] = ()) -> list[str]:
     else:
         out.append(f"  in all: ${total:.2f}/hour for {len(p.machines)} machine(s)")
     out.append(_series_total(p, total))
+    m = p.machines[0]
+    if m.also:
+        out.append(f"  fallback: SkyPilot takes the cheapest free of {', '.join(_types(m))}")
     out.append(
-        f"  autodown: each machine deletes itself after {p.idle_minutes} idle minutes, armed at "
-        "launch (also if this computer is gone); the disk is billed beside it until then"
+        f"  autodown: each machine deletes itself {p.idle_minutes} idle minutes after its series "
+        "ends, armed by SkyPilot once it is set up (also if this computer is gone); the kit "
+        "pulls the results at the series' end and tears down a launch that fails"
     )
+    out += _regions(m)
     args = " ".join(run_args)
     out += [
         "next:",
@@ -191,3 +218,67 @@ def _short(e: BaseException, limit: int = 100) -> str:
 def _cheapest_instance(catalog: ModuleType, m: Machine, cloud: str) -> str | None:
     found, _ = catalog.get_instance_type_for_accelerator(m.card, 1, use_spot=m.spot, clouds=cloud)
     return found[0] if found else None
+
+
+def _types(m: Machine) -> list[str]:
+    return [t for t in dict.fromkeys([m.instance_type, *m.also]) if t]
+
+
+def _zones(n: int) -> str:
+    return "1 zone" if n == 1 else f"{n} zones"
+
+
+def _regions(m: Machine) -> list[str]:
+    """The regions (zones) SkyPilot's catalog lists the card in, for --infra; none offline."""
+    cloud = m.infra.split("/")[0]
+    try:
+        with skypilot.quiet():
+            found = skypilot.catalog().get_region_zones_for_accelerators(
+                m.card, 1, m.spot, clouds=cloud
+            )
+    except Exception:  # noqa: BLE001 - offline: the plan goes on without the list
+        return []
+    where = sorted(f"{r.name} ({_zones(len(getattr(r, 'zones', None) or []))})" for r in found)
+    if not where:
+        return []
+    return [
+        f"  {m.card} on {cloud} per SkyPilot's catalog (--infra {cloud}/REGION[/ZONE]): "
+        + ", ".join(where)
+    ]
+
+
+def check(p: Plan) -> None:
+    """A card, machine type or infra SkyPilot's catalog does not list, refused before renting;
+    where the catalog cannot be read, the API server's answer says it (kit/cloud/failures.py)."""
+    m = p.machines[0]
+    cloud, *where = m.infra.split("/")
+    region, zone = (where + [None, None])[:2]
+    try:
+        catalog = skypilot.catalog()
+    except UserError:  # SkyPilot not installed: `cloud run` names the extra itself
+        return
+    try:
+        with skypilot.quiet():
+            if not catalog.get_region_zones_for_accelerators(m.card, 1, m.spot, clouds=cloud):
+                raise UserError(
+                    f"--card {m.card}: SkyPilot's catalog lists no {cloud} machine with it",
+                    f"{SHOW_GPUS} (L4, A100, H100, ...)",
+                )
+            for t in _types(m):
+                if not catalog.instance_type_exists(t, clouds=cloud):
+                    raise UserError(
+                        f"--instance-type {t}: SkyPilot's catalog lists no such {cloud} type",
+                        SHOW_GPUS,
+                    )
+            if region or zone:
+                catalog.validate_region_zone(region or None, zone or None, clouds=cloud)
+    except UserError:
+        raise
+    except ValueError as e:  # sky/catalog/common.py: "Invalid region 'x'", an unknown cloud
+        raise UserError(
+            f"--infra {m.infra}: {_short(e, 160)}",
+            "give it as CLOUD[/REGION[/ZONE]] (gcp, gcp/us-central1, "
+            "gcp/us-central1/us-central1-a); `micakit cloud plan` lists the card's regions",
+        ) from None
+    except Exception:  # noqa: BLE001 - the catalog cannot be read: the server will check
+        return

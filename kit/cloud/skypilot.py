@@ -6,28 +6,40 @@ SDK's signatures. SkyPilot 0.14's SDK is asynchronous: `sky.launch`, `sky.down` 
 `sky.status` return a request id, and `sky.stream_and_get` / `sky.get` wait for its answer.
 
 Imported only by `micakit cloud ...`; `sky` itself is imported when a function here is called,
-so a kit without the extra names the extra to install instead of failing at import.
+so a kit without the extra names the extra to install instead of failing at import. What each
+SkyPilot error means to the user is kit/cloud/failures.py's table.
+
+SkyPilot's own output never reaches stdout, which carries the kit's results: a launch's and a
+job's log go to a file the caller names (`output_stream`), anything else SkyPilot prints goes
+to stderr through `quiet()`, without its encoded `<sky-payload>` status lines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import IO, Any
 
+from kit.cloud import failures
 from kit.errors import UserError
 
 LABEL = "micakit"  # the kit's label on every cluster it rents; its value is the series id
 PREFIX = "micakit-"  # every cluster's name: micakit-<series-id>-<i>
 VERSIONS = "skypilot>=0.14,<0.15"  # the SDK this module is written against (pyproject's extra)
 EXTRA_FIX = "install the extra: pip install 'micakit[cloud]' (SkyPilot's SDK, skypilot[gcp])"
-DOCS = "https://docs.skypilot.co/en/latest/getting-started/installation.html"
-QUOTA_DOCS = "https://docs.skypilot.co/en/latest/cloud-setup/quota.html"
-CHECK_FIX = f"run `sky check` and set up the credentials it names ({DOCS})"
+# sky/server/common.py, _start_api_server: the first SDK call starts a local API server
+API_SERVER_NOTE = (
+    "SkyPilot's first call may start its local API server: about 1.5 minutes on two cores "
+    "(SkyPilot's own words follow on stderr)"
+)
+API_STOP = "stop it with `sky api stop` (SkyPilot starts it again when next needed)"
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,7 @@ class Machine:
     instance_type: str | None  # None: the cheapest SkyPilot's optimizer finds for the card
     spot: bool
     disk_size_gb: int = 100  # the OS, Docker and the three images
+    also: tuple[str, ...] = ()  # fallback instance types: SkyPilot's any_of (--also)
 
 
 @dataclass(frozen=True)
@@ -73,15 +86,42 @@ def sdk() -> ModuleType:
         raise UserError("SkyPilot is not installed", EXTRA_FIX) from None
 
 
-def resources_args(m: Machine) -> dict[str, Any]:
-    """`sky.Resources`' keywords for `m`, the kit's label among them."""
+def resources_args(m: Machine, instance_type: str | None = None) -> dict[str, Any]:
+    """`sky.Resources`' keywords for `m` (or its fallback `instance_type`), the kit's label."""
     return {
         "infra": m.infra,
         "accelerators": f"{m.card}:1",
-        "instance_type": m.instance_type,
+        "instance_type": instance_type or m.instance_type,
         "use_spot": m.spot,
         "disk_size": m.disk_size_gb,
         "labels": {LABEL: m.series_id},
+    }
+
+
+def resources_choices(m: Machine) -> list[dict[str, Any]]:
+    """Each machine `m` may be: its instance type, then each --also (SkyPilot's any_of: the
+    optimizer takes the cheapest that is free; sky/task.py, Task.set_resources with a set)."""
+    return [resources_args(m, t) for t in dict.fromkeys([m.instance_type, *m.also])]
+
+
+def task_yaml(
+    m: Machine, run: str, envs: Mapping[str, str], mounts: Mapping[str, str], idle_minutes: int
+) -> dict[str, Any]:
+    """The task as SkyPilot's YAML has it (sky/utils/schemas.py, get_task_schema; held against
+    it by tests/unit/cloud/test_sdk_signatures.py), with autodown as `sky launch -i N --down`."""
+    choices = [{k: v for k, v in r.items() if v is not None} for r in resources_choices(m)]
+    autostop = {"idle_minutes": idle_minutes, "down": True}
+    resources: dict[str, Any] = {**choices[0], "autostop": autostop}
+    if len(choices) > 1:
+        common = {k: v for k, v in choices[0].items() if k != "instance_type"}
+        resources = {**common, "autostop": autostop}
+        resources["any_of"] = [{"instance_type": c["instance_type"]} for c in choices]
+    return {
+        "name": m.cluster,
+        "resources": resources,
+        "envs": dict(envs),
+        "file_mounts": dict(mounts),
+        "run": run,
     }
 
 
@@ -93,7 +133,8 @@ def task_args(
 
 
 def launch_args(m: Machine, idle_minutes: int) -> dict[str, Any]:
-    """`sky.launch`'s keywords: autodown armed at launch, deleted (not stopped) when idle."""
+    """`sky.launch`'s keywords: autodown asked for with the launch (`sky launch -i N --down`),
+    deleted (not stopped) when idle; SkyPilot arms it after provisioning and setup."""
     return {
         "cluster_name": m.cluster,
         "idle_minutes_to_autostop": idle_minutes,
@@ -107,34 +148,26 @@ def submit(
 ) -> Any:
     """Ask SkyPilot to launch `m` and run `run` on it; the request id (nothing is waited for).
 
-    Autodown is armed here, at launch (`down=True` with the idle limit): the machine deletes
-    itself after `idle_minutes` without a job, also when the kit that launched it is gone."""
+    Autodown goes with the launch (`down=True` with the idle limit); SkyPilot arms it once the
+    machine is provisioned and set up (sky/execution.py), after which the machine deletes
+    itself `idle_minutes` after its job, also when the kit that launched it is gone. Before
+    that, a failed launch is the kit's to tear down (kit/cloud/fleet.py, follow)."""
     sky = sdk()
-    try:
-        # the real Resources checks the machine against SkyPilot's catalog (fetched from GitHub)
-        wanted = sky.Resources(**resources_args(m))
-    except ValueError as e:
-        raise UserError(
-            f"SkyPilot knows no such machine: {_first_line(e)}",
-            "`sky show-gpus` lists the cards and `micakit cloud plan` what they cost; check "
-            "--card, --instance-type and --infra",
-        ) from None
-    except OSError as e:
-        raise UserError(
-            f"SkyPilot's catalog cannot be read: {_first_line(e)[:160]}",
-            "SkyPilot fetches it from raw.githubusercontent.com: connect to the network, then "
-            "run the same command again",
-        ) from None
+    # SkyPilot 0.14's Resources checks nothing (sky/resources.py): the API server validates
+    # the task when the launch runs, and its errors come from stream_and_get (wait_launched)
+    choices = [sky.Resources(**r) for r in resources_choices(m)]
+    wanted = choices[0] if len(choices) == 1 else set(choices)
     task = sky.Task(**task_args(m, run, envs, mounts), resources=wanted)
     with mapped(m):
         return sky.launch(task, **launch_args(m, idle_minutes))
 
 
-def wait_launched(m: Machine, request: Any) -> Launched:
-    """Wait for the launch `request` of `m`: the cluster is up and its job submitted."""
+def wait_launched(m: Machine, request: Any, log: IO[str]) -> Launched:
+    """Wait for the launch `request` of `m`: the cluster is up and its job submitted (not
+    ended: sky/execution.py, _execute with detach_run). Its provisioning log goes to `log`."""
     sky = sdk()
     with mapped(m):
-        job_id, handle = sky.stream_and_get(request)
+        job_id, handle = sky.stream_and_get(request, output_stream=log)
     where = getattr(handle, "launched_resources", None)
     return Launched(
         m.cluster,
@@ -144,14 +177,15 @@ def wait_launched(m: Machine, request: Any) -> Launched:
     )
 
 
-def wait_job(launched: Launched) -> bool:
-    """Follow the series' output until its job ends; whether it succeeded."""
+def follow_job(m: Machine, launched: Launched, log: IO[str]) -> str:
+    """Follow the series' output into `log` until its job ends; the job's status (SUCCEEDED,
+    FAILED, ...). A machine that vanishes meanwhile raises the mapped UserError."""
     sky = sdk()
-    # the series' own output, on stderr: stdout carries the kit's results
-    sky.tail_logs(launched.cluster, launched.job_id, follow=True, output_stream=sys.stderr)
-    statuses = sky.get(sky.job_status(launched.cluster, [launched.job_id]))
+    with mapped(m):
+        sky.tail_logs(launched.cluster, launched.job_id, follow=True, output_stream=log)
+        statuses = sky.get(sky.job_status(launched.cluster, [launched.job_id]))
     status = statuses.get(launched.job_id)
-    return getattr(status, "name", str(status)) == "SUCCEEDED"
+    return str(getattr(status, "name", status))
 
 
 def cancel(requests: list[Any]) -> None:
@@ -161,11 +195,73 @@ def cancel(requests: list[Any]) -> None:
         sky.get(sky.api_cancel(requests, silent=True))
 
 
-def down(cluster: str) -> None:
-    """Tear `cluster` down (deleted, not stopped: nothing is left billing), and its ssh entry."""
+def down(cluster: str) -> bool:
+    """Tear `cluster` down (deleted, not stopped: nothing is left billing), and its ssh entry;
+    False where SkyPilot has no such cluster (never made, preempted, or autodowned)."""
     sky = sdk()
-    sky.get(sky.down(cluster))
-    _ssh_config().remove_cluster(cluster)
+    try:
+        sky.get(sky.down(cluster))
+    except sky.exceptions.ClusterDoesNotExist:  # sky/core.py, down
+        return False
+    finally:
+        _ssh_config().remove_cluster(cluster)
+    return True
+
+
+def api_server_running() -> bool | None:
+    """Whether SkyPilot's local API server runs (None: not known, or not a local one)."""
+    try:
+        common = importlib.import_module("sky.server.common")
+        if not common.is_api_server_local():
+            return None
+        return str(common.get_api_server_status().status.name) == "HEALTHY"
+    except Exception:  # noqa: BLE001 - a question asked at the end: no answer is an answer
+        return None
+
+
+class _Quiet(io.TextIOBase):
+    """stdout while SkyPilot speaks: its words to stderr, without its encoded status messages,
+    which it prints with no line end between them and its text (sky/utils/rich_utils.py,
+    EncodedStatus; sky/utils/message_utils.py, encode_payload)."""
+
+    def __init__(self, to: IO[str]) -> None:
+        self.to, self.pending = to, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            self._say(line)
+        return len(text)
+
+    def _say(self, line: str) -> None:
+        line = _PAYLOAD.sub("", line)
+        if line.strip():
+            self.to.write(line + "\n")
+
+    def flush(self) -> None:
+        self.to.flush()
+
+    def end(self) -> None:
+        self._say(self.pending)
+        self.pending = ""
+
+
+_PAYLOAD = re.compile(r"<sky-payload[^>]*>.*?</sky-payload>")
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """SkyPilot's prints away from stdout (the kit's results) for the time of the block."""
+    to = _Quiet(sys.stderr)
+    try:
+        with contextlib.redirect_stdout(to):
+            yield
+    finally:
+        to.end()
 
 
 def write_ssh_entry(cluster: str) -> bool:
@@ -233,52 +329,15 @@ def catalog() -> ModuleType:
 
 @contextmanager
 def mapped(m: Machine | None) -> Iterator[None]:
-    """SkyPilot's launch failures as what the user must fix (exit 2), never a traceback."""
-    errors = sdk().exceptions
+    """SkyPilot's errors as what the user must fix (exit 2), never a traceback: the table in
+    kit/cloud/failures.py."""
     try:
         yield
-    except errors.ResourcesUnavailableError as e:
-        raise UserError(
-            f"no machine could be launched: {_first_line(e)}", _capacity_fix(m, e)
-        ) from None
-    except (errors.NoCloudAccessError, errors.CloudUserIdentityError) as e:
-        raise UserError(
-            f"no cloud credentials SkyPilot can use: {_first_line(e)}", CHECK_FIX
-        ) from None
-    except errors.ApiServerConnectionError as e:
-        raise UserError(
-            f"SkyPilot's API server does not answer: {_first_line(e)}",
-            f"start it with `sky api start`, then {CHECK_FIX}",
-        ) from None
-    except OSError as e:  # requests' errors too: the catalog, the cloud's API
-        raise UserError(
-            f"SkyPilot could not reach the network: {_first_line(e)[:160]}",
-            "SkyPilot fetches its catalog from raw.githubusercontent.com and asks the cloud's "
-            "API: connect to the network, then run the same command again",
-        ) from None
-    except errors.ProvisionPrechecksError as e:
-        reasons = "; ".join(_first_line(r) for r in getattr(e, "reasons", []) or [e])
-        raise UserError(f"SkyPilot refused to launch: {reasons}", CHECK_FIX) from None
-
-
-def _capacity_fix(m: Machine | None, e: BaseException) -> str:
-    card = m.card if m else "the card"
-    if "quota" in str(e).lower():
-        return (
-            f"ask the cloud for quota for {card} GPUs in the region (Google Cloud: IAM & Admin "
-            f"→ Quotas, NVIDIA_{card.upper()}_GPUS per region; "
-            f"{'PREEMPTIBLE_NVIDIA_' + card.upper() + '_GPUS for --spot; ' if m and m.spot else ''}"
-            f"see {QUOTA_DOCS}), then run the same command again"
-        )
-    return (
-        "no zone had the machine free: run the same command again later, name another region "
-        "with --infra (e.g. gcp/us-east4), or try without --spot or with it"
-    )
-
-
-def _first_line(e: object) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    except Exception as e:
+        found = failures.explain(e, m)
+        if found is None:
+            raise
+        raise found from None
 
 
 def _field(record: Any, name: str) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -131,7 +132,10 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
     env = kit_env(tmp_path, state, entries)
     with loopback_sshd(tmp_path, _loopback.SSHD_CONFIG) as server:
         ssh = machine_over_ssh(server, homes, entries)
-        state.write_text(json.dumps({"script": {"ssh": ssh}}))
+        # the fake's clock at real time: autodown never races the pull of a real series
+        state.write_text(
+            json.dumps({"script": {"ssh": ssh, "minute_s": 60, "provision_minutes": 0}})
+        )
         fake = {"step_ms": {"*": 10.0}, "state": "/micakit/products/state"}
         out = tmp_path / "fleet"
         done = kit(
@@ -151,7 +155,8 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
         log = _loopback.log_path(ssh, CLUSTER)
         machine_said = log.read_text(errors="replace") if log.exists() else "(no log)"
         assert done.returncode == 0, f"{said[-4000:]}\n--- the machine:\n{machine_said[-4000:]}"
-    assert f"{out / DIRECTORY}: series done, verified" in said
+    assert f"{CLUSTER}: pulled into {out / DIRECTORY}, verified" in said
+    assert re.search(rf"^{CLUSTER} +L4 +delivered +{DIRECTORY}: verified ", said, re.M)
     assert not (entries / CLUSTER).exists()  # the ssh entry left with the machine
     sky = json.loads(state.read_text())
     assert sky["clusters"] == {}
@@ -184,3 +189,4 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
     assert [(m["directory"], m["pulled"], m["series_succeeded"]) for m in fleet["machines"]] == [
         (DIRECTORY, True, True)
     ]
+    assert fleet["machines"][0]["state"] == "delivered"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.cloud import skypilot, task
+from kit.cloud import failures, skypilot, task, yamlish
 from kit.cloud.skypilot import Machine
 from tests.conftest import FAKES
 
@@ -50,13 +50,14 @@ def _fake(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "sky", module)
     spec.loader.exec_module(module)
     cluster_utils = importlib.import_module("sky.utils.cluster_utils")  # the fake's
+    importlib.import_module("sky.server.common")
     fake = {k: v for k, v in sys.modules.items() if k == "sky" or k.startswith("sky.")}
     for k, v in real.items():  # the real SDK back for what follows
         monkeypatch.setitem(sys.modules, k, v)
-    return module, fake["sky.catalog"], cluster_utils.SSHConfigHelper
+    return module, fake["sky.catalog"], cluster_utils.SSHConfigHelper, fake
 
 
-M = Machine("micakit-t1-1", "t1", "gcp", "L4", "g2-standard-8", False)
+M = Machine("micakit-t1-1", "t1", "gcp", "L4", "g2-standard-8", False, also=("g2-standard-12",))
 MOUNTS = task.mounts(None)
 ENVS = {"MICAKIT_NAME": "machine-1"}
 
@@ -67,7 +68,7 @@ def _calls(sky, catalog, ssh) -> list[tuple[object, tuple, dict]]:
         (sky.Resources, (), skypilot.resources_args(M)),
         (sky.Task, (), {**skypilot.task_args(M, "bash x", ENVS, MOUNTS), "resources": None}),
         (sky.launch, (object(),), skypilot.launch_args(M, 30)),
-        (sky.stream_and_get, ("request",), {}),
+        (sky.stream_and_get, ("request",), {"output_stream": sys.stderr}),
         (sky.get, ("request",), {}),
         (sky.tail_logs, ("micakit-t1-1", 1), {"follow": True, "output_stream": sys.stderr}),
         (sky.job_status, ("micakit-t1-1", [1]), {}),
@@ -89,6 +90,9 @@ def _calls(sky, catalog, ssh) -> list[tuple[object, tuple, dict]]:
             ("L4", 1),
             {"use_spot": False, "clouds": "gcp"},
         ),
+        (catalog.get_region_zones_for_accelerators, ("L4", 1, False), {"clouds": "gcp"}),
+        (catalog.instance_type_exists, ("g2-standard-8",), {"clouds": "gcp"}),
+        (catalog.validate_region_zone, ("us-central1", None), {"clouds": "gcp"}),
     ]
 
 
@@ -96,7 +100,7 @@ def test_each_call_binds_to_the_installed_sdk_and_to_the_fake(monkeypatch) -> No
     sky = _real()
     catalog = _quietly("sky.catalog")
     ssh = _quietly("sky.utils.cluster_utils").SSHConfigHelper
-    fake, fake_catalog, fake_ssh = _fake(monkeypatch)
+    fake, fake_catalog, fake_ssh, _ = _fake(monkeypatch)
     for (real_fn, args, kwargs), (fake_fn, _, _) in zip(
         _calls(sky, catalog, ssh), _calls(fake, fake_catalog, fake_ssh)
     ):
@@ -112,12 +116,36 @@ def test_each_call_binds_to_the_installed_sdk_and_to_the_fake(monkeypatch) -> No
         )
 
 
+# every SkyPilot error kit/cloud/failures.py maps, and those the fake raises
+EXCEPTIONS = (
+    "CloudError", "ResourcesUnavailableError", "ProvisionPrechecksError", "CommandError",
+    "ClusterNotUpError", "ClusterDoesNotExist", "NotSupportedError", "CloudUserIdentityError",
+    "NoCloudAccessError", "RequestCancelled", "ApiServerConnectionError",
+)  # fmt: skip
+
+
+def test_the_fakes_exceptions_are_the_real_ones_in_shape(monkeypatch) -> None:
+    """Each of the fake's exception classes: the real one's name, bases (by name) and
+    constructor parameters, so that what the kit catches and builds is what SkyPilot raises."""
+    sky = _real()
+    _, _, _, fake = _fake(monkeypatch)
+    rules = {name for name, _ in failures.RULES}
+    for name in EXCEPTIONS:
+        real, made = getattr(sky.exceptions, name), getattr(fake["sky.exceptions"], name)
+        assert [k.__name__ for k in real.__mro__] == [k.__name__ for k in made.__mro__], name
+        real_params = list(inspect.signature(real.__init__).parameters)
+        assert list(inspect.signature(made.__init__).parameters) == real_params, name
+        assert name in rules or any(k.__name__ in rules for k in real.__mro__), name
+    common, fake_common = _quietly("sky.server.common"), fake["sky.server.common"]
+    for fn in ("get_api_server_status", "is_api_server_local"):
+        real_names = list(inspect.signature(getattr(common, fn)).parameters)
+        assert list(inspect.signature(getattr(fake_common, fn)).parameters) == real_names
+    assert "HEALTHY" in common.ApiServerStatus.__members__
+
+
 def test_the_exceptions_and_status_fields_the_kit_reads_exist() -> None:
     sky = _real()
-    for name in (
-        "ResourcesUnavailableError", "NoCloudAccessError", "CloudUserIdentityError",
-        "ApiServerConnectionError", "ProvisionPrechecksError",
-    ):  # fmt: skip
+    for name in EXCEPTIONS:
         assert isinstance(getattr(sky.exceptions, name), type), name
     inspect.signature(sky.exceptions.ProvisionPrechecksError).bind([ValueError("x")])
     inspect.signature(sky.exceptions.ApiServerConnectionError).bind("http://127.0.0.1:46580")
@@ -130,12 +158,17 @@ def test_the_exceptions_and_status_fields_the_kit_reads_exist() -> None:
 
 
 def test_the_task_passes_skypilots_own_schema(tmp_path: Path) -> None:
+    """The task as `cloud run --dry-run` prints it, read back as YAML, is a task SkyPilot takes:
+    its schema, and its own Task.from_yaml_config (any_of, autostop, labels)."""
     sky = _real()
+    yaml = _quietly("yaml")
     schemas = _quietly("sky.utils.schemas")
     common_utils = _quietly("sky.utils.common_utils")
-    # built without resources: the real Resources reads the catalog (from GitHub)
-    t = sky.Task(**skypilot.task_args(M, task.run_command(), ENVS, MOUNTS))
-    config = t.to_yaml_config()
-    config["resources"] = {k: v for k, v in skypilot.resources_args(M).items() if v is not None}
-    common_utils.validate_schema(config, schemas.get_task_schema(), "Invalid task YAML: ")
-    assert config["file_mounts"] == {task.REMOTE_SCRIPT: str(task.script())}
+    config = skypilot.task_yaml(M, task.run_command(), ENVS, MOUNTS, 15)
+    printed = yaml.safe_load(yamlish.dump(config))
+    assert printed == config
+    common_utils.validate_schema(printed, schemas.get_task_schema(), "Invalid task YAML: ")
+    assert printed["file_mounts"] == {task.REMOTE_SCRIPT: str(task.script())}
+    t = sky.Task.from_yaml_config(printed)
+    assert sorted(r.instance_type for r in t.resources) == ["g2-standard-12", "g2-standard-8"]
+    assert all(r.labels == {"micakit": "t1"} for r in t.resources)

@@ -1,5 +1,7 @@
 """A recording fake of SkyPilot 0.14's SDK (`sky`), with the real SDK's signatures (held against
-the installed SDK by tests/unit/cloud/test_sdk_signatures.py) and a clock of its own.
+the installed SDK by tests/unit/cloud/test_sdk_signatures.py) and behaviour: requests that
+return at once, machines that live on a clock of their own (sky/_world.py), errors raised by
+the API server when a request's answer is asked for.
 
 Put tests/fakes/skypilot_sdk first on sys.path (or PYTHONPATH, for a kit in a child process).
 Its state is a JSON file named by FAKE_SKY_STATE, so a kit killed mid-run leaves it behind:
@@ -7,33 +9,29 @@ Its state is a JSON file named by FAKE_SKY_STATE, so a kit killed mid-run leaves
     {"clock_min": 0, "clusters": {NAME: {...}}, "calls": [[FN, {ARGS}], ...], "requests": {...},
      "script": {...}}
 
-`script` says how the clouds behave: "launch_error" (quota, capacity, credentials, api, network,
-prechecks), "down_fails" (clusters whose teardown fails), "job": "SUCCEEDED" or "FAILED",
-"job_minutes", "in_stream_and_get": "interrupt" (a Ctrl-C while the machines launch),
-"in_tail_logs": "interrupt" (a Ctrl-C while the series runs) or "hang" (the kit waits until it
-is killed), "catalog": "offline", "home" (a folder: each cluster's home is home/NAME) and
-"results" (a results directory each launched machine's series "writes" under
-micakit/results/$MICAKIT_NAME), or "ssh": the machine is this machine over ssh on 127.0.0.1,
-where the launch runs the task for real (sky/_loopback.py).
-
-A cluster launched with `down=True` and an idle limit deletes itself on the fake's clock
-(`advance_clock`): idle from the end of its job, as SkyPilot's skylet does on the machine.
+`script` says how the clouds behave, for the fleet or, under "machines": {NAME: {...}}, for one
+machine: "minute_s" (the clock), "provision_minutes", "job_minutes", "job": "SUCCEEDED" or
+"FAILED", "preempt_at" (minutes after it is up), "launch_error" (quota, capacity, disabled,
+nomachine, badtype, badregion, cloud, notsupported, credentials, api, network, prechecks,
+cancelled, filesync), "enabled_clouds", "down_fails" (clusters whose teardown fails),
+"api_start_s" (how long the first call takes to start the local API server), "in_stream_and_get":
+"interrupt", "in_tail_logs": "interrupt" or "hang", "catalog": "offline", "home" (a folder: each
+cluster's home is home/NAME) and "results" (a results directory each machine's series "writes"
+under micakit/results/$MICAKIT_NAME), or "ssh": the machine is this machine over ssh on
+127.0.0.1, where the launch runs the task for real (sky/_loopback.py).
 """
 
 from __future__ import annotations
 
 import enum
-import json
-import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
 # sky.catalog and sky.exceptions, as the SDK has them
-from sky import _loopback, catalog, exceptions  # noqa: F401
+from sky import _loopback, _records, _refusals, _world, catalog, exceptions  # noqa: F401
 
 __version__ = "0.14.1-fake"
 
@@ -52,7 +50,8 @@ class ClusterStatus(enum.Enum):
     PENDING = "PENDING"
 
 
-class JobStatus(enum.Enum):
+class JobStatus(enum.Enum):  # sky/skylet/job_lib.py, JobStatus (those the fake reaches)
+    PENDING = "PENDING"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
@@ -83,7 +82,8 @@ class Resources:
         autostop: Any = None,
         **rest: Any,
     ) -> None:
-        # the real class reads the catalog here; tests never build resources against it
+        # sky/resources.py, Resources.__init__: 0.14 checks nothing against the catalog here;
+        # the API server validates the task when the launch request runs (stream_and_get)
         self.kwargs = {
             "instance_type": instance_type,
             "accelerators": accelerators,
@@ -116,54 +116,68 @@ class Task:
         self.name, self.run, self.setup = name, run, setup
         self.envs = dict(envs or {})
         self.file_mounts = dict(file_mounts or {})
+        # sky/task.py, Task.set_resources: a set is `any_of`, a list `ordered`
         self.resources = resources
 
 
-# -- state -----------------------------------------------------------------------------------
-
-
-def _path() -> Path:
-    return Path(os.environ["FAKE_SKY_STATE"])
-
-
-def load() -> dict[str, Any]:
-    path = _path()
-    state = json.loads(path.read_text()) if path.is_file() else {}
-    for key, empty in (("clock_min", 0), ("clusters", {}), ("calls", []), ("requests", {})):
-        state.setdefault(key, empty)
-    state.setdefault("script", {})
-    return state
-
-
-def save(state: dict[str, Any]) -> None:
-    tmp = _path().with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(_path())
+# -- the SDK ---------------------------------------------------------------------------------
 
 
 def _record(fn: str, **args: Any) -> dict[str, Any]:
-    state = load()
-    state["calls"].append([fn, args])
-    save(state)
-    return state
+    with _world.locked() as state:
+        state["calls"].append([fn, args])
+        return state
+
+
+def load() -> dict[str, Any]:
+    with _world.locked(write=False) as state:
+        return state
 
 
 def advance_clock(minutes: float) -> list[str]:
-    """The fake's clock moves on; each autodown cluster idle past its limit deletes itself."""
-    state = load()
-    state["clock_min"] += minutes
-    gone = []
-    for name, c in list(state["clusters"].items()):
-        idle_from = c["launched_min"] + c["job_minutes"]
-        if c["to_down"] and c["autostop"] >= 0 and state["clock_min"] >= idle_from + c["autostop"]:
-            del state["clusters"][name]
-            state["calls"].append(["autodown", {"cluster_name": name}])
-            gone.append(name)
-    save(state)
-    return gone
+    """The fake's clock moves on; each cluster preempted or idle past its limit goes."""
+    with _world.locked() as state:
+        before = set(state["clusters"])
+        state["clock_min"] += minutes
+        _world.tick(state)
+        return _world.deleted_since(state, before)
 
 
-# -- the SDK ---------------------------------------------------------------------------------
+def _server() -> None:
+    """sky/server/common.py, check_server_healthy_or_start: every SDK call first makes sure a
+    local API server runs, and starts one where none does (_start_api_server, about 1.5
+    minutes on two cores), saying so under a rich status on the console (stdout), which
+    reaches a pipe as encoded payloads (sky/utils/message_utils.py, encode_payload)."""
+    with _world.locked() as state:
+        if state.get("api_server"):
+            return
+        state["api_server"] = True
+        state["calls"].append(["api_start", {}])
+        wait_s = float(state["script"].get("api_start_s", 0.0))
+    sys.stdout.write(  # sky/utils/rich_utils.py, EncodedStatus: print(..., end="")
+        '<sky-payload>{"type": "rich_status", "msg": "Starting SkyPilot API server"}'
+        "</sky-payload>"
+        "Failed to connect to SkyPilot API server at http://127.0.0.1:46580. Starting a local "
+        "server.\n"
+    )
+    time.sleep(wait_s)
+
+
+def _request(fn: str, **args: Any) -> str:
+    """sky/client/sdk.py: every call is a request queued on the API server; its id at once."""
+    _server()
+    with _world.locked() as state:
+        state["calls"].append([fn, args])
+        request = f"req-{len(state['requests'])}"
+        state["requests"][request] = [fn, args]
+        return request
+
+
+def _resources(task: Any) -> list[dict[str, Any]]:
+    found = task.resources
+    if isinstance(found, (set, list, tuple)):
+        return sorted((r.kwargs for r in found), key=lambda k: str(k["instance_type"]))
+    return [found.kwargs]
 
 
 def launch(
@@ -181,6 +195,9 @@ def launch(
     fast: bool = False,
     **rest: Any,
 ) -> str:
+    """sky/client/sdk.py, launch: the request id, returned when the request is queued; the
+    cluster's record exists from then on (INIT), autodown not yet armed."""
+    resources = _resources(task)
     args = {
         "cluster_name": cluster_name,
         "idle_minutes_to_autostop": idle_minutes_to_autostop,
@@ -189,89 +206,82 @@ def launch(
         "run": task.run,
         "envs": task.envs,
         "file_mounts": task.file_mounts,
-        "resources": task.resources.kwargs,
+        "resources": resources[0],
+        "any_of": resources,
     }
-    state = _record("launch", **args)
-    request = f"req-{len(state['requests'])}"
-    state["requests"][request] = ["launch", args]
-    save(state)
+    request = _request("launch", **args)
+    with _world.locked() as state:
+        t = _world.now(state)
+        state["clusters"][cluster_name] = {
+            "status": "INIT",
+            "labels": resources[0]["labels"],
+            "autostop": -1,  # sky/execution.py: armed after provisioning and setup
+            "wants_autostop": -1 if idle_minutes_to_autostop is None else idle_minutes_to_autostop,
+            "to_down": False,
+            "wants_down": bool(down),
+            "submitted_min": t,
+            "up_min": None,
+            "job_minutes": _world.machine(state, cluster_name, "job_minutes", 3),
+            "job_result": _world.machine(state, cluster_name, "job", "SUCCEEDED"),
+            "preempt_at": _world.machine(state, cluster_name, "preempt_at", None),
+            "region": "us-central1",
+            "zone": "us-central1-a",
+        }
     return request
 
 
-def _launched(args: dict[str, Any]) -> tuple[int, Any]:
-    state = load()
-    script = state["script"]
+def _launched(args: dict[str, Any], out: Any) -> tuple[int, Any]:
+    """The launch request run on the API server (sky/execution.py, _execute): the task checked,
+    the machine provisioned, files synced, autodown armed, the job submitted; the answer
+    (job id, handle) as soon as the job is submitted, not when it ends."""
     name = args["cluster_name"]
-    # the cluster exists from the moment it is asked for: a failed launch may leave one
-    state["clusters"][name] = {
-        "status": "INIT",
-        "labels": args["resources"]["labels"],
-        "autostop": -1
-        if args["idle_minutes_to_autostop"] is None
-        else args["idle_minutes_to_autostop"],
-        "to_down": bool(args["down"]),
-        "launched_min": state["clock_min"],
-        "job_minutes": script.get("job_minutes", 60),
-        "region": "us-central1",
-        "zone": "us-central1-a",
-    }
-    save(state)
-    error = script.get("launch_error")
-    if error:
-        raise _launch_error(error)
-    state["clusters"][name]["status"] = "UP"
-    save(state)
-    _write_results(script, name, args["envs"])
-    if script.get("ssh"):
+    with _world.locked() as state:
+        script = state["script"]
+        error = _world.machine(state, name, "launch_error", None)
+        enabled = script.get("enabled_clouds", ["gcp"])
+        provision = float(_world.machine(state, name, "provision_minutes", 1))
+        ready_at = state["clusters"][name]["submitted_min"] + provision
+    cloud = str(args["resources"]["infra"] or "gcp").split("/")[0]
+    if error is None and cloud not in enabled:
+        error = "disabled"
+    error = error or _refusals.validate(args["any_of"])
+    if error in _refusals.VALIDATION:  # the optimizer: before anything is provisioned
+        with _world.locked() as state:
+            state["clusters"].pop(name, None)
+        raise _refusals.launch_error(error, args)
+    print(f"Launching a new cluster {name!r}.", file=out or sys.stdout)
+    _world.wait_until(ready_at)
+    if error:  # provisioning or file sync failed: the cluster stays, without autodown
+        raise _refusals.launch_error(error, args)
+    with _world.locked() as state:
+        c = state["clusters"][name]
+        c.update(status="UP", up_min=_world.now(state))
+        c.update(autostop=c["wants_autostop"], to_down=c["wants_down"])
+        script = state["script"]
+    _write_results(script, name, args["envs"], _world.machine(state, name, "results", None))
+    if script.get("ssh"):  # the job runs for real, over ssh, before the answer
+        with _world.locked() as state:
+            state["clusters"][name]["job_minutes"] = float("inf")  # it ends when it ends
         ok = _loopback.run_job(script["ssh"], name, args)
-        state = load()
-        state["clusters"][name]["job"] = "SUCCEEDED" if ok else "FAILED"
-        save(state)
-    handle = _Handle(_Where("us-central1", "us-central1-a"), name, script.get("ssh"))
-    return 1, handle
+        with _world.locked() as state:
+            c = state["clusters"][name]
+            c.update(
+                job="SUCCEEDED" if ok else "FAILED", job_minutes=_world.now(state) - c["up_min"]
+            )
+    print(f"Job submitted, ID: 1. Cluster {name!r} is up.", file=out or sys.stdout)
+    return 1, _records.Handle(
+        _records.Where("us-central1", "us-central1-a"), name, script.get("ssh")
+    )
 
 
-def _launch_error(kind: str) -> Exception:
-    return {
-        "quota": exceptions.ResourcesUnavailableError(
-            "Failed to acquire resources in all zones: Quota 'NVIDIA_L4_GPUS' exceeded. Limit: 0.0 in region us-central1."
-        ),
-        "capacity": exceptions.ResourcesUnavailableError(
-            "Failed to acquire resources in us-central1-a: ZONE_RESOURCE_POOL_EXHAUSTED"
-        ),
-        "credentials": exceptions.NoCloudAccessError("No cloud access available for launching."),
-        "api": exceptions.ApiServerConnectionError("http://127.0.0.1:46580"),
-        "network": requests.exceptions.ConnectionError(
-            "HTTPSConnectionPool(host='raw.githubusercontent.com', port=443): Max retries exceeded"
-        ),
-        "prechecks": exceptions.ProvisionPrechecksError(
-            [exceptions.CloudUserIdentityError("GCP credentials are not set")]
-        ),
-    }[kind]
-
-
-def _write_results(script: dict[str, Any], name: str, envs: dict[str, str]) -> None:
-    if not script.get("home") or not script.get("results"):
+def _write_results(
+    script: dict[str, Any], name: str, envs: dict[str, str], results: str | None
+) -> None:
+    if not script.get("home") or not results:
         return
     dest = Path(script["home"]) / name / "micakit" / "results" / envs["MICAKIT_NAME"]
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(script["results"], dest)
-
-
-class _Where:
-    def __init__(self, region: str, zone: str) -> None:
-        self.region, self.zone = region, zone
-
-
-class _Handle:
-    def __init__(self, where: _Where, name: str = "", ssh: dict[str, Any] | None = None) -> None:
-        self.launched_resources = where
-        self.cluster_name = name
-        self.cluster_name_on_cloud = f"{name}-2ea4"
-        self.cached_external_ips = ["127.0.0.1"]
-        self.cached_external_ssh_ports = [ssh["port"] if ssh else 22]
-        self.docker_user = None
-        self.ssh_user = "root" if ssh else "gcpuser"
+    shutil.copytree(results, dest)
 
 
 def api_cancel(request_ids: Any = None, all_users: bool = False, silent: bool = False) -> str:
@@ -286,35 +296,50 @@ def stream_and_get(
     output_stream: Any = None,
     relay_rich_status: bool = False,
 ) -> Any:
+    """sky/client/sdk.py, stream_and_get: the request's log to `output_stream` (the console
+    when None), then its answer, or the exception the server raised."""
     if load()["script"].get("in_stream_and_get") == "interrupt":
         raise KeyboardInterrupt  # Ctrl-C while the first machine launches
-    return get(request_id)
+    return _answer(request_id, output_stream)
 
 
 def get(request_id: Any) -> Any:
+    """sky/client/sdk.py, get: the answer, without the log."""
+    return _answer(request_id, None)
+
+
+def _answer(request_id: Any, out: Any) -> Any:
     state = load()
     fn, args = state["requests"][request_id]
     if fn == "launch":
-        return _launched(args)
+        return _launched(args, out)
     if fn == "down":
         return _down(args["cluster_name"])
     if fn == "status":
-        return _status(args["names"], args["credentials"])
+        return _records.status(load(), args["names"], args["credentials"])
     if fn == "api_cancel":
         return list(args["request_ids"])
     if fn == "job_status":
-        cluster = state["clusters"].get(args["cluster_name"], {})
-        job = cluster.get("job") or state["script"].get("job", "SUCCEEDED")
-        return {j: JobStatus[job] for j in args["job_ids"]}
+        return _job_status(args["cluster_name"], args["job_ids"])
     raise AssertionError(fn)
 
 
-def _request(fn: str, **args: Any) -> str:
-    state = _record(fn, **args)
-    request = f"req-{len(state['requests'])}"
-    state["requests"][request] = [fn, args]
-    save(state)
-    return request
+def _cluster_up(name: str) -> dict[str, Any]:
+    """sky/backends/backend_utils.py, check_cluster_available: what the job requests raise
+    for a cluster that is gone (preempted, autodowned) or not up."""
+    c = load()["clusters"].get(name)
+    if c is None:
+        raise exceptions.ClusterDoesNotExist(f"Cluster {name!r} does not exist.")
+    if c["status"] != "UP":
+        raise exceptions.ClusterNotUpError(
+            f"{name!r} is not up (status {c['status']})", cluster_status=c["status"]
+        )
+    return c
+
+
+def _job_status(name: str, job_ids: list[int]) -> dict[int, Any]:
+    c = _cluster_up(name)
+    return {j: JobStatus[c.get("job") or "RUNNING"] for j in job_ids}
 
 
 def down(
@@ -327,13 +352,17 @@ def down(
 
 
 def _down(name: str) -> None:
-    state = load()
-    if name in state["script"].get("down_fails", []):
-        raise RuntimeError(f"Failed to terminate {name}: the cloud's API refused")
-    if name not in state["clusters"]:
-        raise ValueError(f"Cluster {name!r} does not exist.")
-    del state["clusters"][name]
-    save(state)
+    """sky/core.py, down: ClusterDoesNotExist for a cluster with no record, RuntimeError where
+    the cloud refused."""
+    with _world.locked() as state:
+        if name in state["script"].get("down_fails", []):
+            raise RuntimeError(f"Failed to terminate {name}: the cloud's API refused")
+        if name not in state["clusters"]:
+            raise exceptions.ClusterDoesNotExist(f"Cluster {name!r} does not exist.")
+        del state["clusters"][name]
+        home = state["script"].get("home")
+    if home:
+        shutil.rmtree(Path(home) / name, ignore_errors=True)
 
 
 def status(
@@ -349,37 +378,6 @@ def status(
     )
 
 
-class StatusResponse:
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-
-def _status(names: list[str] | None, credentials: bool) -> list[StatusResponse]:
-    found = []
-    state = load()
-    ssh = state["script"].get("ssh")
-    key = ssh["key"] if ssh else "~/.sky/key"
-    for name, c in state["clusters"].items():
-        if names is not None and name not in names:
-            continue
-        up = c["status"] == "UP"
-        found.append(
-            StatusResponse(
-                name=name,
-                status=ClusterStatus[c["status"]],
-                labels=c["labels"],
-                autostop=c["autostop"],
-                to_down=c["to_down"],
-                region=c["region"],
-                handle=_Handle(_Where(c["region"], c["zone"]), name, ssh) if up else None,
-                credentials={"ssh_user": "gcpuser", "ssh_private_key": key}
-                if credentials and up
-                else None,
-            )
-        )
-    return found
-
-
 def tail_logs(
     cluster_name: str,
     job_id: int | None,
@@ -389,6 +387,10 @@ def tail_logs(
     *,
     preload_content: bool = True,
 ) -> int:
+    """sky/client/sdk.py, tail_logs: the job's output until it ends (follow); its exit code
+    (0 succeeded, 100 failed; sky/exceptions.py, JobExitCode). A cluster that vanishes
+    meanwhile ends the stream with ClusterDoesNotExist (the server's check per request)."""
+    _server()
     state = _record("tail_logs", cluster_name=cluster_name, job_id=job_id)
     action = state["script"].get("in_tail_logs")
     if action == "interrupt":
@@ -399,9 +401,11 @@ def tail_logs(
     ssh = state["script"].get("ssh")
     if ssh and output_stream is not None:  # the job's output, as the machine printed it
         output_stream.write(_loopback.log_path(ssh, cluster_name).read_text(errors="replace"))
-    if ssh:
-        return 0 if state["clusters"][cluster_name].get("job") == "SUCCEEDED" else 100
-    return 0 if state["script"].get("job", "SUCCEEDED") == "SUCCEEDED" else 100
+    while True:
+        c = _cluster_up(cluster_name)
+        if c.get("job"):
+            return 0 if c["job"] == "SUCCEEDED" else 100
+        time.sleep(0.05)
 
 
 def job_status(cluster_name: str, job_ids: list[int] | None = None) -> str:

@@ -10,16 +10,29 @@ import requests
 import sky
 
 # a made-up catalog: the fake's prices are no cloud's
-_INSTANCES = {"g2-standard-8": {"us-central1": 0.5, "europe-west4": 0.6}}
+_INSTANCES = {
+    "g2-standard-8": {"us-central1": 0.5, "europe-west4": 0.6},
+    "g2-standard-12": {"us-central1": 0.7, "europe-west4": 0.8},
+}
 _CARDS = {"L4": {"us-central1": 0.25, "europe-west4": 0.3}}
+_ZONES = {"us-central1": ["us-central1-a", "us-central1-b"], "europe-west4": ["europe-west4-a"]}
 
 
-class _Region:
+class _Zone:
     def __init__(self, name: str) -> None:
         self.name = name
 
 
+class _Region:  # sky/clouds/cloud.py, Region: a name and its zones
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.zones = [_Zone(z) for z in _ZONES.get(name, [])]
+
+
 def _reachable() -> None:
+    # sky/catalog/common.py, read_catalog: "Updating gcp catalog" under rich_utils.safe_status,
+    # printed as encoded status messages with no line end (rich_utils.EncodedStatus)
+    print('<sky-payload>{"msg": "Updating gcp catalog: vms.csv"}</sky-payload>', end="")
     if sky.load()["script"].get("catalog") == "offline":
         raise requests.exceptions.ConnectionError(
             "HTTPSConnectionPool(host='raw.githubusercontent.com', port=443): Max retries exceeded"
@@ -70,3 +83,29 @@ def get_instance_type_for_accelerator(
 ) -> tuple[list[str] | None, list[str]]:
     _reachable()
     return (["g2-standard-8"] if acc_name == "L4" else None), []
+
+
+def instance_type_exists(instance_type: str, clouds: Any = None) -> bool:
+    _reachable()
+    return instance_type in _INSTANCES
+
+
+def validate_region_zone(
+    region_name: str | None, zone_name: str | None, clouds: Any = None
+) -> tuple[str | None, str | None]:
+    """sky/catalog/common.py, validate_region_zone_impl: ValueError naming what is invalid."""
+    _reachable()
+    if region_name is not None and region_name not in _ZONES:
+        raise ValueError(f"Invalid region {region_name!r}")
+    if zone_name is not None and zone_name not in _ZONES.get(
+        region_name or "", sum(_ZONES.values(), [])
+    ):
+        raise ValueError(f"Invalid zone {zone_name!r}")
+    return region_name, zone_name
+
+
+def get_region_zones_for_accelerators(
+    acc_name: str, acc_count: int, use_spot: bool, clouds: Any = None
+) -> list[_Region]:
+    _reachable()
+    return [_Region(r) for r in _CARDS.get(acc_name, {})]

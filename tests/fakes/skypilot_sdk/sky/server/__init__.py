@@ -1,0 +1,1 @@
+"""sky.server, as far as the kit reaches into it."""
