@@ -36,6 +36,8 @@ from importlib import resources
 from pathlib import Path
 from typing import BinaryIO
 
+from kit.measure import stamper
+
 STDOUT, STDERR = "stdout", "stderr"
 _MUX_HEADER = struct.Struct(">BxxxL")
 _MUX_STREAMS = {1: STDOUT, 2: STDERR}
@@ -198,12 +200,17 @@ def stamp(
         for fd, kind in sources:
             os.set_blocking(fd, True)
             feeders[fd] = _Demux(splitters) if kind == "mux" else splitters[kind]
-            sel.register(fd, selectors.EVENT_READ)
         if watch_fd is not None:
             sel.register(watch_fd, selectors.EVENT_READ)
-        if ready_fd is not None:
-            _say_ready(ready_fd)
-        _read_until_closed(sel, feeders, watch_fd)
+        helper = _start_stamper(list(feeders))
+        if helper is None:
+            for fd in feeders:
+                sel.register(fd, selectors.EVENT_READ)
+            if ready_fd is not None:
+                _say_ready(ready_fd)
+            _read_until_closed(sel, feeders, watch_fd)
+        else:
+            _read_from_stamper(helper, sel, feeders, watch_fd, ready_fd)
         _drain(splitters, writers)
 
 
@@ -246,6 +253,69 @@ def _read_until_closed(
                 sel.unregister(fd)
                 open_fds.discard(fd)
                 feeders[fd].close(now)
+
+
+def _start_stamper(fds: list[int]) -> subprocess.Popen[bytes] | None:
+    """The compiled stamper on the sources, or None where it is not built or cannot start
+    (then this process stamps in Python)."""
+    binary = stamper.available()
+    if binary is None:
+        return None
+    try:
+        helper = stamper.start(binary, fds)
+    except OSError:
+        return None
+    for fd in fds:
+        os.close(fd)  # the stamper holds them now
+    return helper
+
+
+def _read_from_stamper(
+    helper: subprocess.Popen[bytes],
+    sel: selectors.BaseSelector,
+    feeders: dict[int, _Splitter | _Demux],
+    watch_fd: int | None,
+    ready_fd: int | None,
+) -> None:
+    """`_read_until_closed`, with the compiled stamper reading the sources: a chunk's stamp is
+    taken in C as its read returns, so this process's own turn on a busy CPU, and its
+    threads' turns at the interpreter lock, delay the chunk's writing, never its stamp."""
+    fds = list(feeders)
+    assert helper.stdout is not None
+    out = helper.stdout.fileno()
+    sel.register(out, selectors.EVENT_READ)
+    records = stamper.Records()
+    open_fds = set(fds)
+    watched = b""
+    try:
+        while open_fds:
+            for key, _ in sel.select():
+                if key.fd == watch_fd:
+                    said = os.read(watch_fd, 64)
+                    watched += said
+                    if not said:
+                        sel.unregister(watch_fd)
+                        _end_group(watched)
+                    continue
+                chunk = os.read(out, _READ_SIZE + stamper.HEADER.size)
+                if not chunk:  # the stamper ended early: what it left open ends here
+                    for fd in open_fds:
+                        feeders[fd].close(time.monotonic_ns())
+                    open_fds.clear()
+                    break
+                for place, stamp_ns, data in records.feed(chunk):
+                    if place >= len(fds):  # its first record: it waits on the sources
+                        if ready_fd is not None:
+                            _say_ready(ready_fd)
+                            ready_fd = None
+                    elif data:
+                        feeders[fds[place]].feed(data, stamp_ns)
+                    else:
+                        open_fds.discard(fds[place])
+                        feeders[fds[place]].close(stamp_ns)
+    finally:
+        helper.stdout.close()
+        helper.wait()
 
 
 def _drain(splitters: dict[str, _Splitter], writers: dict[str, _Writer]) -> None:
