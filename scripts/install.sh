@@ -51,7 +51,7 @@ fi
 say "step 2/3: what pip will download (resolving, no download yet)"
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
-"${pip[@]}" install --dry-run --quiet --report "$report" "${torch_from[@]}" -e "$ROOT[train,dev]" >&2
+"${pip[@]}" install --dry-run --report "$report" "${torch_from[@]}" -e "$ROOT[train,dev]" >&2
 "${helper[@]}" sizes "$report"
 if [ "$PLAN" = 1 ]; then
     exit 0

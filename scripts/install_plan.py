@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import time
 import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL = ROOT / "benchmarks" / "NanoGpt" / "protocol.toml"
 TIMEOUT_S = 15.0
+DEADLINE_S = 30.0  # for all the sizes together
 
 
 def torch_pin() -> str:
@@ -57,6 +59,24 @@ def _size(url: str) -> int | None:
         return None
 
 
+def _sizes(urls: list[str]) -> list[int | None]:
+    """Each URL's size, asked all at once; what has not answered within DEADLINE_S stays
+    unknown (a name lookup that hangs is bounded by no timeout of urllib's, so the asking
+    threads are daemons, left behind rather than waited for)."""
+    found: list[int | None] = [None] * len(urls)
+
+    def ask(i: int) -> None:
+        found[i] = _size(urls[i])
+
+    threads = [threading.Thread(target=ask, args=(i,), daemon=True) for i in range(len(urls))]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + DEADLINE_S
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return list(found)
+
+
 def _mb(size: int) -> str:
     return f"{size / 1e6:,.1f} MB"
 
@@ -72,8 +92,7 @@ def sizes(report_path: str) -> int:
     if not items:
         print("nothing to download: everything is installed already", file=sys.stderr)
         return 0
-    with ThreadPoolExecutor(16) as pool:
-        found = list(pool.map(_size, [url for _, _, url in items]))
+    found = _sizes([url for _, _, url in items])
     rows = sorted(zip(found, items, strict=True), key=lambda r: -(r[0] or 0))
     width = max(len(f"{name} {version}") for _, (name, version, _) in rows)
     print(f"to download: {len(rows)} packages", file=sys.stderr)
