@@ -35,6 +35,9 @@ def start(binary: Path, fds: list[int]) -> subprocess.Popen[bytes]:
         pass_fds=fds,
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
+        # a session, so a scheduling group (autogroup), of its own: the reader process's
+        # threads' CPU time then never makes the stamper wait its group's turn as it wakes
+        start_new_session=True,
     )
 
 
