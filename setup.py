@@ -25,20 +25,22 @@ class BuildWithCommit(build_py):
 
     def run(self) -> None:
         super().run()
+        # an editable install runs from the checkout: the stamper goes beside its source there
+        # (and first: an editable build's build_lib holds no kit/ folder to write into)
+        target_root = HERE if getattr(self, "editable_mode", False) else Path(self.build_lib)
+        build_stamper(target_root / STAMPER)
         sys.path.insert(0, str(HERE))
         try:
             from kit import kit_commit  # the kit's own reading of .git, without running git
         finally:
             sys.path.remove(str(HERE))
         target = Path(self.build_lib) / "kit" / "_build.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(
             '"""Written when the wheel was built (setup.py): the commit it was built from."""\n\n'
             f"COMMIT = {kit_commit()!r}\n",
             encoding="utf-8",
         )
-        # an editable install runs from the checkout: the stamper goes beside its source there
-        target_root = HERE if getattr(self, "editable_mode", False) else Path(self.build_lib)
-        build_stamper(target_root / STAMPER)
 
 
 def build_stamper(binary: Path) -> None:

@@ -235,6 +235,7 @@ def run_all(args: argparse.Namespace, longs: list[tuple[str, int]]) -> pd.DataFr
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
     summary = df.groupby(["neighbours", "case", "reader"], sort=False).agg(
         p50_ms=("p50_ms", "median"),
+        p99_median_ms=("p99_ms", "median"),
         p99_worst_ms=("p99_ms", "max"),
         max_ms=("max_ms", "max"),
         agreement_worst_pct=("agreement_pct", "max"),
@@ -273,7 +274,7 @@ def main() -> None:
     print(f"load average after: {loadavg()}")
     if args.rows:
         print(df.to_string(float_format=lambda x: f"{x:.4f}"))
-    print(f"\n{os.cpu_count()} cores, {args.repeats} repeats a case, each read by both:")
+    print(f"\n{os.cpu_count()} cores, {args.repeats} repeats a case, each read by every reader:")
     with pd.option_context("display.width", 250, "display.max_columns", 20):
         print(summarise(df).to_string(float_format=lambda x: f"{x:.4f}"))
     print(
