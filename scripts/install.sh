@@ -51,7 +51,7 @@ fi
 say "step 2/3: what pip will download (resolving, no download yet)"
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
-"${pip[@]}" install --dry-run --report "$report" "${torch_from[@]}" -e "$ROOT[train,dev]" >&2
+"${pip[@]}" install --dry-run --report "$report" ${torch_from[@]+"${torch_from[@]}"} -e "$ROOT[train,dev]" >&2
 "${helper[@]}" sizes "$report"
 if [ "$PLAN" = 1 ]; then
     exit 0
@@ -59,6 +59,6 @@ fi
 
 say "step 3/3: downloading and installing (pip's own progress)"
 start=$SECONDS
-"${pip[@]}" install "${torch_from[@]}" -e "$ROOT[train,dev]" >&2
+"${pip[@]}" install ${torch_from[@]+"${torch_from[@]}"} -e "$ROOT[train,dev]" >&2
 say "installed $("$VENV/bin/micakit" --version | tail -1) in $((SECONDS - start)) s;" \
     "$VENV holds $(du -sh "$VENV" | cut -f1)"
