@@ -19,6 +19,7 @@ from kit.executors.base import RunSpec
 from kit.executors.local import LocalExecutor
 from kit.measure import clock, stamper
 from kit.measure.stamped import read_stamped
+from tests.conftest import ROOT
 
 SOURCE = Path(stamper.__file__).with_name("stamper.c")
 
@@ -148,3 +149,43 @@ def test_a_stamper_that_cannot_start_falls_back_to_python_stamps(tmp_path, monke
     o = run(tmp_path, "import time; print(time.monotonic_ns(), flush=True)")
     (line,) = read_stamped(o.stdout_log)
     assert 0 <= line.stamp_ns - int(line.text) < 1_000_000_000
+
+
+KIT = """
+import sys
+from pathlib import Path
+from kit.executors.base import RunSpec
+from kit.executors.local import LocalExecutor
+code = "import time\\nprint('started', flush=True)\\ntime.sleep(300)"
+LocalExecutor().run(RunSpec("kit", (sys.executable, "-c", code)), Path(sys.argv[1]))
+"""
+
+
+def test_the_kits_death_leaves_no_stamper_behind(tmp_path, built, monkeypatch):
+    # the stamper runs in a session of its own, so no signal to the kit's group reaches it:
+    # it ends when the program's streams close (the reader's watch ends the program)
+    pidfile, wrapper = tmp_path / "stamper.pid", tmp_path / "wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho $$ > {pidfile}\nexec {built} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**os.environ, stamper.CHOICE_ENV: str(wrapper), "PYTHONPATH": str(ROOT)}
+    kit = subprocess.Popen([sys.executable, "-c", KIT, str(tmp_path / "logs")], env=env)
+    log = tmp_path / "logs" / "stdout.log"
+    deadline = time.monotonic() + 30
+    while not (log.exists() and b"started" in log.read_bytes()):
+        assert time.monotonic() < deadline, "the program never printed"
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    kit.kill()
+    kit.wait(10)
+    deadline = time.monotonic() + 15
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the stamper outlived the kit"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
