@@ -202,15 +202,13 @@ def stamp(
             feeders[fd] = _Demux(splitters) if kind == "mux" else splitters[kind]
         if watch_fd is not None:
             sel.register(watch_fd, selectors.EVENT_READ)
-        helper = _start_stamper(list(feeders))
-        if helper is None:
+        chunks = stamper.start_on(list(feeders), sel)
+        if chunks is None:
             for fd in feeders:
                 sel.register(fd, selectors.EVENT_READ)
-            if ready_fd is not None:
-                _say_ready(ready_fd)
-            _read_until_closed(sel, feeders, watch_fd)
-        else:
-            _read_from_stamper(helper, sel, feeders, watch_fd, ready_fd)
+        if ready_fd is not None:
+            _say_ready(ready_fd)
+        _read_until_closed(sel, feeders, watch_fd, chunks)
         _drain(splitters, writers)
 
 
@@ -226,10 +224,16 @@ def _say_ready(ready_fd: int) -> None:
 
 
 def _read_until_closed(
-    sel: selectors.BaseSelector, feeders: dict[int, _Splitter | _Demux], watch_fd: int | None
+    sel: selectors.BaseSelector,
+    feeders: dict[int, _Splitter | _Demux],
+    watch_fd: int | None,
+    chunks: stamper.Chunks | None = None,
 ) -> None:
     """Stamp each chunk as it is read, until every source closes; end the run's group should
-    the kit's watch pipe close first."""
+    the kit's watch pipe close first. With `chunks`, the compiled stamper reads the sources
+    and this process reads its records: the stamp was taken in C as the read returned, so
+    this process's own turn on a busy CPU, and its threads' turns at the interpreter lock,
+    delay a chunk's writing, never its stamp."""
     open_fds = set(feeders)
     watched = b""
     while open_fds:
@@ -242,80 +246,25 @@ def _read_until_closed(
                     sel.unregister(fd)
                     _end_group(watched)
                 continue
-            try:
-                chunk = os.read(fd, _READ_SIZE)
-            except ConnectionResetError:
-                chunk = b""
-            now = time.monotonic_ns()
-            if chunk:
-                feeders[fd].feed(chunk, now)
-            else:
-                sel.unregister(fd)
-                open_fds.discard(fd)
-                feeders[fd].close(now)
+            for source, stamp_ns, chunk in chunks.read() if chunks else _read_one(fd):
+                if chunk:
+                    feeders[source].feed(chunk, stamp_ns)
+                elif source in open_fds:
+                    if chunks is None:
+                        sel.unregister(source)
+                    open_fds.discard(source)
+                    feeders[source].close(stamp_ns)
+    if chunks is not None:
+        chunks.close()
 
 
-def _start_stamper(fds: list[int]) -> subprocess.Popen[bytes] | None:
-    """The compiled stamper on the sources, or None where it is not built or cannot start
-    (then this process stamps in Python)."""
-    binary = stamper.available()
-    if binary is None:
-        return None
+def _read_one(fd: int) -> list[tuple[int, int, bytes]]:
+    """What arrived on a source, stamped as its read returns (b"": the source closed)."""
     try:
-        helper = stamper.start(binary, fds)
-    except OSError:
-        return None
-    for fd in fds:
-        os.close(fd)  # the stamper holds them now
-    return helper
-
-
-def _read_from_stamper(
-    helper: subprocess.Popen[bytes],
-    sel: selectors.BaseSelector,
-    feeders: dict[int, _Splitter | _Demux],
-    watch_fd: int | None,
-    ready_fd: int | None,
-) -> None:
-    """`_read_until_closed`, with the compiled stamper reading the sources: a chunk's stamp is
-    taken in C as its read returns, so this process's own turn on a busy CPU, and its
-    threads' turns at the interpreter lock, delay the chunk's writing, never its stamp."""
-    fds = list(feeders)
-    assert helper.stdout is not None
-    out = helper.stdout.fileno()
-    sel.register(out, selectors.EVENT_READ)
-    records = stamper.Records()
-    open_fds = set(fds)
-    watched = b""
-    try:
-        while open_fds:
-            for key, _ in sel.select():
-                if key.fd == watch_fd:
-                    said = os.read(watch_fd, 64)
-                    watched += said
-                    if not said:
-                        sel.unregister(watch_fd)
-                        _end_group(watched)
-                    continue
-                chunk = os.read(out, _READ_SIZE + stamper.HEADER.size)
-                if not chunk:  # the stamper ended early: what it left open ends here
-                    for fd in open_fds:
-                        feeders[fd].close(time.monotonic_ns())
-                    open_fds.clear()
-                    break
-                for place, stamp_ns, data in records.feed(chunk):
-                    if place >= len(fds):  # its first record: it waits on the sources
-                        if ready_fd is not None:
-                            _say_ready(ready_fd)
-                            ready_fd = None
-                    elif data:
-                        feeders[fds[place]].feed(data, stamp_ns)
-                    else:
-                        open_fds.discard(fds[place])
-                        feeders[fds[place]].close(stamp_ns)
-    finally:
-        helper.stdout.close()
-        helper.wait()
+        chunk = os.read(fd, _READ_SIZE)
+    except ConnectionResetError:
+        chunk = b""
+    return [(fd, time.monotonic_ns(), chunk)]
 
 
 def _drain(splitters: dict[str, _Splitter], writers: dict[str, _Writer]) -> None:

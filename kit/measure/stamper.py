@@ -9,13 +9,15 @@ or `MICAKIT_STAMPER=python` is set, the reader stamps in Python (kit.measure.clo
 from __future__ import annotations
 
 import os
+import selectors
 import struct
 import subprocess
-from collections.abc import Iterator
+import time
 from pathlib import Path
 
 BINARY = Path(__file__).with_name("micakit-stamp")
 HEADER = struct.Struct("=IIQ")  # source's place, chunk's length (0: closed), CLOCK_MONOTONIC ns
+READ_SIZE = 1 << 20  # the stamper's own read size (stamper.c)
 CHOICE_ENV = "MICAKIT_STAMPER"  # "python", or the stamper's path; unset: the one built here
 
 
@@ -48,16 +50,70 @@ class Records:
     def __init__(self) -> None:
         self._buf = bytearray()
 
-    def feed(self, chunk: bytes) -> Iterator[tuple[int, int, bytes]]:
+    def feed(self, chunk: bytes) -> list[tuple[int, int, bytes]]:
         """(source's place, stamp in ns, chunk; b"" once the source closed) for each whole
         record so far."""
         self._buf += chunk
-        start = 0
+        start, found = 0, []
         while len(self._buf) - start >= HEADER.size:
             source, length, stamp_ns = HEADER.unpack_from(self._buf, start)
             end = start + HEADER.size + length
             if len(self._buf) < end:
                 break
-            yield source, stamp_ns, bytes(self._buf[start + HEADER.size : end])
+            found.append((source, stamp_ns, bytes(self._buf[start + HEADER.size : end])))
             start = end
         del self._buf[:start]
+        return found
+
+
+def start_on(fds: list[int], sel: selectors.BaseSelector) -> Chunks | None:
+    """The compiled stamper on the sources, once it waits on them; None where it is not
+    built, cannot start or ends before it is ready: this process then stamps in Python."""
+    binary = available()
+    if binary is None:
+        return None
+    try:
+        helper = start(binary, fds)
+    except OSError:
+        return None
+    chunks = Chunks(helper, fds)
+    if not chunks.wait_ready():
+        chunks.close()
+        return None
+    for fd in fds:
+        os.close(fd)  # the stamper holds them now
+    sel.register(chunks.fileno(), selectors.EVENT_READ)
+    return chunks
+
+
+class Chunks:
+    """The stamper's records as (source fd, stamp, chunk); its first record says it waits on
+    the sources, and only then is the kit told to start the program."""
+
+    def __init__(self, helper: subprocess.Popen[bytes], fds: list[int]) -> None:
+        assert helper.stdout is not None
+        self._helper, self._out, self._fds = helper, helper.stdout, fds
+        self._records = Records()
+
+    def fileno(self) -> int:
+        return self._out.fileno()
+
+    def wait_ready(self) -> bool:
+        """Block until the stamper's first record; False if it ended without one."""
+        while True:
+            chunk = os.read(self._out.fileno(), HEADER.size)
+            if not chunk:
+                return False
+            for place, _, _ in self._records.feed(chunk):
+                if place >= len(self._fds):
+                    return True
+
+    def read(self) -> list[tuple[int, int, bytes]]:
+        chunk = os.read(self._out.fileno(), READ_SIZE + HEADER.size)
+        if not chunk:  # the stamper ended early: what it left open ends here
+            return [(fd, time.monotonic_ns(), b"") for fd in self._fds]
+        return [(self._fds[p], t, data) for p, t, data in self._records.feed(chunk)]
+
+    def close(self) -> None:
+        self._out.close()
+        self._helper.wait()

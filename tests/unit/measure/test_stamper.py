@@ -189,3 +189,12 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_stamper_that_ends_before_it_is_ready_leaves_the_sources_to_python(tmp_path, monkeypatch):
+    quits = tmp_path / "micakit-stamp"
+    quits.write_text("#!/bin/sh\nexit 3\n")  # starts, then ends without its ready record
+    quits.chmod(0o755)
+    monkeypatch.setenv(stamper.CHOICE_ENV, str(quits))
+    o = run(tmp_path, "import sys; print('one', flush=True); sys.stdout.write('two')")
+    assert [x.text for x in read_stamped(o.stdout_log)] == ["one", "two"]
