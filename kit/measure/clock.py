@@ -191,21 +191,26 @@ def stamp(
     kit leaves no program on the card, nor this reader waiting on pipes the program holds).
     """
     with open(stdout_path, "ab") as out_f, open(stderr_path, "ab") as err_f:
+        sel = selectors.DefaultSelector()
+        # The stamper asks for the priority that wakes it first; this process then has only
+        # the writing to do, at the priority of everything else, and takes no CPU from the
+        # program or the stamper. Without it this process stamps, so it asks for that priority
+        # itself, before its writer threads start (they inherit it).
+        chunks = stamper.start_on([fd for fd, _ in sources], sel)
+        if chunks is None:
+            _never_starved()
         writers = {STDOUT: _Writer(out_f), STDERR: _Writer(err_f)}
         for w in writers.values():
             w.start()
         splitters = {name: _Splitter(w.queue) for name, w in writers.items()}
-        sel = selectors.DefaultSelector()
         feeders: dict[int, _Splitter | _Demux] = {}
         for fd, kind in sources:
-            os.set_blocking(fd, True)
             feeders[fd] = _Demux(splitters) if kind == "mux" else splitters[kind]
+            if chunks is None:
+                os.set_blocking(fd, True)
+                sel.register(fd, selectors.EVENT_READ)
         if watch_fd is not None:
             sel.register(watch_fd, selectors.EVENT_READ)
-        chunks = stamper.start_on(list(feeders), sel)
-        if chunks is None:
-            for fd in feeders:
-                sel.register(fd, selectors.EVENT_READ)
         if ready_fd is not None:
             _say_ready(ready_fd)
         _read_until_closed(sel, feeders, watch_fd, chunks)
@@ -432,7 +437,6 @@ def main(argv: list[str] | None = None) -> int:
             if kind not in (STDOUT, STDERR, "mux"):
                 parser.error(f"unknown source kind {kind!r}")
             sources.append((int(fd), kind))
-    _never_starved()
     try:
         stamp(sources, args.stdout_log, args.stderr_log, ready_fd, args.watch_fd)
     except OSError as e:

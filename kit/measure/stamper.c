@@ -43,19 +43,15 @@ static int write_all(const char *data, size_t size) {
     return 0;
 }
 
-/* A real-time priority, inherited from the reader process (kit/measure/clock.py,
-   _never_starved), is raised one step. Where none is had, a short slice: on an EEVDF kernel (Linux 6.12 on) a task asking for
-   0.1 ms slices preempts a CPU-bound neighbour as it wakes, without privileges. Elsewhere
-   the call fails and nothing changes. */
+/* The priority that wakes this process first as a chunk arrives: a real-time one (root or
+   CAP_SYS_NICE; it only ever blocks in poll, so it cannot hog a core). Where none is had, a
+   short slice: on an EEVDF kernel (Linux 6.12 on) a task asking for 0.1 ms slices preempts a
+   CPU-bound neighbour as it wakes, without privileges. Elsewhere the calls fail and nothing
+   changes. The reader process keeps an ordinary priority: it only writes. */
 static void first_to_wake(void) {
-    if (sched_getscheduler(0) == SCHED_FIFO) {
-        /* one above the reader process's threads, which the stamper then never waits for */
-        struct sched_param above = {.sched_priority = 2};
-        sched_setscheduler(0, SCHED_FIFO, &above);
-        return;
-    }
+    struct sched_param rt = {.sched_priority = 1};
+    if (sched_setscheduler(0, SCHED_FIFO, &rt) == 0) return;
 #ifdef SYS_sched_setattr
-    if (sched_getscheduler(0) != SCHED_OTHER) return;
     struct {
         uint32_t size, policy;
         uint64_t flags;
