@@ -36,6 +36,8 @@ from importlib import resources
 from pathlib import Path
 from typing import BinaryIO
 
+from kit.measure import stamper
+
 STDOUT, STDERR = "stdout", "stderr"
 _MUX_HEADER = struct.Struct(">BxxxL")
 _MUX_STREAMS = {1: STDOUT, 2: STDERR}
@@ -189,21 +191,29 @@ def stamp(
     kit leaves no program on the card, nor this reader waiting on pipes the program holds).
     """
     with open(stdout_path, "ab") as out_f, open(stderr_path, "ab") as err_f:
+        sel = selectors.DefaultSelector()
+        # The stamper asks for the priority that wakes it first; this process then has only
+        # the writing to do, at the priority of everything else, and takes no CPU from the
+        # program or the stamper. Without it this process stamps, so it asks for that priority
+        # itself, before its writer threads start (they inherit it).
+        chunks = stamper.start_on([fd for fd, _ in sources], sel)
+        if chunks is None:
+            _never_starved()
         writers = {STDOUT: _Writer(out_f), STDERR: _Writer(err_f)}
         for w in writers.values():
             w.start()
         splitters = {name: _Splitter(w.queue) for name, w in writers.items()}
-        sel = selectors.DefaultSelector()
         feeders: dict[int, _Splitter | _Demux] = {}
         for fd, kind in sources:
-            os.set_blocking(fd, True)
             feeders[fd] = _Demux(splitters) if kind == "mux" else splitters[kind]
-            sel.register(fd, selectors.EVENT_READ)
+            if chunks is None:
+                os.set_blocking(fd, True)
+                sel.register(fd, selectors.EVENT_READ)
         if watch_fd is not None:
             sel.register(watch_fd, selectors.EVENT_READ)
         if ready_fd is not None:
             _say_ready(ready_fd)
-        _read_until_closed(sel, feeders, watch_fd)
+        _read_until_closed(sel, feeders, watch_fd, chunks)
         _drain(splitters, writers)
 
 
@@ -219,10 +229,16 @@ def _say_ready(ready_fd: int) -> None:
 
 
 def _read_until_closed(
-    sel: selectors.BaseSelector, feeders: dict[int, _Splitter | _Demux], watch_fd: int | None
+    sel: selectors.BaseSelector,
+    feeders: dict[int, _Splitter | _Demux],
+    watch_fd: int | None,
+    chunks: stamper.Chunks | None = None,
 ) -> None:
     """Stamp each chunk as it is read, until every source closes; end the run's group should
-    the kit's watch pipe close first."""
+    the kit's watch pipe close first. With `chunks`, the compiled stamper reads the sources
+    and this process reads its records: the stamp was taken in C as the read returned, so
+    this process's own turn on a busy CPU, and its threads' turns at the interpreter lock,
+    delay a chunk's writing, never its stamp."""
     open_fds = set(feeders)
     watched = b""
     while open_fds:
@@ -235,17 +251,25 @@ def _read_until_closed(
                     sel.unregister(fd)
                     _end_group(watched)
                 continue
-            try:
-                chunk = os.read(fd, _READ_SIZE)
-            except ConnectionResetError:
-                chunk = b""
-            now = time.monotonic_ns()
-            if chunk:
-                feeders[fd].feed(chunk, now)
-            else:
-                sel.unregister(fd)
-                open_fds.discard(fd)
-                feeders[fd].close(now)
+            for source, stamp_ns, chunk in chunks.read() if chunks else _read_one(fd):
+                if chunk:
+                    feeders[source].feed(chunk, stamp_ns)
+                elif source in open_fds:
+                    if chunks is None:
+                        sel.unregister(source)
+                    open_fds.discard(source)
+                    feeders[source].close(stamp_ns)
+    if chunks is not None:
+        chunks.close()
+
+
+def _read_one(fd: int) -> list[tuple[int, int, bytes]]:
+    """What arrived on a source, stamped as its read returns (b"": the source closed)."""
+    try:
+        chunk = os.read(fd, _READ_SIZE)
+    except ConnectionResetError:
+        chunk = b""
+    return [(fd, time.monotonic_ns(), chunk)]
 
 
 def _drain(splitters: dict[str, _Splitter], writers: dict[str, _Writer]) -> None:
@@ -413,7 +437,6 @@ def main(argv: list[str] | None = None) -> int:
             if kind not in (STDOUT, STDERR, "mux"):
                 parser.error(f"unknown source kind {kind!r}")
             sources.append((int(fd), kind))
-    _never_starved()
     try:
         stamp(sources, args.stdout_log, args.stderr_log, ready_fd, args.watch_fd)
     except OSError as e:

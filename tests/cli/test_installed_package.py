@@ -47,10 +47,12 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_smoke_series_and_verifies_it
     # the commit the wheel is built from: a checkout's HEAD, read by the build (setup.py)
     (src / ".git").mkdir()
     (src / ".git" / "HEAD").write_text(BUILT_FROM + "\n")
+    # the checkout's own build of the clock's stamper: the wheel's build must make its own
+    (src / "kit" / "measure" / "micakit-stamp").unlink(missing_ok=True)
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "PYTHONHOME", "MICAKIT_COMMIT")
+        if k not in ("PYTHONPATH", "PYTHONHOME", "MICAKIT_COMMIT", "MICAKIT_STAMPER")
     }
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     _run(
@@ -78,6 +80,10 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_smoke_series_and_verifies_it
         env,
     ).stdout.split()
     assert all(Path(w).is_relative_to(venv) for w in where), where
+    if shutil.which("cc"):  # the outside clock's stamper, built with the wheel (setup.py)
+        code = "from kit.measure import stamper; print(stamper.available())"
+        stamper_at = _run([python, "-c", code], tmp_path, env).stdout.strip()
+        assert Path(stamper_at).is_relative_to(venv), stamper_at
     said = _run([venv / "bin" / "micakit", "--version"], tmp_path, env).stdout.splitlines()
     protocol_sha256 = hashlib.sha256((ROOT / "kit" / "files" / "protocol.toml").read_bytes())
     assert said == [

@@ -1,0 +1,200 @@
+"""The outside clock's compiled stamper and its fallback: each stamps from CLOCK_MONOTONIC,
+keeps lines, long lines and a last line without its newline, and the reader falls back to its
+own Python stamps where the stamper is not built or cannot start."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kit.executors.base import RunSpec
+from kit.executors.local import LocalExecutor
+from kit.measure import clock, stamper
+from kit.measure.stamped import read_stamped
+from tests.conftest import ROOT
+
+SOURCE = Path(stamper.__file__).with_name("stamper.c")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """The stamper as setup.py builds it (build_stamper: cc -O2), into a folder of the test's."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler: the stamper is not built here")
+    binary = tmp_path_factory.mktemp("stamper") / "micakit-stamp"
+    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(binary), str(SOURCE)], check=True)
+    return binary
+
+
+@pytest.fixture(params=["stamper", "python"])
+def stamping(request, monkeypatch, tmp_path) -> Iterator[str]:
+    """Each reader test twice: stamps by the compiled stamper, and by the Python fallback.
+    The stamper is started through a wrapper that leaves a mark, so a reader that fell back
+    to Python unseen fails the test."""
+    if request.param == "python":
+        monkeypatch.setenv(stamper.CHOICE_ENV, "python")
+        yield request.param
+        return
+    mark, wrapper = tmp_path / "stamper-ran", tmp_path / "wrapper"
+    wrapper.write_text(
+        f'#!/bin/sh\necho ran >> {mark}\nexec {request.getfixturevalue("built")} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv(stamper.CHOICE_ENV, str(wrapper))
+    yield request.param
+    assert mark.is_file(), "the reader did not start the stamper"
+
+
+def run(tmp_path: Path, code: str):
+    return LocalExecutor().run(RunSpec("t", (sys.executable, "-c", code)), tmp_path / "logs")
+
+
+def test_stamps_are_the_monotonic_clock_as_each_line_arrives(tmp_path, stamping):
+    code = (
+        "import time\n"
+        "for i in range(40):\n"
+        "    print(time.monotonic_ns(), flush=True); time.sleep(0.005)\n"
+    )
+    before = time.monotonic_ns()
+    o = run(tmp_path, code)
+    lines = list(read_stamped(o.stdout_log))
+    delays = [x.stamp_ns - int(x.text) for x in lines]
+    assert len(delays) == 40
+    # after the line was written, by CLOCK_MONOTONIC (one clock for every process), in order
+    assert all(d >= 0 for d in delays)
+    assert sorted(delays)[20] < 5_000_000
+    assert before < lines[0].stamp_ns and lines[-1].stamp_ns <= time.monotonic_ns()
+    assert [x.stamp_ns for x in lines] == sorted(x.stamp_ns for x in lines)
+
+
+def test_lines_long_lines_and_a_last_partial_line_are_kept(tmp_path, stamping):
+    code = (
+        "import sys, time\n"
+        "sys.stdout.write('a\\nb'); sys.stdout.flush(); time.sleep(0.1)\n"
+        "sys.stdout.write('c\\n' + 'z' * (3 << 20) + '\\n'); sys.stdout.flush()\n"
+        "print('err', file=sys.stderr, flush=True)\n"
+        "sys.stdout.write('after\\ntail without newline'); sys.stdout.flush()\n"
+    )
+    o = run(tmp_path, code)
+    out = list(read_stamped(o.stdout_log))
+    assert [x.text[:20] for x in out] == [
+        "a",
+        "bc",
+        "z" * 20,
+        "after",
+        "tail without newline",
+    ]
+    assert out[2].text.endswith(
+        f"[micakit: line cut: {clock.LINE_CAP} of its {3 << 20} bytes kept]"
+    )
+    assert out[1].stamp_ns - out[0].stamp_ns > 50_000_000  # "b" waited for its newline
+    assert [x.text for x in read_stamped(o.stderr_log)] == ["err"]
+
+
+def test_the_stamper_writes_a_ready_record_then_a_record_per_read(built):
+    r, w = os.pipe()
+    proc = subprocess.Popen([str(built), str(r)], pass_fds=[r], stdout=subprocess.PIPE)
+    os.close(r)
+    os.write(w, b"one\ntw")
+    time.sleep(0.05)
+    os.write(w, b"o\n")
+    os.close(w)
+    data = proc.communicate(timeout=10)[0]
+    records = stamper.Records()
+    got = [x for chunk in (data[:7], data[7:30], data[30:]) for x in records.feed(chunk)]
+    assert proc.returncode == 0
+    assert [(place, body) for place, _, body in got] == [
+        (0xFFFFFFFF, b""),
+        (0, b"one\ntw"),
+        (0, b"o\n"),
+        (0, b""),  # closed
+    ]
+    stamps = [stamp for _, stamp, _ in got]
+    assert stamps == sorted(stamps) and stamps[2] - stamps[1] > 40_000_000
+
+
+def test_records_split_anywhere_come_out_whole():
+    parser = stamper.Records()
+    data = b"".join(
+        struct.pack("=IIQ", place, len(body), stamp) + body
+        for place, stamp, body in ((1, 10, b"xy"), (0, 20, b""), (2, 30, b"z" * 70))
+    )
+    got = [x for i in range(0, len(data), 5) for x in parser.feed(data[i : i + 5])]
+    assert got == [(1, 10, b"xy"), (0, 20, b""), (2, 30, b"z" * 70)]
+
+
+def test_no_stamper_built_means_python_stamps(tmp_path, monkeypatch):
+    monkeypatch.setenv(stamper.CHOICE_ENV, str(tmp_path / "not-built"))
+    assert stamper.available() is None
+    monkeypatch.setenv(stamper.CHOICE_ENV, "python")
+    assert stamper.available() is None
+    o = run(tmp_path, "print('still stamped', flush=True)")
+    assert [x.text for x in read_stamped(o.stdout_log)] == ["still stamped"]
+
+
+def test_a_stamper_that_cannot_start_falls_back_to_python_stamps(tmp_path, monkeypatch):
+    broken = tmp_path / "micakit-stamp"
+    broken.write_bytes(b"\x7fELF not a program")
+    broken.chmod(0o755)
+    monkeypatch.setenv(stamper.CHOICE_ENV, str(broken))
+    o = run(tmp_path, "import time; print(time.monotonic_ns(), flush=True)")
+    (line,) = read_stamped(o.stdout_log)
+    assert 0 <= line.stamp_ns - int(line.text) < 1_000_000_000
+
+
+KIT = """
+import sys
+from pathlib import Path
+from kit.executors.base import RunSpec
+from kit.executors.local import LocalExecutor
+code = "import time\\nprint('started', flush=True)\\ntime.sleep(300)"
+LocalExecutor().run(RunSpec("kit", (sys.executable, "-c", code)), Path(sys.argv[1]))
+"""
+
+
+def test_the_kits_death_leaves_no_stamper_behind(tmp_path, built, monkeypatch):
+    # the stamper runs in a session of its own, so no signal to the kit's group reaches it:
+    # it ends when the program's streams close (the reader's watch ends the program)
+    pidfile, wrapper = tmp_path / "stamper.pid", tmp_path / "wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho $$ > {pidfile}\nexec {built} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**os.environ, stamper.CHOICE_ENV: str(wrapper), "PYTHONPATH": str(ROOT)}
+    kit = subprocess.Popen([sys.executable, "-c", KIT, str(tmp_path / "logs")], env=env)
+    log = tmp_path / "logs" / "stdout.log"
+    deadline = time.monotonic() + 30
+    while not (log.exists() and b"started" in log.read_bytes()):
+        assert time.monotonic() < deadline, "the program never printed"
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    kit.kill()
+    kit.wait(10)
+    deadline = time.monotonic() + 15
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the stamper outlived the kit"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_stamper_that_ends_before_it_is_ready_leaves_the_sources_to_python(tmp_path, monkeypatch):
+    quits = tmp_path / "micakit-stamp"
+    quits.write_text("#!/bin/sh\nexit 3\n")  # starts, then ends without its ready record
+    quits.chmod(0o755)
+    monkeypatch.setenv(stamper.CHOICE_ENV, str(quits))
+    o = run(tmp_path, "import sys; print('one', flush=True); sys.stdout.write('two')")
+    assert [x.text for x in read_stamped(o.stdout_log)] == ["one", "two"]
