@@ -196,6 +196,15 @@ class Engine(Generic[R]):
         runs in, if any (rerun.sh)."""
         scratch = self.rd.root / "work" / "versions"
         started = (self.rd.root / store.VERSIONS).exists()
+        if not started and self.rd.records():
+            # runs were recorded under versions now gone: none are written beside them (D6)
+            raise UserError(
+                f"{self.rd.root} holds {len(self.rd.records())} run records but its "
+                f"{store.VERSIONS} is missing: the versions its runs were measured with are "
+                "gone, and no resume records others beside them",
+                f"restore {store.VERSIONS} from the directory's copy, or start anew in a new "
+                "directory (--out)",
+            )
         before = self.rd.versions()
         found = collect(
             kit_commit(),

@@ -209,6 +209,7 @@ class ResultsDir:
     def open(cls, root: Path) -> ResultsDir:
         root = Path(root)
         if not (root / MANIFEST).is_file():
+            _refuse_orphaned(root)
             if (root / STARTING).exists():
                 raise UserError(
                     f"the series in {root} stopped before its first run (it has no {MANIFEST})",
@@ -430,9 +431,45 @@ def _cut_torn(fd: int) -> bool:
     return True
 
 
+def ran(root: Path) -> list[str]:
+    """What in `root` only a series that ran writes (after its manifest, kit.engine.engine):
+    its versions, its records, its run folders; named, for a directory whose manifest is gone."""
+    out = []
+    if (root / VERSIONS).exists():
+        out.append(VERSIONS)
+    if (root / RECORDS).exists():
+        lines = (root / RECORDS).read_bytes().count(b"\n")
+        out.append(f"{RECORDS} ({lines} record{'s' * (lines != 1)})")
+    runs = root / "runs"
+    if runs.is_dir() or runs.is_symlink():
+        folders = len(list(runs.iterdir())) if runs.is_dir() else 0
+        out.append(f"runs/ ({folders} run folder{'s' * (folders != 1)})")
+    return out
+
+
+def _refuse_orphaned(root: Path) -> None:
+    """A directory that holds a series' runs but no manifest is not adopted (D6): no series
+    writes its program, protocol or options beside runs another one made, and no reader takes
+    it for one that never started."""
+    if (root / MANIFEST).exists():
+        return
+    there = ran(root)
+    if there:
+        raise UserError(
+            f"{root} holds a series' runs ({', '.join(there)}) but its {MANIFEST} is missing: "
+            "the directory is not as its series wrote it, and no series takes over runs it did "
+            "not start",
+            f"start anew in a new directory (`micakit series --out NEW_DIR ...`), or restore "
+            f"{MANIFEST} (and {VERSIONS}) from the directory's copy and resume it with "
+            f"`micakit series --resume {root}`",
+        )
+
+
 def _refuse_foreign(root: Path) -> None:
     """A series' own directory that never got as far as its manifest measured nothing: the
-    same command starts it again; any other non-empty directory is left alone."""
+    same command starts it again; any other non-empty directory is left alone, and one that
+    lost its manifest after it ran is named so."""
+    _refuse_orphaned(root)
     unstarted = (root / STARTING).exists() and not (root / MANIFEST).exists()
     if any(p.name != LOCK for p in root.iterdir()) and not unstarted:
         raise UserError(
