@@ -296,7 +296,9 @@ class Engine(Generic[R]):
     def _record(
         self, run: R, log_dir: Path, started: str, outcome: RunOutcome | None, judged: Judged
     ) -> RunRecord:
-        """The run's record, appended: the only write of a run."""
+        """The run's record, appended: the only write of a run. What the record says of the
+        run's start and end is written into its folder first (RUN_FILE), hashed with its logs,
+        so `verify` compares each such field of the record with the raw file (D6)."""
         record = RunRecord(
             run_id=run.run_id,
             head=self.kind.head(run),
@@ -310,9 +312,10 @@ class Engine(Generic[R]):
             reason=judged.reason,
             judged=judged.fields,
             executor=self.executor.name,
-            files=self.hashes(log_dir),
             outputs=judged.outputs,
         )
+        store.write_json(log_dir / store.RUN_FILE, record.ran())
+        record = dataclasses.replace(record, files=self.hashes(log_dir))
         with writing(self.rd.root / store.RECORDS, elsewhere="--out"):  # names runs.jsonl
             self.rd.append_record(record)
         return record
@@ -329,9 +332,11 @@ class Engine(Generic[R]):
     def _failure(self, run: R, record: RunRecord) -> str:
         shown = timing.tail_block(self.rd.root / record.log_dir)
         rule = f" ({self.kind.stop_rule})" if self.kind.stop_rule else ""
+        # the exit code once: a reason that already is it ("exit code 1") is not said twice
+        code = f"exit code {record.exit_code}"
+        said = record.reason if code in record.reason else f"{record.reason} ({code})"
         return (
-            f"{self.kind.title(run)} failed: {record.reason} (exit code "
-            f"{record.exit_code}); the {self.kind.noun} stops here{rule}.\n"
+            f"{self.kind.title(run)} failed: {said}; the {self.kind.noun} stops here{rule}.\n"
             f"  the tail of its output ({record.log_dir}):\n{shown}\n"
             f"  every finished run is kept; once the cause is fixed, "
             f"`micakit {self.kind.command} --resume {self.rd.root}` runs this one again"

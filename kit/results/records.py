@@ -29,8 +29,11 @@ RUN, JUDGED = "run", "judged"  # schema 2: the planned run's fields, the judgeme
 # the envelope: what the engine writes of every run, whatever its kind
 _ENVELOPE = frozenset(
     ("schema_version", "schema", "run_id", "log_dir", "started_utc", "start_ns", "end_ns",
-     "exit_code", "stopped", "status", "reason", "executor", "files", "outputs")
+     "exit_code", "stopped", "status", "reason", "executor", "files", "outputs",
+     "non_finite")
 )  # fmt: skip
+# "non_finite": each value JSON cannot hold (NaN, an infinity) by its dotted path, with what it
+# was; the value itself is stored as null (kit.results.store.finite)
 # Schema 1's judgement, by name: every field a schema-1 kit wrote after the reason (a timed
 # run's judgement; a profiled run's kernel table; a graph-break run's counts). Schema 1 is
 # history, so this list is closed; its every other field was the planned run's.
@@ -81,6 +84,14 @@ class RunRecord:
     def batch_size(self) -> int | None:
         """The batch it ran at (amendment 5.1); None: the model's own."""
         return self.head.get("batch_size")
+
+    # what the engine knows of the run itself, beside the record in its folder (run.json):
+    # `verify` compares each with the raw file
+    RAN = ("started_utc", "start_ns", "end_ns", "exit_code", "stopped", "executor")
+
+    def ran(self) -> dict[str, Any]:
+        """run.json's content: the run's start, end, exit and executor, as recorded."""
+        return {"schema_version": 1, **{name: getattr(self, name) for name in self.RAN}}
 
     # -- the file -------------------------------------------------------------------------------
 
