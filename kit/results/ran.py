@@ -40,8 +40,12 @@ def differences(root: str, record: RunRecord, number: int, data: dict[str, bytes
     if rel in record.files:
         try:
             ran = json.loads(stamped.read_bytes(f"{root}/{rel}"))
+        except OSError:
+            return []  # gone, with its folder or alone: the audit and the hashes name it
         except ValueError:
             return [f"{rel}: not JSON (run {record.run_id})"]
+        if not isinstance(ran, dict):
+            return [f"{rel}: not a JSON object (run {record.run_id})"]
         mine = record.ran()
         out += [
             f"{where} {name} is {json.dumps(mine[name])} in its record, "
