@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from kit import __version__, kit_commit
 from kit.errors import Interrupted, SeriesFailed, UserError, sigterm_as_interrupt, writing
 from kit.executors.base import Executor, RunOutcome, RunSpec
-from kit.measure import timing
+from kit.measure import clock, timing
 from kit.protocol.load import Protocol as ProtocolFile
 from kit.results import store
 from kit.results.documents import Manifest, Plan, Versions, check_unchanged
@@ -282,7 +282,8 @@ class Engine(Generic[R]):
             store.write_json(log_dir / store.NOT_RUN, note)
         else:
             # a hang is stopped at the protocol's stall limit and fails like any other failure
-            spec = dataclasses.replace(made, stall_s=self.protocol.timing.stall_s)
+            t = self.protocol.timing
+            spec = dataclasses.replace(made, stall_s=t.stall_s, stderr_cap_bytes=t.stderr_cap_bytes)
             command = {"schema_version": 1, "argv": list(spec.argv), "env": spec.env}
             store.write_json(log_dir / "command.json", command)
             try:
@@ -313,6 +314,7 @@ class Engine(Generic[R]):
             judged=judged.fields,
             executor=self.executor.name,
             outputs=judged.outputs,
+            stderr_cut=clock.stderr_cut(log_dir / "stderr.log") if outcome else None,
         )
         store.write_json(log_dir / store.RUN_FILE, record.ran())
         record = dataclasses.replace(record, files=self.hashes(log_dir))

@@ -30,7 +30,7 @@ RUN, JUDGED = "run", "judged"  # schema 2: the planned run's fields, the judgeme
 _ENVELOPE = frozenset(
     ("schema_version", "schema", "run_id", "log_dir", "started_utc", "start_ns", "end_ns",
      "exit_code", "stopped", "status", "reason", "executor", "files", "outputs",
-     "non_finite")
+     "non_finite", "stderr_cut")
 )  # fmt: skip
 # "non_finite": each value JSON cannot hold (NaN, an infinity) by its dotted path, with what it
 # was; the value itself is stored as null (kit.results.store.finite)
@@ -59,6 +59,8 @@ class RunRecord:
     head: Mapping[str, Any] = field(default_factory=dict)  # the kind's: config, round, kind, ...
     judged: Mapping[str, Any] = field(default_factory=dict)  # the kind's: step_s, final_loss, ...
     outputs: Mapping[str, Any] | None = None  # what a run made for later runs (a shared start)
+    # where its stderr was cut at timing.stderr_cap_bytes: {"kept_bytes", "seen_bytes"}
+    stderr_cut: Mapping[str, int] | None = None
 
     # -- the fields every kind gives -----------------------------------------------------------
 
@@ -87,11 +89,13 @@ class RunRecord:
 
     # what the engine knows of the run itself, beside the record in its folder (run.json):
     # `verify` compares each with the raw file
-    RAN = ("started_utc", "start_ns", "end_ns", "exit_code", "stopped", "executor")
+    RAN = ("started_utc", "start_ns", "end_ns", "exit_code", "stopped", "executor", "stderr_cut")
 
     def ran(self) -> dict[str, Any]:
         """run.json's content: the run's start, end, exit and executor, as recorded."""
-        return {"schema_version": 1, **{name: getattr(self, name) for name in self.RAN}}
+        ran = {name: getattr(self, name) for name in self.RAN}
+        ran["stderr_cut"] = None if self.stderr_cut is None else dict(self.stderr_cut)
+        return {"schema_version": 1, **ran}
 
     # -- the file -------------------------------------------------------------------------------
 
@@ -114,6 +118,8 @@ class RunRecord:
         }
         if self.outputs is not None:
             out["outputs"] = dict(self.outputs)
+        if self.stderr_cut is not None:
+            out["stderr_cut"] = dict(self.stderr_cut)
         return out
 
     @classmethod
@@ -159,6 +165,7 @@ class RunRecord:
                 head=head,
                 judged=judged,
                 outputs=d.get("outputs"),
+                stderr_cut=d.get("stderr_cut"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(

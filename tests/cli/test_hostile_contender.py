@@ -204,3 +204,21 @@ def test_a_record_without_its_run_file_still_has_its_start_before_its_stamps(ser
     res = cli("verify", series)
     assert res.exit_code == ExitCode.VERIFY_MISMATCH, res.output
     assert "comes after its logs' first stamp" in res.output
+
+
+def test_stderr_is_capped_per_run_the_cut_marked_and_its_size_recorded(tmp_path, fake_env, cli):
+    protocol = write_protocol(
+        tmp_path / "p.toml", runs=2, changes={"timing.stderr_cap_bytes": 65536}
+    )
+    fake_env(step_ms={"*": 2.0}, events={"mica#2": "stderr-flood"})
+    out = tmp_path / "r"
+    res = cli(*contender_args(out, protocol, "--precision", "float32"))
+    assert res.exit_code == 0, res.output
+    (flooded,) = [r for r in records(out) if r.get("stderr_cut")]
+    log = out / flooded["log_dir"] / "stderr.log"
+    data = log.read_bytes()
+    assert len(data) <= 65536 + 200 and b"[micakit: stderr cut:" in data
+    assert data.rstrip().endswith(b"the last warning")  # its end kept: an out-of-memory line is
+    assert flooded["stderr_cut"]["seen_bytes"] > 1_500_000
+    assert flooded["stderr_cut"]["kept_bytes"] < 65536
+    assert cli("verify", out).exit_code == 0

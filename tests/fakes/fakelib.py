@@ -8,7 +8,8 @@ Behaviour comes from the environment variable MICAKIT_FAKE, a JSON object:
             hang-midway (prints its first half, then sleeps), slow (20 times its pace),
             fill-disk (first writes the file `fill` names until its disk is full);
             and a contender that games the contract (D4): past-steps (trains twice the
-            steps it is asked), clock-backwards (its own clock halved at the halfway step)
+            steps it is asked), clock-backwards (its own clock halved at the halfway step),
+            stderr-flood (about 2 MB of warnings on stderr before it trains, and one line after)
   state     a folder where the fakes count their starts (needed for "#k" events)
   fill      a file the fill-disk event grows until its disk is full
   info_s    seconds the contender takes to answer `+mica info -mica` (default 0)
@@ -131,6 +132,10 @@ def train(
         # amendment 5.1's case: this batch does not fit whatever the mode
         print(oom_message, file=sys.stderr, flush=True)
         return 1
+    if event == "stderr-flood":
+        for k in range(30000):  # a program that warns at length: its stderr is capped
+            print(f"warning {k:06d}: " + "x" * 50, file=sys.stderr)
+        sys.stderr.flush()
     if event == "sleep-forever":
         print("started", flush=True)
         time.sleep(3600)
@@ -177,4 +182,6 @@ def train(
             text = text[: len(text) // 2]
         last = now
         print(text, flush=True)
+    if event == "stderr-flood":
+        print("the last warning", file=sys.stderr, flush=True)
     return 0

@@ -59,10 +59,13 @@ class AttachedRun:
         if carries_data_on_fd(sock):
             fd = os.dup(sock.fileno())
             try:
+                cap = spec.stderr_cap_bytes
                 if pending is not None:
-                    reader = pending.hand([(fd, "mux")], stdout_log, stderr_log)
+                    reader = pending.hand([(fd, "mux")], stdout_log, stderr_log, cap)
                 else:
-                    reader = clock.start_reader([(fd, "mux")], stdout_log, stderr_log)
+                    reader = clock.start_reader(
+                        [(fd, "mux")], stdout_log, stderr_log, stderr_cap=cap
+                    )
             finally:
                 os.close(fd)  # the reader holds its own copy; the engine closes the stream
                 close_socket(sock)
