@@ -22,7 +22,7 @@ from kit.errors import UserError
 from kit.executors.base import Executor
 from kit.executors.local import LocalExecutor
 from kit.protocol.load import Protocol, load
-from kit.results import store
+from kit.results import links, store
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.run_options import SeriesOptions, SideInputs
 from kit.results.store import ResultsDir
@@ -239,6 +239,7 @@ def series(args: SeriesArgs, argv: list[str], console: Console) -> tuple[Series,
         # one writer per results directory, from before anything in it is read or written;
         # absolute, as --out is, so that every path a run is handed is (amendments 2 and 4.3)
         rd = ResultsDir.open(Path(resume).resolve()).lock()
+        links.refuse(rd.root)  # nothing is written through a link (D6)
         o = SeriesOptions.from_json(rd.manifest().options)
         # the protocol file: the one named now, else the series' own copy; hashes must agree
         p = load(args.protocol_path or rd.root / store.PROTOCOL)

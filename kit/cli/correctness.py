@@ -27,7 +27,7 @@ from kit.cli.options import say
 from kit.correctness import check_md, check_plan, check_run, checks
 from kit.errors import ExitCode, Interrupted, UserError
 from kit.protocol.load import Protocol, load
-from kit.results import store
+from kit.results import links, store
 from kit.results.lock import LOCK
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.run_options import CheckOptions
@@ -246,6 +246,7 @@ def assemble(args: CheckArgs, argv: list[str]) -> check_run.CheckRunner:
         )
     if resume:
         rd = ResultsDir.open(Path(resume).resolve()).lock("a check")  # absolute, as --out is
+        links.refuse(rd.root)  # nothing is written through a link (D6)
         if rd.manifest().kind != check_plan.KIND:
             raise UserError(
                 f"{resume} is not a correctness check's results directory",

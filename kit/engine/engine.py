@@ -34,7 +34,7 @@ from kit.errors import (
     writing,
 )
 from kit.executors.base import Executor, RunOutcome, RunSpec
-from kit.measure import timing
+from kit.measure import clock, timing
 from kit.protocol.load import Protocol as ProtocolFile
 from kit.results import store, trees
 from kit.results.documents import Manifest, Plan, Versions, check_unchanged
@@ -203,6 +203,15 @@ class Engine(Generic[R]):
         runs in, if any (rerun.sh)."""
         scratch = self.rd.root / "work" / "versions"
         started = (self.rd.root / store.VERSIONS).exists()
+        if not started and self.rd.records():
+            # runs were recorded under versions now gone: none are written beside them (D6)
+            raise UserError(
+                f"{self.rd.root} holds {len(self.rd.records())} run records but its "
+                f"{store.VERSIONS} is missing: the versions its runs were measured with are "
+                "gone, and no resume records others beside them",
+                f"restore {store.VERSIONS} from the directory's copy, or start anew in a new "
+                "directory (--out)",
+            )
         before = self.rd.versions()
         found = collect(
             kit_commit(),
@@ -297,8 +306,12 @@ class Engine(Generic[R]):
         else:
             # a hang is stopped at the protocol's stall limit and fails like any other failure;
             # the run sees nothing of the results directory but its own mounts
+            t = self.protocol.timing
             spec = dataclasses.replace(
-                made, stall_s=self.protocol.timing.stall_s, confine=(self.rd.root.resolve(),)
+                made,
+                stall_s=t.stall_s,
+                stderr_cap_bytes=t.stderr_cap_bytes,
+                confine=(self.rd.root.resolve(),),
             )
             command = {"schema_version": 1, "argv": list(spec.argv), "env": spec.env}
             store.write_json(log_dir / "command.json", command)
@@ -313,7 +326,9 @@ class Engine(Generic[R]):
     def _record(
         self, run: R, log_dir: Path, started: str, outcome: RunOutcome | None, judged: Judged
     ) -> RunRecord:
-        """The run's record, appended: the only write of a run."""
+        """The run's record, appended: the only write of a run. What the record says of the
+        run's start and end is written into its folder first (RUN_FILE), hashed with its logs,
+        so `verify` compares each such field of the record with the raw file (D6)."""
         record = RunRecord(
             run_id=run.run_id,
             head=self.kind.head(run),
@@ -327,11 +342,13 @@ class Engine(Generic[R]):
             reason=judged.reason,
             judged=judged.fields,
             executor=self.executor.name,
-            files=self.hashes(log_dir),
             outputs=judged.outputs,
             isolation=outcome.isolation if outcome else None,
             outlived=outcome.outlived if outcome else None,
+            stderr_cut=clock.stderr_cut(log_dir / "stderr.log") if outcome else None,
         )
+        store.write_json(log_dir / store.RUN_FILE, record.ran())
+        record = dataclasses.replace(record, files=self.hashes(log_dir))
         with writing(self.rd.root / store.RECORDS, elsewhere="--out"):  # names runs.jsonl
             self.rd.append_record(record)
         return record
@@ -348,9 +365,11 @@ class Engine(Generic[R]):
     def _failure(self, run: R, record: RunRecord) -> str:
         shown = timing.tail_block(self.rd.root / record.log_dir)
         rule = f" ({self.kind.stop_rule})" if self.kind.stop_rule else ""
+        # the exit code once: a reason that already is it ("exit code 1") is not said twice
+        code = f"exit code {record.exit_code}"
+        said = record.reason if code in record.reason else f"{record.reason} ({code})"
         return (
-            f"{self.kind.title(run)} failed: {record.reason} (exit code "
-            f"{record.exit_code}); the {self.kind.noun} stops here{rule}.\n"
+            f"{self.kind.title(run)} failed: {said}; the {self.kind.noun} stops here{rule}.\n"
             f"  the tail of its output ({record.log_dir}):\n{shown}\n"
             f"  every finished run is kept; once the cause is fixed, "
             f"`micakit {self.kind.command} --resume {self.rd.root}` runs this one again"

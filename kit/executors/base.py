@@ -39,6 +39,8 @@ class RunSpec:
     gpu: str | None = None  # None: no card; "all", an index or a UUID (Docker device request)
     trace_libraries: bool = False  # amendment 2: log which shared libraries the program opens
     stall_s: float | None = None  # stop the run when no output line came for this long
+    # stderr's bytes kept (timing.stderr_cap_bytes): its first and last lines, the cut marked
+    stderr_cap_bytes: int | None = None
     limit_s: float | None = None  # stop the run when it has run this long (a whole-run limit)
     # the stamped stdout's first lines so far (whole lines, at most WATCHED_BYTES) -> a reason
     # to stop the run, or None; polled with the limits (a series' check of §5's clock)

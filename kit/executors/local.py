@@ -276,6 +276,7 @@ def _start(
             stdout_log,
             stderr_log,
             watch_fd=watch_r,
+            stderr_cap=spec.stderr_cap_bytes,
         )
     finally:
         os.close(out_r)

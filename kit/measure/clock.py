@@ -21,6 +21,7 @@ Reading a stamped log back is `kit.measure.stamped`'s.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import queue
@@ -136,6 +137,24 @@ class _Demux:
         pass
 
 
+STDERR_CUT = b"[micakit: stderr cut:"  # how the line that marks a cut stderr begins
+
+
+def stderr_cut(log: Path) -> dict[str, int] | None:
+    """What a capped stderr kept: {"kept_bytes", "seen_bytes"} from its cut's marker line, or
+    None where nothing was cut (the log is read only when it is as large as a cut makes it)."""
+    try:
+        data = log.read_bytes() if log.stat().st_size >= 1 << 10 else b""
+    except OSError:
+        return None
+    at = data.find(b" " + STDERR_CUT)
+    if at < 0:
+        return None
+    words = data[at : data.find(b"\n", at)].split()
+    # "[micakit: stderr cut: L bytes left out here; K of its S bytes kept ...]"
+    return {"kept_bytes": int(words[8]), "seen_bytes": int(words[11])}
+
+
 class _Writer(threading.Thread):
     """Writes stamped lines as they come; the reader only ever puts into its queue.
 
@@ -143,11 +162,47 @@ class _Writer(threading.Thread):
     the program is never left blocked on a pipe no one reads, and the reader exits saying so.
     """
 
-    def __init__(self, f: BinaryIO) -> None:
+    def __init__(self, f: BinaryIO, cap: int | None = None) -> None:
         super().__init__(daemon=True)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.error: OSError | None = None
         self._f = f
+        # a cap (stderr's, timing.stderr_cap_bytes): its first half written as it comes, then
+        # only the latest lines up to the other half held, written at the end behind a marker
+        # that says what was left out, so an out-of-memory line at the end is kept (D4)
+        self._head = None if cap is None else cap // 2
+        self._tail_room = 0 if cap is None else cap - cap // 2
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._written = self._held = self._dropped = self._seen = 0
+        self._cut_stamp = b""
+
+    def _put(self, item: bytes) -> None:
+        """Write an item of stamped lines, or hold it past the cap's first half."""
+        self._seen += len(item)
+        if self._head is None or (not self._tail and self._written + len(item) <= self._head):
+            self._f.write(item)
+            self._written += len(item)
+            return
+        self._tail.append(item)
+        self._held += len(item)
+        while self._held > self._tail_room and len(self._tail) > 1:
+            gone = self._tail.popleft()
+            self._held -= len(gone)
+            self._dropped += len(gone)
+            self._cut_stamp = self._cut_stamp or gone.split(b" ", 1)[0]
+
+    def _end(self) -> None:
+        """The held lines, behind the cut's marker where lines were left out."""
+        if self._dropped:
+            kept = self._seen - self._dropped
+            self._f.write(
+                b"%s %s %d bytes left out here; %d of its %d bytes kept "
+                b"(timing.stderr_cap_bytes)]\n"
+                % (self._cut_stamp, STDERR_CUT, self._dropped, kept, self._seen)
+            )
+        for item in self._tail:
+            self._f.write(item)
+        self._tail.clear()
 
     def run(self) -> None:
         try:
@@ -162,15 +217,16 @@ class _Writer(threading.Thread):
             item = self.queue.get()
             if item is None:
                 break
-            self._f.write(item)
+            self._put(item)
             # flush whenever the queue runs dry, so a killed series keeps what arrived
             try:
                 while (item := self.queue.get_nowait()) is not None:
-                    self._f.write(item)
+                    self._put(item)
             except queue.Empty:
                 self._f.flush()
                 continue
             break
+        self._end()
         self._f.flush()
         os.fsync(self._f.fileno())
 
@@ -181,8 +237,10 @@ def stamp(
     stderr_path: Path,
     ready_fd: int | None = None,
     watch_fd: int | None = None,
+    stderr_cap: int | None = None,
 ) -> None:
-    """Read every source until it closes, stamping lines into the two logs.
+    """Read every source until it closes, stamping lines into the two logs; stderr's kept to
+    `stderr_cap` bytes, its first and last lines, the cut marked (`_Writer`).
 
     `ready_fd`, when given, is written to and closed once the reader waits on its sources, so
     the program is started only then and its first lines are stamped like its last.
@@ -199,7 +257,7 @@ def stamp(
         chunks = stamper.start_on([fd for fd, _ in sources], sel)
         if chunks is None:
             _never_starved()
-        writers = {STDOUT: _Writer(out_f), STDERR: _Writer(err_f)}
+        writers = {STDOUT: _Writer(out_f), STDERR: _Writer(err_f, stderr_cap)}
         for w in writers.values():
             w.start()
         splitters = {name: _Splitter(w.queue) for name, w in writers.items()}
@@ -308,6 +366,7 @@ def start_reader(
     stdout_path: Path,
     stderr_path: Path,
     watch_fd: int | None = None,
+    stderr_cap: int | None = None,
 ) -> subprocess.Popen:
     """Start the reader process on inherited descriptors and wait until it is reading.
 
@@ -317,6 +376,8 @@ def start_reader(
     ready_r, ready_w = os.pipe()
     argv = [sys.executable, "-m", "kit.measure.clock", spec, str(stdout_path), str(stderr_path)]
     argv += ["--ready-fd", str(ready_w)]
+    if stderr_cap:
+        argv += ["--stderr-cap", str(stderr_cap)]
     passed = [fd for fd, _ in sources] + [ready_w]
     if watch_fd is not None:
         argv += ["--watch-fd", str(watch_fd)]
@@ -375,12 +436,20 @@ class PendingReader:
             child.close()
 
     def hand(
-        self, sources: list[tuple[int, str]], stdout_path: Path, stderr_path: Path
+        self,
+        sources: list[tuple[int, str]],
+        stdout_path: Path,
+        stderr_path: Path,
+        stderr_cap: int | None = None,
     ) -> subprocess.Popen:
         """Give the reader its sources and logs, and wait until it reads them; the caller
         closes its own copies of the descriptors afterwards."""
         message = json.dumps(
-            {"kinds": [kind for _, kind in sources], "logs": [str(stdout_path), str(stderr_path)]}
+            {
+                "kinds": [kind for _, kind in sources],
+                "logs": [str(stdout_path), str(stderr_path)],
+                "stderr_cap": stderr_cap,
+            }
         ).encode()
         socket.send_fds(self._sock, [message], [fd for fd, _ in sources])
         ready = self._sock.recv(1)
@@ -413,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-fd", type=int, default=None)
     parser.add_argument("--receive-fd", type=int, default=None)
     parser.add_argument("--watch-fd", type=int, default=None)
+    parser.add_argument("--stderr-cap", type=int, default=None)
     args = parser.parse_args(argv)
     # Ctrl-C reaches the whole process group; the reader keeps reading until the streams
     # close, so the program's last lines are kept whatever stopped it.
@@ -429,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         request = json.loads(message)
         sources = list(zip(fds, request["kinds"], strict=True))
         args.stdout_log, args.stderr_log = (Path(p) for p in request["logs"])
+        args.stderr_cap = request.get("stderr_cap")
         ready_fd = os.dup(control.fileno())
         control.close()
     else:
@@ -438,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unknown source kind {kind!r}")
             sources.append((int(fd), kind))
     try:
-        stamp(sources, args.stdout_log, args.stderr_log, ready_fd, args.watch_fd)
+        stamp(sources, args.stdout_log, args.stderr_log, ready_fd, args.watch_fd, args.stderr_cap)
     except OSError as e:
         # a log it could not write (a full disk): said by its exit status alone, and said to
         # the user once, by the kit (check_written), never as this process's traceback

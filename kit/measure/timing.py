@@ -203,7 +203,6 @@ def _window_outcome(steps: list[StepLine], grammar: Grammar, timing: Timing) -> 
         )
     a, b = by_step[lo], by_step[hi]
     step_s = (b.stamp_ns - a.stamp_ns) / 1e9 / (hi - lo)  # §5: the outside clock
-    own = _own_step_s(steps, lo, hi, grammar)
     final = steps[-1]
     common: dict[str, Any] = dict(  # the fields every outcome from here shares
         final_loss=final.loss,
@@ -211,11 +210,16 @@ def _window_outcome(steps: list[StepLine], grammar: Grammar, timing: Timing) -> 
         window_start_ns=a.stamp_ns,
         window_end_ns=b.stamp_ns,
     )
-    if not math.isfinite(b.loss):
-        return Outcome(FAILED, None, None, f"the loss at step {hi} is {b.loss}", **common)
+    broken = _past_last_step(steps, timing) or _not_finite_loss(steps, lo, hi)
+    if broken:
+        return Outcome(FAILED, None, None, broken, **{**common, "final_loss": None})
+    own = _own_step_s(steps, lo, hi, grammar)
     held = buffered(steps, lo, hi, grammar)
     if held:  # the stamps measured the bursts: they are no step time
         return Outcome(VOID, None, own, held, **common)
+    backwards = _own_clock_backwards(steps, lo, hi, grammar)
+    if backwards:
+        return Outcome(VOID, step_s, None, backwards, **common)
     if grammar.own_clock_compared:
         # §5 cross-check: the program's own reading within the tolerance, or the run is void
         if own is None:
@@ -232,6 +236,50 @@ def _window_outcome(steps: list[StepLine], grammar: Grammar, timing: Timing) -> 
                 **common,
             )
     return Outcome(OK, step_s, own, "", **common)
+
+
+def _past_last_step(steps: list[StepLine], t: Timing) -> str:
+    """A run trains the steps it is asked (D4: `--steps {steps}`); a step line past the
+    protocol's last step means another run than the one measured: the run fails."""
+    if steps[-1].step <= t.steps:
+        return ""
+    past = next(s for s in steps if s.step > t.steps)
+    return (
+        f"a step line for step {past.step}, past the protocol's last step {t.steps} "
+        f"(timing.steps; the last step line was {steps[-1].step}): a run trains the steps it "
+        "is given"
+    )
+
+
+def _not_finite_loss(steps: list[StepLine], lo: int, hi: int) -> str:
+    """A loss that is not a finite number in the window, or on the last line: training that
+    diverged is no run to time, whatever it printed after."""
+    for s in steps:
+        if (lo <= s.step <= hi or s is steps[-1]) and not math.isfinite(s.loss):
+            return f"the loss at step {s.step} is {s.loss}"
+    return ""
+
+
+def _own_clock_backwards(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> str:
+    """§5: a contender's own clock moves forward at every step line of the window (a
+    cumulative clock rises, a per-step time is above zero); one that does not is no clock,
+    and the run is void with the step named. nanoGPT's reading is never compared."""
+    if not grammar.own_clock_compared:
+        return ""
+    window = [(s.step, s.time_ms) for s in steps if lo <= s.step <= hi and s.time_ms is not None]
+    if grammar.own_clock == "cumulative":
+        for (_, before), (step, now) in zip(window, window[1:]):
+            if not (math.isfinite(now) and now > before):
+                how = "stands still" if now == before else "goes backwards"
+                return (
+                    f"its own clock {how} at step {step}: {now:g} ms since its start, "
+                    f"after {before:g} ms at the line before; §5 needs a clock that rises"
+                )
+        return ""
+    for step, ms in window:
+        if step > lo and not (math.isfinite(ms) and ms > 0):
+            return f"its own clock reads {ms:g} ms for step {step}: a step takes time (§5)"
+    return ""
 
 
 def _own_step_s(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> float | None:

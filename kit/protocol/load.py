@@ -39,6 +39,8 @@ class Timing:
     # run_limit_factor times its configuration's discarded run, is stopped and fails
     stall_s: float = 600.0
     run_limit_factor: float = 3.0
+    # a run's stderr is kept to this many bytes: its first and last halves, the cut marked
+    stderr_cap_bytes: int = 64 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -301,6 +303,12 @@ def _timing_bounds(t: Timing) -> list[Bound]:
             "between 0 and 1 (0.05 is 5%)",
         ),
         ("timing.stall_s", t.stall_s, t.stall_s > 0, "more than 0 seconds"),
+        (
+            "timing.stderr_cap_bytes",
+            t.stderr_cap_bytes,
+            t.stderr_cap_bytes >= 1 << 16,
+            "at least 65536 bytes",
+        ),
         ("timing.run_limit_factor", t.run_limit_factor, t.run_limit_factor >= 1, "at least 1"),
     ]
 

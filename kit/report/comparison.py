@@ -23,14 +23,16 @@ import pandas as pd
 
 from kit.errors import UserError
 from kit.measure import timing
+from kit.protocol.shipped import Changed, Shipped, ShippedJson, against_shipped, shipped_sha256
 from kit.report import aa, intervals, next_steps, tables
 from kit.report.states import Publication
 from kit.results import audit
-from kit.results.store import ResultsDir, load_protocol
+from kit.results.store import PROTOCOL, ResultsDir, load_protocol
 
 # 2: each configuration's class, the interval of B / A and the reason; 3: its key "schema_version",
-# and each side's A/A spread (kit.report.aa) where its series measured one
-SCHEMA = 3
+# and each side's A/A spread (kit.report.aa) where its series measured one; 4: each directory's
+# protocol against the one the kit ships (kit.protocol.shipped)
+SCHEMA = 4
 KEY = ["model", "precision", "side", "variant"]
 SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
 CLASSES = (SAME, FASTER, SLOWER, AMBIGUOUS)  # compare.schema.json's enum of them
@@ -95,6 +97,9 @@ class Comparison(TypedDict):
     a: str
     b: str
     protocol_changed: bool
+    # §3 rule 1: each directory's protocol file against the one this kit ships, key by key
+    protocol_a: ShippedJson
+    protocol_b: ShippedJson
     preview: bool
     both: list[Compared]
     only_in_a: list[OnlyIn]
@@ -116,6 +121,7 @@ class Side:
     aa_spread: dict[str, float]  # each configuration's A/A spread, where the series has one
     preview: bool = False  # its times shown labelled preparation (a smoke series always is)
     way_out: tuple[str, ...] = ()  # the commands that make the checks rule 6 waits for
+    shipped: Shipped | None = None  # its protocol file against the one the kit ships
 
 
 def read(root: Path, *, preview: bool = False) -> Side:
@@ -136,7 +142,10 @@ def read(root: Path, *, preview: bool = False) -> Side:
     threshold = protocol.diagnostics.threshold
     sha256 = rd.manifest().protocol_sha256
     spreads = aa.spreads(t.aa)
-    return Side(root, sha256, t.configurations, step_s, threshold, spreads, t.preview, way_out)
+    found = against_shipped(rd.root / PROTOCOL)
+    return Side(
+        root, sha256, t.configurations, step_s, threshold, spreads, t.preview, way_out, found
+    )
 
 
 def _state(row: pd.Series) -> str:
@@ -332,6 +341,8 @@ def compare(
         a=str(a.root),
         b=str(b.root),
         protocol_changed=changed,
+        protocol_a=_shipped_json(a),
+        protocol_b=_shipped_json(b),
         preview=preview or a.preview or b.preview,
         both=both,
         only_in_a=only_a,
@@ -339,6 +350,31 @@ def compare(
         threshold=threshold,
         way_out=list(dict.fromkeys([*a.way_out, *b.way_out])),
     )
+
+
+def _shipped_json(side: Side) -> ShippedJson:
+    """A side's protocol against the shipped one; by its hash alone where the side was read
+    without its protocol file (no key is named then)."""
+    found = side.shipped or Shipped(side.protocol_sha256, shipped_sha256(), ())
+    return found.to_json()
+
+
+def _shipped_lines(result: Comparison) -> list[str]:
+    """Where a directory's protocol is not the one the kit ships: said first, key by key."""
+    lines = []
+    for name, found in (("A", result["protocol_a"]), ("B", result["protocol_b"])):
+        if found["shipped"]:
+            continue
+        lines.append(
+            f"**{name} ran under a protocol the kit does not ship** (SHA-256 "
+            f"{found['sha256'][:12]}…, the shipped one's {found['shipped_sha256'][:12]}…):"
+        )
+        lines.append("")
+        lines += [
+            f"- {Changed(c['key'], c['shipped'], c['here']).line()}" for c in found["differences"]
+        ] or ["- its text differs from the shipped file's (comments or layout); no key does"]
+        lines.append("")
+    return lines
 
 
 def _ms(t: Timed | None, state: str) -> str:
@@ -357,9 +393,11 @@ def _interval(e: Compared) -> str:
 def markdown(result: Comparison) -> str:
     """The comparison as a Markdown table, with what is in one directory only."""
     title = f"# {result['a']} (A) against {result['b']} (B)"
+    if not (result["protocol_a"]["shipped"] and result["protocol_b"]["shipped"]):
+        title += " — not the protocol the kit ships"
     if result.get("preview"):
         title += " — preparation: not a protocol result"
-    lines = [title, ""]
+    lines = [title, "", *_shipped_lines(result)]
     if result["protocol_changed"]:
         lines += [
             "**The two directories ran under different protocols** (--allow-protocol-change).",

@@ -17,6 +17,7 @@ import pandas as pd
 
 from kit.correctness.gate import GatingJson
 from kit.protocol.load import Model, Protocol
+from kit.protocol.shipped import Shipped
 from kit.report import aa, next_steps, overview, resolution, sidetables, states
 from kit.report.footprint_report import footprint_lines
 from kit.report.states import Publication
@@ -34,6 +35,8 @@ from kit.report.words import (
     names,
     preparation_label,
     pytorch_name,
+    shipped_lines,
+    shipped_of,
     smoke_args,
     step_cells,
     versions_line,
@@ -305,12 +308,28 @@ def aa_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     return aa.lines(t.aa, protocol.diagnostics.threshold, named, caption(t, text))
 
 
+def _title(rd: ResultsDir, t: Tables, protocol: Protocol, differs: Shipped | None) -> str:
+    """report.md's first line, with every label its numbers travel with."""
+    manifest = rd.manifest()
+    found = rd.versions()
+    label = f" — {preparation_label(found)}" if is_preparation(found) else ""
+    if differs and not differs.shipped:
+        label += f" — {differs.label()}"
+    label += "".join(f" — {x}" for x in labels(t))
+    if level := aa.title_label(t.aa):  # the kit's diagnostic: this card's A/A not level
+        label += f" — {level}"
+    smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
+    title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
+    return title + label
+
+
 def markdown_report(
     rd: ResultsDir,
     t: Tables,
     gating: GatingJson | None = None,
     resolved: bool = True,
     earlier: bool = False,
+    labelled: bool = True,
 ) -> str:
     """The whole report: the summary first, the metadata folded, then every table. `gating`:
     the checks that gate it (gating.json's content), else those `publish --checks` saved.
@@ -318,19 +337,15 @@ def markdown_report(
     scaled-down model is described once, by its short name after (§9 holds M1's own size
     sentence beside every number of a protocol series); `earlier`: as a kit before
     summary.json's schema 3 wrote it, the description in every caption (a directory it
-    published verifies as it was made)."""
+    published verifies as it was made); `labelled`: where the protocol is not the one this
+    kit ships, the title says so and the first lines say how, key by key (a directory
+    published before summary.json's schema 4 verifies without)."""
     protocol = store.load_protocol(rd)
-    manifest = rd.manifest()
-    found = rd.versions()
-    label = f" — {preparation_label(found)}" if is_preparation(found) else ""
-    label += "".join(f" — {x}" for x in labels(t))
-    if level := aa.title_label(t.aa):  # the kit's diagnostic: this card's A/A not level
-        label += f" — {level}"
-    smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
-    title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
+    differs = shipped_of(rd) if labelled else None
     lines = [
-        title + label,
+        _title(rd, t, protocol, differs),
         "",
+        *(shipped_lines(differs) if differs else []),
         *overview.summary_lines(rd, t, protocol),
         # rule 6's way out on the first screen where it withholds the times; below the
         # comparison and configurations in a preview, whose times the first screen shows
@@ -413,7 +428,7 @@ def _side_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
                 "share of kernel time": f["share"],
             }
         )
-        lines += [shown.to_markdown(index=False, floatfmt=".3f"), ""]
+        lines += [_dashed(shown).to_markdown(index=False, floatfmt=".3f", missingval="—"), ""]
     if not t.graph_breaks.empty:
         words = models_of(t, t.graph_breaks, protocol, rd)
         lines += [caption(t, f"Graph breaks and recompiles (§6); {words}"), ""]
@@ -428,9 +443,15 @@ def _side_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
                 "recompiles": g["recompiles"],
             }
         )
-        lines += [breaks.to_markdown(index=False), ""]
+        lines += [_dashed(breaks).to_markdown(index=False, missingval="—"), ""]
     lines += [f"- {m}" for m in t.missing] or ["- every separate record is present"]
     return [*lines, ""]
+
+
+def _dashed(df: pd.DataFrame) -> pd.DataFrame:
+    """A table whose missing cells print "—", as the rest of the report, never `nan`
+    (summary.json's null)."""
+    return df.astype(object).where(df.notna(), None)
 
 
 def gating_lines(rd: ResultsDir, gating: GatingJson | None) -> list[str]:

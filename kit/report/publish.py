@@ -20,16 +20,17 @@ from kit.results.tablefile import csv_text, read_table
 
 
 def render(
-    rd: ResultsDir, t: Tables, resolved: bool = True, earlier: bool = False
+    rd: ResultsDir, t: Tables, resolved: bool = True, earlier: bool = False, labelled: bool = True
 ) -> dict[str, bytes]:
     """report.md, rerun.sh, plots/ and report.html by their paths, built in memory.
 
     The HTML is the Markdown's own text with plots added, so §9's wording holds in both;
     rerun.sh carries rule 7's "every ... script". report.md ends with links to the plots.
     `resolved`: with the resolution beside each verdict (a directory published before it is
-    verified without); `earlier`: the report as a kit before summary.json's schema 3 made it.
+    verified without); `earlier`: the report as a kit before summary.json's schema 3 made
+    it; `labelled`: a protocol other than the shipped one said at the top (schema 4).
     """
-    text = markdown_report(rd, t, resolved=resolved, earlier=earlier)
+    text = markdown_report(rd, t, resolved=resolved, earlier=earlier, labelled=labelled)
     script = rerun.script(rd)
     made = html.rendered(rd, t, text, script, earlier)
     if not earlier:
@@ -121,8 +122,10 @@ def verify(
     compared = fanout.Children([functools.partial(_diff_tables, rd.root, fresh)], len(fresh.runs))
     try:
         # as the kit that published the directory made its report
-        earlier = summary.published_version(rd.root) < summary.SCHEMA_OF_LAYOUT
-        published_files = render(rd, fresh, resolution.published_with(rd), earlier)
+        version = summary.published_version(rd.root)
+        earlier = version < summary.SCHEMA_OF_LAYOUT
+        labelled = version >= summary.SCHEMA_OF_SHIPPED
+        published_files = render(rd, fresh, resolution.published_with(rd), earlier, labelled)
     except ValueError as e:
         compared.result()
         return [f"cannot recompute: {e}"]

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from kit import __version__
+from kit.protocol import shipped
 from kit.report import aa, clocks, resolution, states, verdict
 from kit.report.tables import Tables
 from kit.results import store
@@ -25,15 +26,19 @@ from kit.results.planned import CONTENDER
 from kit.results.store import ResultsDir
 
 SUMMARY = "summary.json"
-SCHEMA = 3  # 2: each comparison's resolution (resolution.py), "clocks", and the comparisons'
+SCHEMA = 4  # 2: each comparison's resolution (resolution.py), "clocks", and the comparisons'
 # verdict by cycles and what the clocks say; 3: the version key "schema_version" (was "schema"),
 # beside each state, verdict and publication its kind (an enum) and its reason (prose), "aa"
-# (kit.report.aa) and each resolution's A/A spread;
-# 1 and 2 still read and verified
+# (kit.report.aa) and each resolution's A/A spread; 4: "protocol", whether it is the one the
+# kit ships and, where not, each key that differs (kit.protocol.shipped);
+# 1 to 3 still read and verified
 VERSION_KEY = "schema_version"
 # the report's layout since this schema (plots titled with their labels, true axes, report.md
 # linking the plots, report.html linking rerun.sh): an earlier directory's is made as it was
 SCHEMA_OF_LAYOUT = 3
+# a protocol other than the shipped one said at the top of report.md and report.html since
+# this schema: an earlier directory's report is made without
+SCHEMA_OF_SHIPPED = 4
 OLD_VERSION_KEY = "schema"  # summary.json's schema 1 and 2
 SCHEMA_FILE = "summary.schema.json"
 NEVER_KEY = "break_even_steps_vs_eager"
@@ -145,6 +150,8 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
         VERSION_KEY: SCHEMA,
         "kit": {"version": __version__, "commit": manifest.kit_commit},
         "protocol_sha256": manifest.protocol_sha256,
+        # §3 rule 1: the protocol file against the one this kit ships, key by key
+        "protocol": shipped.against_shipped(rd.root / store.PROTOCOL).to_json(),
         "series": dict(manifest.spec),
         "date": manifest.date_utc or None,  # when the series started (UTC)
         "configurations": configurations,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from kit.protocol import shipped
 from kit.protocol.load import Protocol
 from kit.report import next_steps, states, words
 from kit.report.tables import Tables
@@ -110,6 +111,17 @@ def _pytorch_only(t: Tables, card: str, model: str, precision: str) -> list[str]
     return lines
 
 
+def shipped_lines(found: shipped.Shipped) -> list[str]:
+    """The block's first lines where the protocol is not the one the kit ships."""
+    if found.shipped:
+        return []
+    return [
+        f"PROTOCOL: {found.label()}: {found.sentence()}",
+        *(f"  {line.replace('`', '')}" for line in found.lines()),
+        "",
+    ]
+
+
 def next_lines(
     rd: ResultsDir, t: Tables, protocol: Protocol, series: str, where: Callable[[str], str]
 ) -> list[str]:
@@ -139,8 +151,9 @@ def block(
     series: str,
     where: Callable[[str], str],
 ) -> str:
-    """The whole block: the result, where the report lies, the commands that apply next."""
-    lines = ["", *result_lines(rd, t, protocol)]
+    """The whole block: a protocol other than the shipped one first, key by key (§3 rule 1);
+    the result, where the report lies, the commands that apply next."""
+    lines = ["", *shipped_lines(words.shipped_of(rd)), *result_lines(rd, t, protocol)]
     lines.append(f"Report: {series}/report.md (and report.html)")
     lines += next_lines(rd, t, protocol, series, where)
     return "\n".join(lines) + "\n"

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from kit.protocol import shipped
 from kit.protocol.load import Model, Protocol
 from kit.report import states
 from kit.report.tables import Tables
 from kit.results.documents import Versions
-from kit.results.store import ResultsDir
+from kit.results.store import PROTOCOL, ResultsDir
 from kit.telemetry import kernels
 
 PREPARATION = "preparation (a development build, rule 9)"
@@ -28,6 +29,23 @@ KERNELS_SENTENCE = (
 )
 DOMAIN = "mica-dev.com"  # §9: the domain
 NOT_PROFILED = "not profiled"  # PyTorch's attention where no profiled run named its kernels
+
+
+def shipped_of(rd: ResultsDir) -> shipped.Shipped:
+    """The directory's protocol file against the one this kit ships (§3 rule 1)."""
+    return shipped.against_shipped(rd.root / PROTOCOL)
+
+
+def shipped_lines(found: shipped.Shipped) -> list[str]:
+    """report.md's first lines where the protocol is not the shipped one: key by key."""
+    if found.shipped:
+        return []
+    return [
+        f"**Not the shipped protocol.** {found.sentence()}",
+        "",
+        *(f"- {line}" for line in found.lines()),
+        "",
+    ]
 
 
 def ms(x: float) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kit.errors import DirectoryDiffers, UserError
 from kit.measure import stamped, timing
-from kit.results import fanout, judging
+from kit.results import fanout, judging, links, ran
 from kit.results.planned import PlannedRun
 from kit.results.records import RunRecord
 from kit.results.store import (
@@ -88,6 +88,7 @@ def audit(rd: ResultsDir, listing: Mapping[str, frozenset[str]] | None = None) -
     unrecorded, stopped_in = _unrecorded_attempts(listing, planned, folders, finals)
     problems += unrecorded
     problems += _finished_without_record(rd, stopped_in, planned, listing)
+    problems += ran.strays(_typed(rd, []), listing)
     return problems
 
 
@@ -223,7 +224,7 @@ class Examination:
 
 def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
     listing = rd.listing()
-    return listing, audit(rd, listing)
+    return listing, [*links.found(rd.root), *audit(rd, listing)]
 
 
 def _hashed_and_judged(
@@ -249,6 +250,8 @@ def _hashed_and_judged(
             continue
         problems, data = _read_and_hashed(root, record)
         changed += problems
+        if not problems:
+            changed += ran.differences(root, record, i + 1, data)
         if judge is None:
             continue
         try:
@@ -321,7 +324,7 @@ def refuse_if_altered(
     """No table is computed from a directory whose records or run folders were altered: the
     run folders' listing (`ResultsDir.listing`) that was audited, for `tables()`."""
     listing = rd.listing() if listing is None else listing
-    problems = audit(rd, listing)
+    problems = [*links.found(rd.root), *audit(rd, listing)]
     problems += [
         p
         for _, r in _typed(rd, [])  # a line that is no record: the audit above named it

@@ -304,6 +304,10 @@ REPO_DIGESTS = "repo_digests"
 LATER = frozenset({"card.serial", "card.vbios_version"})
 
 
+# the resume that keeps its versions: said whole, so a fix line never begins with "or"
+WHERE_IT_STARTED = "resume it on the machine it started on, with the same card, images and kit"
+
+
 def check_unchanged(
     recorded: dict, now: dict, image_id: Callable[[str], str | None] | None = None
 ) -> None:
@@ -328,8 +332,8 @@ def check_unchanged(
         raise UserError(
             "the versions this series runs under changed since it started:\n  "
             + "\n  ".join(changed + told),
-            "; ".join(fixes + ["or resume where it started (same card, images and kit)"])
-            + ", or start a new series in a new directory (`micakit series --out NEW_DIR ...`)",
+            "; ".join([*fixes, f"{'or ' if fixes else ''}{WHERE_IT_STARTED}"])
+            + "; or start a new series in a new directory (`micakit series --out NEW_DIR ...`)",
         )
 
 

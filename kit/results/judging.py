@@ -109,6 +109,8 @@ def differences(record: RunRecord, again: timing.Outcome) -> list[tuple[str, obj
 
 def _same(a: object, b: object) -> bool:
     """Equal, a float within a rounding of the last digit (a record read back from JSON)."""
+    if a is None and isinstance(b, float) and not math.isfinite(b):
+        return True  # stored as null, as JSON holds no NaN or infinity (store.finite)
     if isinstance(a, float) and isinstance(b, float):
         return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12)
     return a == b

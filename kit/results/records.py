@@ -30,8 +30,10 @@ RUN, JUDGED = "run", "judged"  # schema 2: the planned run's fields, the judgeme
 _ENVELOPE = frozenset(
     ("schema_version", "schema", "run_id", "log_dir", "started_utc", "start_ns", "end_ns",
      "exit_code", "stopped", "status", "reason", "executor", "files", "outputs", "isolation",
-     "outlived")
+     "outlived", "non_finite", "stderr_cut")
 )  # fmt: skip
+# "non_finite": each value JSON cannot hold (NaN, an infinity) by its dotted path, with what it
+# was; the value itself is stored as null (kit.results.store.finite)
 # Schema 1's judgement, by name: every field a schema-1 kit wrote after the reason (a timed
 # run's judgement; a profiled run's kernel table; a graph-break run's counts). Schema 1 is
 # history, so this list is closed; its every other field was the planned run's.
@@ -61,6 +63,8 @@ class RunRecord:
     # (kit.executors.base.RunOutcome); None: not recorded (an older kit, a run not run)
     isolation: str | None = None
     outlived: str | None = None  # the processes that outlived the program, stopped, in words
+    # where its stderr was cut at timing.stderr_cap_bytes: {"kept_bytes", "seen_bytes"}
+    stderr_cut: Mapping[str, int] | None = None
 
     # -- the fields every kind gives -----------------------------------------------------------
 
@@ -87,6 +91,19 @@ class RunRecord:
         """The batch it ran at (amendment 5.1); None: the model's own."""
         return self.head.get("batch_size")
 
+    # what the engine knows of the run itself, beside the record in its folder (run.json):
+    # `verify` compares each with the raw file
+    RAN = (
+        "started_utc", "start_ns", "end_ns", "exit_code", "stopped", "executor", "stderr_cut",
+        "isolation", "outlived",
+    )  # fmt: skip
+
+    def ran(self) -> dict[str, Any]:
+        """run.json's content: the run's start, end, exit and executor, as recorded."""
+        ran = {name: getattr(self, name) for name in self.RAN}
+        ran["stderr_cut"] = None if self.stderr_cut is None else dict(self.stderr_cut)
+        return {"schema_version": 1, **ran}
+
     # -- the file -------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
@@ -112,6 +129,8 @@ class RunRecord:
             out["isolation"] = self.isolation
         if self.outlived is not None:
             out["outlived"] = self.outlived
+        if self.stderr_cut is not None:
+            out["stderr_cut"] = dict(self.stderr_cut)
         return out
 
     @classmethod
@@ -159,6 +178,7 @@ class RunRecord:
                 outputs=d.get("outputs"),
                 isolation=d.get("isolation"),
                 outlived=d.get("outlived"),
+                stderr_cut=d.get("stderr_cut"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(

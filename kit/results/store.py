@@ -22,6 +22,7 @@ for can read and share them.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kit.errors import UserError
+from kit.errors import DirectoryDiffers, UserError
 from kit.protocol.load import Protocol, load
 from kit.results.documents import (
     OLD_VERSION_KEY,
@@ -41,11 +42,13 @@ from kit.results.documents import (
     Versions,
     refuse_newer,
 )
+from kit.results.finite import finite
 from kit.results.lock import LOCK, WriterLock
 from kit.results.records import RunRecord
 
 T = TypeVar("T")
 MANIFEST, PLAN, RECORDS, PROTOCOL = "manifest.json", "plan.json", "runs.jsonl", "protocol.toml"
+RUN_FILE = "run.json"  # in a run folder: the record's start, end, exit and executor, hashed
 NOT_RUN = "not-run.json"  # in a run folder: why the kit did not start that run (its status)
 VERSIONS = "versions.json"  # rule 4: kit.results.documents.Versions
 # JSON files whose "schema_version" (an earlier kit's "schema") the store writes and strips on
@@ -138,7 +141,9 @@ def _walk(path: str, rel: str) -> list[str]:
 
 
 def write_json(path: Path, obj: object) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    """A JSON document, whole (write_atomic); a number JSON cannot hold is null (`finite`)."""
+    obj, _ = finite(obj)
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n")
 
 
 def sha256_file(path: Path | str) -> str:
@@ -209,6 +214,7 @@ class ResultsDir:
     def open(cls, root: Path) -> ResultsDir:
         root = Path(root)
         if not (root / MANIFEST).is_file():
+            _refuse_orphaned(root)
             if (root / STARTING).exists():
                 raise UserError(
                     f"the series in {root} stopped before its first run (it has no {MANIFEST})",
@@ -380,11 +386,25 @@ class ResultsDir:
     def append_record(self, record: dict | RunRecord) -> None:
         """A finished run's record, one fsynced line; a torn last line before it (the series
         stopped while writing one) is cut first, since only a writer appends."""
-        if isinstance(record, RunRecord):
-            record = record.to_json()
+        written: dict[str, Any]
+        written, nulled = finite(record.to_json() if isinstance(record, RunRecord) else record)
+        if nulled:  # each value JSON cannot hold, by its path, said beside the null
+            written["non_finite"] = {**written.get("non_finite", {}), **nulled}
         self._records = None
-        line = json.dumps(record, sort_keys=False) + "\n"
-        fd = os.open(self.root / RECORDS, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        line = json.dumps(written, sort_keys=False, allow_nan=False) + "\n"
+        # O_NOFOLLOW: a runs.jsonl replaced by a link is never written through (D6)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        try:
+            fd = os.open(self.root / RECORDS, flags, FILE_MODE)
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            raise UserError(
+                f"{self.root / RECORDS} is a symbolic link: a series writes its records in its "
+                "own directory, never through a link",
+                f"`micakit verify {self.root}` names every link; restore the directory from "
+                "its copy, or start anew in a new directory (--out)",
+            ) from None
         try:
             os.fchmod(fd, FILE_MODE)  # the umask narrowed the mode open() was given
             _cut_torn(fd)
@@ -430,9 +450,45 @@ def _cut_torn(fd: int) -> bool:
     return True
 
 
+def after_manifest(root: Path) -> list[str]:
+    """What in `root` only a series that ran writes (after its manifest, kit.engine.engine):
+    its versions, its records, its run folders; named, for a directory whose manifest is gone."""
+    out = []
+    if (root / VERSIONS).exists():
+        out.append(VERSIONS)
+    if (root / RECORDS).exists():
+        lines = (root / RECORDS).read_bytes().count(b"\n")
+        out.append(f"{RECORDS} ({lines} record{'s' * (lines != 1)})")
+    runs = root / "runs"
+    if runs.is_dir() or runs.is_symlink():
+        folders = len(list(runs.iterdir())) if runs.is_dir() else 0
+        out.append(f"runs/ ({folders} run folder{'s' * (folders != 1)})")
+    return out
+
+
+def _refuse_orphaned(root: Path) -> None:
+    """A directory that holds a series' runs but no manifest is not adopted (D6): no series
+    writes its program, protocol or options beside runs another one made, and no reader takes
+    it for one that never started."""
+    if (root / MANIFEST).exists():
+        return
+    there = after_manifest(root)
+    if there:
+        raise UserError(
+            f"{root} holds a series' runs ({', '.join(there)}) but its {MANIFEST} is missing: "
+            "the directory is not as its series wrote it, and no series takes over runs it did "
+            "not start",
+            f"start anew in a new directory (`micakit series --out NEW_DIR ...`), or restore "
+            f"{MANIFEST} (and {VERSIONS}) from the directory's copy and resume it with "
+            f"`micakit series --resume {root}`",
+        )
+
+
 def _refuse_foreign(root: Path) -> None:
     """A series' own directory that never got as far as its manifest measured nothing: the
-    same command starts it again; any other non-empty directory is left alone."""
+    same command starts it again; any other non-empty directory is left alone, and one that
+    lost its manifest after it ran is named so."""
+    _refuse_orphaned(root)
     unstarted = (root / STARTING).exists() and not (root / MANIFEST).exists()
     if any(p.name != LOCK for p in root.iterdir()) and not unstarted:
         raise UserError(
@@ -443,12 +499,20 @@ def _refuse_foreign(root: Path) -> None:
 
 def load_protocol(rd: ResultsDir) -> Protocol:
     """The protocol the series ran under, from its own copy, checked against the manifest."""
-    p = load(rd.root / PROTOCOL)
     recorded = rd.manifest().protocol_sha256
-    if p.sha256 != recorded:
-        raise UserError(
-            f"{rd.root / PROTOCOL} has SHA-256 {p.sha256[:12]}…, "
+    try:
+        actual = sha256_file(rd.root / PROTOCOL)
+    except FileNotFoundError:
+        raise DirectoryDiffers(
+            f"{PROTOCOL}: {rd.root / PROTOCOL} is missing",
+            "restore the protocol file the series ran under from the directory's copy",
+        ) from None
+    if actual != recorded:
+        # a directory no longer as its series wrote it (hashed before it is parsed, so an edit
+        # that breaks the file is named the same): `verify` exits 4 naming the file
+        raise DirectoryDiffers(
+            f"{PROTOCOL}: {rd.root / PROTOCOL} has SHA-256 {actual[:12]}…, "
             f"but the manifest records {recorded[:12]}…: the protocol copy was changed",
             "restore the protocol file the series ran under",
         )
-    return p
+    return load(rd.root / PROTOCOL)

@@ -43,7 +43,7 @@ def test_a_series_with_aa_runs_publishes_their_table_and_verifies(tmp_path, cli,
     )
     data = json.loads((out / summary.SUMMARY).read_text())
     jsonschema.validate(data, summary.schema())
-    assert data["schema_version"] == 3 and "tables/aa.csv" in data["files"]["tables"]
+    assert data["schema_version"] == 4 and "tables/aa.csv" in data["files"]["tables"]
     (entry,) = data["aa"]
     assert entry["config"] == MICA and entry["ratio"] == pytest.approx(row["ratio"])
     assert sorted((r["round"], r["kind"]) for r in entry["runs"]) == sorted(
@@ -128,7 +128,7 @@ def test_compare_of_two_copies_with_aa_runs_reads_same_and_passes_the_gate(tmp_p
     res = cli("compare", a, b, "--json", "--preview", "--fail-slower", "1")
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
-    assert data["schema_version"] == 3 and data["both"]
+    assert data["schema_version"] == 4 and data["both"]
     spread = pd.read_csv(a / "tables" / "aa.csv")["aa_spread"].iloc[0]
     for e in data["both"]:
         assert e["verdict"] == "same", e["reason"]

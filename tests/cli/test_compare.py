@@ -63,7 +63,7 @@ def test_two_copies_of_one_directory_read_same_and_pass_the_gate(tmp_path, fake_
     result = cli("compare", a, b, "--json", "--preview", "--fail-slower", "1")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["schema_version"] == 3 and data["threshold"] == 0.01  # the protocol's [diagnostics]
+    assert data["schema_version"] == 4 and data["threshold"] == 0.01  # the protocol's [diagnostics]
     assert data["both"] and all(e["verdict"] == "same" for e in data["both"])
     (entry,) = data["both"]
     low, high = entry["interval_b_over_a"]

@@ -6,7 +6,10 @@ Behaviour comes from the environment variable MICAKIT_FAKE, a JSON object:
             "variant#*" for every start. Events: oom, crash, malformed, drift, empty,
             nan-loss, bad-loss, out-of-order, missing-window-end, sleep-forever,
             hang-midway (prints its first half, then sleeps), slow (20 times its pace),
-            fill-disk (first writes the file `fill` names until its disk is full)
+            fill-disk (first writes the file `fill` names until its disk is full);
+            and a contender that games the contract (D4): past-steps (trains twice the
+            steps it is asked), clock-backwards (its own clock halved at the halfway step),
+            stderr-flood (about 2 MB of warnings on stderr before it trains, and one line after)
   state     a folder where the fakes count their starts (needed for "#k" events)
   fill      a file the fill-disk event grows until its disk is full
   info_s    seconds the contender takes to answer `+mica info -mica` (default 0)
@@ -134,13 +137,18 @@ def train(
         # amendment 5.1's case: this batch does not fit whatever the mode
         print(oom_message, file=sys.stderr, flush=True)
         return 1
+    if event == "stderr-flood":
+        for k in range(30000):  # a program that warns at length: its stderr is capped
+            print(f"warning {k:06d}: " + "x" * 50, file=sys.stderr)
+        sys.stderr.flush()
     if event == "sleep-forever":
         print("started", flush=True)
         time.sleep(3600)
     mid = (steps // 20) * 10  # events happen halfway, whatever the number of steps
     start = time.monotonic()
     last = start
-    for step in range(steps + 1):
+    trained = 2 * steps if event == "past-steps" else steps
+    for step in range(trained + 1):
         if step:
             # a steady pace: sleep to the step's deadline, so the rate does not depend on load
             deadline = start + step * step_ms / 1e3
@@ -163,6 +171,8 @@ def train(
             continue
         now = time.monotonic()
         own_ms = (now - start) * 1e3 * drift
+        if event == "clock-backwards" and step == mid:
+            own_ms /= 2  # the window's ends still agree: only this line goes back
         loss = base_loss(step) + moved + (extra_loss(step) if extra_loss else 0.0)
         loss_text = format(loss, loss_format)
         shown_step = step
@@ -177,4 +187,6 @@ def train(
             text = text[: len(text) // 2]
         last = now
         print(text, flush=True)
+    if event == "stderr-flood":
+        print("the last warning", file=sys.stderr, flush=True)
     return 0

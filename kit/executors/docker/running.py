@@ -60,17 +60,20 @@ class AttachedRun:
         if carries_data_on_fd(sock):
             fd = os.dup(sock.fileno())
             try:
+                cap = spec.stderr_cap_bytes
                 if pending is not None:
-                    reader = pending.hand([(fd, "mux")], stdout_log, stderr_log)
+                    reader = pending.hand([(fd, "mux")], stdout_log, stderr_log, cap)
                 else:
-                    reader = clock.start_reader([(fd, "mux")], stdout_log, stderr_log)
+                    reader = clock.start_reader(
+                        [(fd, "mux")], stdout_log, stderr_log, stderr_cap=cap
+                    )
             finally:
                 os.close(fd)  # the reader holds its own copy; the engine closes the stream
                 close_socket(sock)
         else:
             if pending is not None:
                 pending.cancel()
-            reader = relayed_reader(sock, stdout_log, stderr_log)
+            reader = relayed_reader(sock, stdout_log, stderr_log, spec.stderr_cap_bytes)
         start_ns = time.monotonic_ns()
         try:
             try:
@@ -137,7 +140,9 @@ def carries_data_on_fd(sock: object) -> bool:
     return not (module.startswith("paramiko") or type(sock).__name__ == "SSHSocket")
 
 
-def relayed_reader(sock: _Channel, stdout_log: Path, stderr_log: Path) -> subprocess.Popen:
+def relayed_reader(
+    sock: _Channel, stdout_log: Path, stderr_log: Path, stderr_cap: int | None = None
+) -> subprocess.Popen:
     """The reader process fed through a pipe by a thread that reads the SSH channel.
 
     `--docker-host ssh://...` only: the relay adds a thread's wake-up to each chunk's stamp,
@@ -146,7 +151,7 @@ def relayed_reader(sock: _Channel, stdout_log: Path, stderr_log: Path) -> subpro
     """
     r, w = os.pipe()
     try:
-        reader = clock.start_reader([(r, "mux")], stdout_log, stderr_log)
+        reader = clock.start_reader([(r, "mux")], stdout_log, stderr_log, stderr_cap=stderr_cap)
     finally:
         os.close(r)
 

@@ -262,3 +262,78 @@ def test_a_per_step_own_clock_needs_a_time_on_every_step_of_the_window(tmp_path)
     r = judge(tmp_path, per_step_lines(2.0, every=10), grammar=PER_STEP)
     assert r.status == timing.VOID
     assert "needs a time on every step from 101 to 400: 30 of 300 have one" in r.reason
+
+
+def test_step_lines_past_the_protocols_last_step_fail_the_run(tmp_path):
+    # a contender asked for 400 steps that trains 800: another run than the one measured
+    lines = contender_lines()
+    t = lines[-1][0]
+    lines += [
+        (t + k * 20_000_000, f"step {400 + 10 * k} loss 1.0000 time_ms {800 + 20 * k}.0")
+        for k in range(1, 41)
+    ]
+    r = judge(tmp_path, lines)
+    assert r.status == timing.FAILED
+    assert "step 410, past the protocol's last step 400" in r.reason
+    assert "the last step line was 800" in r.reason
+    assert r.final_loss is None and r.step_s is None
+    assert judge(tmp_path, contender_lines()).status == timing.OK
+
+
+@pytest.mark.parametrize("where", [100, 200, 390])
+def test_a_non_finite_loss_anywhere_in_the_window_fails_the_run(tmp_path, where):
+    lines = contender_lines()
+    i = where // 10
+    for bad in ("nan", "inf", "-inf"):
+        lines[i] = (lines[i][0], lines[i][1].replace(lines[i][1].split()[3], bad, 1))
+        r = judge(tmp_path, lines)
+        assert r.status == timing.FAILED, bad
+        assert f"the loss at step {where} is {float(bad)}" in r.reason
+
+
+def test_a_non_finite_loss_before_the_window_is_not_judged_by_it(tmp_path):
+    lines = contender_lines()
+    lines[5] = (lines[5][0], "step 50 loss nan time_ms 100.0000")
+    assert judge(tmp_path, lines).status == timing.OK
+
+
+@pytest.mark.parametrize(
+    ("own", "how"),
+    [
+        (300.0, "goes backwards at step 300: 300 ms"),
+        (-1.0, "goes backwards at step 300: -1 ms"),
+        (1192.0, "stands still at step 300"),
+    ],
+)
+def test_a_cumulative_own_clock_that_does_not_rise_voids_the_run(tmp_path, own, how):
+    # the cumulative reading is compared at steps 100 and 400 only: halved, negative or
+    # standing at step 300, the ends still agree, but no clock goes back
+    lines = contender_lines(step_ns=4_000_000)
+    lines[30] = (lines[30][0], f"step 300 loss 2.5000 time_ms {own}")
+    if own == 1192.0:
+        lines[29] = (lines[29][0], "step 290 loss 2.5500 time_ms 1192.0")
+    r = judge(tmp_path, lines)
+    assert r.status == timing.VOID
+    assert how in r.reason, r.reason
+    assert r.own_step_s is None
+
+
+def test_a_per_step_own_clock_at_zero_or_below_voids_the_run(tmp_path):
+    lines = per_step_lines(2.0)
+    lines[300] = (lines[300][0], "step 300 loss 3.0000 time_ms -2.0000")
+    lines[301] = (lines[301][0], "step 301 loss 3.0000 time_ms 6.0000")  # the sum still agrees
+    r = judge(tmp_path, lines, grammar=PER_STEP)
+    assert r.status == timing.VOID
+    assert "reads -2 ms for step 300" in r.reason
+
+
+def test_nanogpts_own_clock_is_never_judged(tmp_path):
+    # nanoGPT's per-step time is recorded, never compared (§5): a reading of 0 changes nothing
+    out = [
+        (
+            10**12 + step * 10**6,
+            f"iter {step}: loss 3.0000, time {0.0 if step == 200 else 1.0}ms, mfu 1.00%",
+        )
+        for step in range(0, 401, 10)
+    ]
+    assert judge(tmp_path, out, grammar=P.pytorch).status == timing.OK
