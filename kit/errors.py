@@ -21,6 +21,8 @@ class ExitCode(enum.IntEnum):
     SERIES_FAILED = 3  # a run failed in a way that ends the series (amendment 8.4)
     VERIFY_MISMATCH = 4  # `verify` found a number or a raw file that differs
     SLOWER = 5  # `compare --fail-slower PCT`: B is slower than A by more than PCT, told apart
+    GATE_MISSING = 6  # `compare --fail-slower`: B lacks a configuration or a time A has
+    GATE_UNDECIDED = 7  # `compare --fail-slower --fail-ambiguous`: the gate could not decide
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; `series --resume DIR` goes on
 
 

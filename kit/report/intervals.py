@@ -33,6 +33,10 @@ SEED = 20260101  # fixed, so a report rendered again reads the same digits
 ALPHA = 0.05
 # percentile intervals: BCa's acceleration is undefined for the few (often tied) runs of a series
 METHOD = "percentile"
+# the fewest runs a side for which the interval is given: with fewer, the kit's 95% interval
+# held the true ratio in 68-69% (2 runs) and 90% (3 runs) of trials on synthetic data of a
+# known ratio, from 5 in 95-97% (benchmarks/kit/coverage.py; docs/benchmarks.md)
+MIN_RUNS = 5
 
 Times = Sequence[float] | npt.NDArray[np.floating]
 
@@ -145,6 +149,16 @@ def floor_unpaired_p(n: int, m: int) -> float:
         return 1.0
     apart = stats.mannwhitneyu(np.arange(n), np.arange(n, n + m), method="exact")
     return float(apart.pvalue)
+
+
+def no_interval(runs: int) -> str:
+    """What stands where the runs are too few for an interval (MIN_RUNS)."""
+    return f"{runs} runs a side: no interval"
+
+
+def carries(contender_s: Times, baseline_s: Times) -> bool:
+    """Whether both sides have the MIN_RUNS runs an interval needs."""
+    return min(len(contender_s), len(baseline_s)) >= MIN_RUNS
 
 
 def percent(ratio: float) -> str:

@@ -127,10 +127,15 @@ def test_compare_of_two_copies_with_aa_runs_reads_same_and_passes_the_gate(tmp_p
     shutil.copytree(a, b)
     res = cli("compare", a, b, "--json", "--preview", "--fail-slower", "1")
     assert res.exit_code == 0, res.output
-    data = json.loads(res.output)
-    assert data["schema_version"] == 3 and data["both"]
-    spread = pd.read_csv(a / "tables" / "aa.csv")["aa_spread"].iloc[0]
+    data = json.loads(res.stdout)
+    assert data["schema_version"] == 4 and data["both"]
+    table = pd.read_csv(a / "tables" / "aa.csv")
+    spread = table["aa_spread"].iloc[0]
     for e in data["both"]:
-        assert e["verdict"] == "same", e["reason"]
         assert e["aa_spread_a"] == e["aa_spread_b"] == pytest.approx(spread)
+        if table["flagged"].any():  # a loaded machine: an A/A not level decides the class
+            assert e["verdict"] == "ambiguous" and e["aa_not_level_a"], e["reason"]
+            assert data["gate"]["undecided"]
+            continue
+        assert e["verdict"] == "same", e["reason"]
         assert "within the two sides' A/A spreads" in e["reason"]

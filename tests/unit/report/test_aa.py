@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit.report import aa, comparison, resolution, verdict
+from kit.report import aa, compare_gate, comparison, resolution, verdict
 from kit.results.documents import Plan
 from kit.results.planned import AA, AA_TWIN, Config, PlannedRun
 
@@ -214,7 +214,7 @@ def test_compare_reads_three_percent_slower_with_small_noise_as_slower():
     b_runs["step_s"] *= 1.03
     result = comparison.compare(a, _side(b_runs, "b"))
     assert [e["verdict"] for e in result["both"]] == ["slower", "slower"]
-    assert len(comparison.slower_than(result, 0.02)) == 2
+    assert len(compare_gate.gate(result, 0.02).slower) == 2
 
 
 def test_one_a_a_round_gives_a_ratio_without_an_interval():
