@@ -71,7 +71,8 @@ def comparison_lines(
         lines.append("")
         lines += _comparison_notes(g)
         if resolved:  # beside each verdict, how far its runs can tell the sides apart
-            found_rows = ((r, resolution.of_row(t.runs, r, t.aa)) for _, r in g.iterrows())
+            pm = resolution.in_pm(rd)
+            found_rows = ((r, resolution.of_row(t.runs, r, t.aa, pm)) for _, r in g.iterrows())
             lines += [resolution.line(r, x) for r, x in found_rows if x is not None]
         lines.append("")
     return lines

@@ -15,7 +15,7 @@ import math
 import pandas as pd
 
 from kit.protocol.load import Protocol
-from kit.report import compile_cost, states, words
+from kit.report import compile_cost, flags, resolution, states, words
 from kit.report.tables import Tables
 from kit.report.verdict import FASTER, LEVEL, SLOWER
 from kit.results.store import ResultsDir
@@ -120,7 +120,11 @@ def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
         f"ratio (PyTorch's median over the contender's), or why there is none; {sizes}"
     )
     table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
-    return [f"## {SUMMARY}", "", words.caption(t, text), "", table, ""]
+    lines = [f"## {SUMMARY}", "", words.caption(t, text), "", table, ""]
+    # §5's flags beside the numbers they may move (a directory an earlier kit published keeps
+    # its summary as made, for verify)
+    said = flags.headline(t.runs, t.aa) if resolution.in_pm(rd) else ""
+    return [*lines, f"**{said}.**", ""] if said else lines
 
 
 def metadata_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
