@@ -12,3 +12,5 @@ out=${MICAKIT_OUT:-$ROOT/results/smoke-$(date -u +%Y%m%dT%H%M%SZ)}
 "$ROOT/.venv/bin/micakit" series --smoke --device cpu --executor local --out "$out" "$@"
 "$ROOT/.venv/bin/micakit" verify "$out" >&2
 echo "results: $out (report: $out/report.md)" >&2
+# the commands the result block names run as `micakit ...`: the kit lives in .venv
+echo "to run them: export PATH=\"$ROOT/.venv/bin:\$PATH\"" >&2
