@@ -17,7 +17,7 @@ import pandas as pd
 
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import figures, words
+from kit.report import figures, flags, resolution, words
 from kit.report.states import Publication
 from kit.report.tables import Tables
 from kit.results import judging, store
@@ -194,7 +194,13 @@ def step_time_section(ctx: Context) -> Section:
             ".",
         ]
         name = f"step-times.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
-        png = figures.step_times_png(rows, f"Step times · {group.titled}", ctx.earlier)
+        plotted = f"Step times · {group.titled}"
+        # §5's flags in the plot's own title, where the times they may move are drawn (a
+        # directory an earlier kit published keeps its plot as made)
+        if not ctx.earlier and resolution.in_pm(ctx.rd):
+            flagged = flags.words(ctx.t.runs[ctx.t.runs["config"].isin(g["config"])])
+            plotted += f" · {flagged}" if flagged else ""
+        png = figures.step_times_png(rows, plotted, ctx.earlier)
         out.append(Plot(name, png, f"Step times, {title}", tuple(caption)))
     note = " ".join(said) or ("" if out else "No configuration of this series has a timed run yet.")
     return Section("Step times", tuple(out), note)

@@ -225,7 +225,7 @@ def test_the_first_screen_holds_the_numbers_or_what_rule_6_waits_for(tmp_path, c
     assert first_screen_rows(way_out, tmp_path / "p3", "rule6"), "the way out is below the fold"
 
 
-def test_runs_on_a_busy_machine_are_said_on_the_first_screen(tmp_path, cli, fake_env):
+def test_runs_on_a_busy_machine_are_said_on_the_first_screen(tmp_path, cli, fake_env, monkeypatch):
     """A series whose every timed run was measured on a busy machine: the flag stands under
     the summary, on report.html's first screen, in summary.json's `conditions` at the top,
     in the terminal's result block, and `compare` reads it ambiguous; a page that pushes it
@@ -247,6 +247,20 @@ def test_runs_on_a_busy_machine_are_said_on_the_first_screen(tmp_path, cli, fake
     assert list(data).index("conditions") < list(data).index("configurations")
     flagged = data["conditions"]["flagged_runs"]
     assert len(flagged) == 2 and all(f["reason"].startswith("measured on a busy") for f in flagged)
+    # the step-time plot's own title names them
+    from kit.report import figures, html_sections, tables
+    from kit.results.store import ResultsDir
+
+    titles: list[str] = []  # the step-time plots' titles, as drawn
+    drawn = figures.step_times_png
+    monkeypatch.setattr(
+        figures, "step_times_png", lambda r, t, e=False: titles.append(t) or drawn(r, t, e)
+    )
+    rd = ResultsDir.open(out)
+    html_sections.step_time_section(html_sections.context(rd, tables.tables(rd, preview=True)))
+    assert titles and all(
+        "2 of 2 timed runs flagged: measured on a busy machine" in t for t in titles
+    )
     md = (out / "report.md").read_text()
     assert md.index("**Conditions: 2 of 2 timed runs flagged") < md.index("## Comparison (D1)")
     page = marked(out / "report.html", tmp_path / "busy.html", "Conditions: 2 of 2", "p")
