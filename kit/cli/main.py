@@ -1,7 +1,8 @@
 """`micakit`: a thin click layer over the kit's keyword API. Parse, call, render, exit.
 
 Exit codes (kit.errors.ExitCode): 0 done; 2 bad input, the message says what to fix; 3 a run
-failed and ended the series; 4 `verify` found a difference; 130 interrupted, resumable.
+failed and ended the series; 4 `verify` found a difference; 5, 6, 7 `compare --fail-slower`'s
+gate (B slower; B lacks what A has; undecided with --fail-ambiguous); 130 interrupted.
 """
 
 from __future__ import annotations
