@@ -399,7 +399,12 @@ def compile_cost_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.compile_costs_png(rows, f"What compiling costs · {group.titled}", ctx.earlier)
+        # eager alone: no break-even to draw, so no empty panel for it (a directory an earlier
+        # kit published keeps its plot as made)
+        alone = resolution.in_pm(ctx.rd) and all(r.variant == "eager" for r in rows)
+        png = figures.compile_costs_png(
+            rows, f"What compiling costs · {group.titled}", ctx.earlier, alone and not ctx.earlier
+        )
         name = f"compile-costs.{_slug(*group.configs.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"What compiling costs, {group.title}", tuple(caption)))
     note = "" if out else "No PyTorch mode of this series is complete with its times shown."
