@@ -43,8 +43,10 @@ VERSION_WORDS = {
 }
 
 
-def _said(r: pd.Series) -> str:
-    """The summary's verdict cell: D1's verdict, or "no verdict" with the state or reason."""
+def _said(r: pd.Series, as_table: bool = True) -> str:
+    """The summary's verdict cell: D1's verdict, or "no verdict" with the state or reason; a
+    preview's in the comparison table's words (`as_table`; the title says it is preparation),
+    else as an earlier kit said it."""
     state = str(r["contender_state"])
     word = state.split(":")[0]
     if word in (states.State.VOID, states.State.FAILED):
@@ -54,7 +56,7 @@ def _said(r: pd.Series) -> str:
         return f"no verdict: {state}"
     publication = states.Publication.of(r["publication"])
     if publication is states.Publication.PREVIEW:
-        return f"no verdict: {states.PREVIEW}"
+        return str(r["verdict"]) if as_table else f"no verdict: {states.PREVIEW}"
     if publication is states.Publication.WITHHELD:
         return f"no verdict: {r['publication']}"
     return str(r["verdict"])
@@ -91,10 +93,12 @@ def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
             )
             continue
         for _, r in mine.iterrows():
-            said = _said(r)
+            said = _said(r, resolution.in_pm(rd))
             # a time beside a verdict, or a preview's labelled as preparation (the first
             # screen shows the numbers a reader came for); never a withheld or incomplete one
-            shown = said in VERDICTS or said == f"no verdict: {states.PREVIEW}"
+            preview = states.Publication.of(r["publication"]) is states.Publication.PREVIEW
+            complete = str(r["contender_state"]) == states.State.COMPLETE.value
+            shown = said in VERDICTS or (preview and complete)
             mode = r["pytorch_fastest_mode"]
             against = (
                 words.pytorch_name(found, mode, precision, r["pytorch_attention"] or "—")
