@@ -329,6 +329,12 @@ def markdown_report(
         label += f" — {level}"
     smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
     title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
+    current = resolution.in_pm(rd)  # an earlier kit's directory keeps its title and list
+    if manifest.smoke and current:  # one disclaimer: a smoke series is preparation whole
+        title = (
+            f"# {protocol.name} CPU smoke series: scaled-down models, not a protocol measurement"
+        )
+        label = "".join(f" — {x}" for x in [aa.title_label(t.aa)] if x)
     lines = [
         title + label,
         "",
@@ -364,6 +370,10 @@ def markdown_report(
         lines.append("")
     lines += ["## Amendments in force", ""]
     in_force = set(rd.manifest().amendments_in_force)
+    if manifest.smoke and current:  # a smoke series measures nothing they govern: named only
+        named = ", ".join(str(a.number) for a in protocol.amendments if a.number in in_force)
+        lines += [f"Amendments {named}; each in full in `protocol.toml`.", ""]
+        in_force = set()
     for a in protocol.amendments:
         if a.number in in_force:
             lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")

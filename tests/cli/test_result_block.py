@@ -79,6 +79,12 @@ def test_a_smoke_series_ends_with_the_result_and_its_commands_lead_to_a_verdict(
     assert block.rstrip().split("\n  micakit ")[-1].startswith('publish "$R" --checks')
     # report.md names them too, DIR standing for the directory
     md = (series / "report.md").read_text()
+    # a smoke report's title: one disclaimer; its amendments named, not each in full
+    title = md.splitlines()[0]
+    assert title.endswith("CPU smoke series: scaled-down models, not a protocol measurement"), title
+    assert " — " not in title
+    amendments = md.split("## Amendments in force")[1]
+    assert amendments.strip().startswith("Amendments 1, ") and "- Amendment " not in amendments
     assert f"## {next_steps.WAY_OUT}" in md
     # a smoke series is a preview: its times come first, the way out after their tables
     assert md.index("## Configurations") < md.index(f"## {next_steps.WAY_OUT}")
