@@ -331,9 +331,8 @@ def markdown_report(
     title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
     current = resolution.in_pm(rd)  # an earlier kit's directory keeps its title and list
     if manifest.smoke and current:  # one disclaimer: a smoke series is preparation whole
-        title = (
-            f"# {protocol.name} CPU smoke series: scaled-down models, not a protocol measurement"
-        )
+        # rule 6's label, the one disclaimer a smoke series needs (it is a preview whole)
+        title = f"# {protocol.name} CPU smoke series — {states.PREVIEW} (scaled-down models)"
         label = "".join(f" — {x}" for x in [aa.title_label(t.aa)] if x)
     lines = [
         title + label,
