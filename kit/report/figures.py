@@ -143,6 +143,14 @@ def step_times_figure(rows: list[StepTimeRow], title: str, earlier: bool = False
         ax.set_xlabel(_step_axis(ax, [float(np.median(r.step_s)) for r in rows if r.step_s]))
     ax.grid(True, axis="x", color="0.85", linewidth=0.6)
     ax.set_title(_wrap(title, 110), fontsize=10)
+    _legend(fig, ax, looks, earlier)
+    fig.tight_layout()
+    return fig
+
+
+def _legend(fig: Figure, ax: Axes, looks: list[Style], earlier: bool) -> None:
+    """The step-time plot's legend, below the axis' label: a run, the median, the range; its
+    swatches in the rows' own colours (`earlier`: grey, as a kit before drew them)."""
     handles = [
         Line2D([], [], marker="o", linestyle="", color="0.3", label="a timed run"),
         Line2D(
@@ -173,8 +181,6 @@ def step_times_figure(rows: list[StepTimeRow], title: str, earlier: bool = False
         ncol=3,
         frameon=False,
     )
-    fig.tight_layout()
-    return fig
 
 
 def _step_axis(ax: Axes, medians_ms: list[float]) -> str:

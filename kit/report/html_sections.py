@@ -349,7 +349,10 @@ def loss_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.loss_curves_png(curves, f"Training loss · {group.titled}")
+        plotted = f"Training loss · {group.titled}"
+        if not ctx.earlier and resolution.in_pm(ctx.rd):  # which run, in the plot's own title
+            plotted += " · each configuration's first timed run that counted (run named)"
+        png = figures.loss_curves_png(curves, plotted)
         name = f"loss.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Loss curves, {title}", tuple(caption)))
     note = "" if out else "No configuration of this series has a timed run that counted yet."

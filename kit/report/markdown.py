@@ -321,21 +321,8 @@ def markdown_report(
     summary.json's schema 3 wrote it, the description in every caption (a directory it
     published verifies as it was made)."""
     protocol = store.load_protocol(rd)
-    manifest = rd.manifest()
-    found = rd.versions()
-    label = f" — {preparation_label(found)}" if is_preparation(found) else ""
-    label += "".join(f" — {x}" for x in labels(t))
-    if level := aa.title_label(t.aa):  # the kit's diagnostic: this card's A/A not level
-        label += f" — {level}"
-    smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
-    title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
-    current = resolution.in_pm(rd)  # an earlier kit's directory keeps its title and list
-    if manifest.smoke and current:  # one disclaimer: a smoke series is preparation whole
-        # rule 6's label, the one disclaimer a smoke series needs (it is a preview whole)
-        title = f"# {protocol.name} CPU smoke series — {states.PREVIEW} (scaled-down models)"
-        label = "".join(f" — {x}" for x in [aa.title_label(t.aa)] if x)
     lines = [
-        title + label,
+        _title(rd, t, protocol),
         "",
         *overview.summary_lines(rd, t, protocol),
         # rule 6's way out on the first screen where it withholds the times; below the
@@ -367,21 +354,44 @@ def markdown_report(
                 f"([logs]({r['log_dir']}))"
             )
         lines.append("")
-    lines += ["## Amendments in force", ""]
-    in_force = set(rd.manifest().amendments_in_force)
-    if manifest.smoke and current:  # a smoke series measures nothing they govern: named only
-        named = ", ".join(str(a.number) for a in protocol.amendments if a.number in in_force)
-        lines += [f"Amendments {named}; each in full in `protocol.toml`.", ""]
-        in_force = set()
-    for a in protocol.amendments:
-        if a.number in in_force:
-            lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")
-    lines.append("")
+    lines += _amendment_lines(rd, protocol)
     text = "\n".join(lines)
     smoke_scaling = smoke_args(rd, protocol)
     if earlier or smoke_scaling is None:
         return text  # §9: M1's size sentence travels with every M1 number
     return _described_once(text, t, protocol, smoke_scaling)
+
+
+def _title(rd: ResultsDir, t: Tables, protocol: Protocol) -> str:
+    """The report's title with its labels: rule 9's and rule 6's, D3's, an A/A not level."""
+    manifest = rd.manifest()
+    found = rd.versions()
+    label = f" — {preparation_label(found)}" if is_preparation(found) else ""
+    label += "".join(f" — {x}" for x in labels(t))
+    if level := aa.title_label(t.aa):  # the kit's diagnostic: this card's A/A not level
+        label += f" — {level}"
+    smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
+    title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
+    # an earlier kit's directory keeps its title as made
+    if manifest.smoke and resolution.in_pm(rd):
+        # rule 6's label, the one disclaimer a smoke series needs (it is a preview whole)
+        title = f"# {protocol.name} CPU smoke series — {states.PREVIEW} (scaled-down models)"
+        label = f" — {level}" if level else ""
+    return title + label
+
+
+def _amendment_lines(rd: ResultsDir, protocol: Protocol) -> list[str]:
+    """The amendments in force, each in full; a smoke series', which measures nothing they
+    govern, named in one line (an earlier kit's directory keeps its list as made)."""
+    lines = ["## Amendments in force", ""]
+    in_force = set(rd.manifest().amendments_in_force)
+    if rd.manifest().smoke and resolution.in_pm(rd):
+        named = ", ".join(str(a.number) for a in protocol.amendments if a.number in in_force)
+        return [*lines, f"Amendments {named}; each in full in `protocol.toml`.", ""]
+    for a in protocol.amendments:
+        if a.number in in_force:
+            lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")
+    return [*lines, ""]
 
 
 def _described_once(text: str, t: Tables, protocol: Protocol, smoke: list[str]) -> str:

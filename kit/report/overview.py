@@ -62,6 +62,16 @@ def _said(r: pd.Series, as_table: bool = True) -> str:
     return str(r["verdict"])
 
 
+NONE_RAN = {  # the summary's row of a model and precision no contender configuration ran
+    "contender build": "none ran",
+    "verdict": "no verdict: no contender configuration ran",
+    "contender median (ms)": "—",
+    "against": "—",
+    "PyTorch median (ms)": "—",
+    "ratio P/M": "—",
+}
+
+
 def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     """One line per card, model, precision and contender build, in the comparison's order."""
     found = rd.versions()
@@ -80,17 +90,7 @@ def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
         base = {"card": card} if cards else {}
         base |= {"model": words.model_short(protocol.models, model, smoke), "precision": precision}
         if mine.empty:
-            rows.append(
-                base
-                | {
-                    "contender build": "none ran",
-                    "verdict": "no verdict: no contender configuration ran",
-                    "contender median (ms)": "—",
-                    "against": "—",
-                    "PyTorch median (ms)": "—",
-                    "ratio P/M": "—",
-                }
-            )
+            rows.append(base | NONE_RAN)
             continue
         for _, r in mine.iterrows():
             said = _said(r, resolution.in_pm(rd))
@@ -118,17 +118,20 @@ def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
                     "ratio P/M": f"{r['ratio']:.3f}" if shown else "—",
                 }
             )
-    sizes = words.models_of(t, configs, protocol, rd)
     text = (
         "Summary, one line per model and precision: D1's verdict with both medians and their "
-        f"ratio (PyTorch's median over the contender's), or why there is none; {sizes}"
+        "ratio (PyTorch's median over the contender's), or why there is none; "
+        f"{words.models_of(t, configs, protocol, rd)}"
     )
     table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
-    lines = [f"## {SUMMARY}", "", words.caption(t, text), "", table, ""]
-    # §5's flags beside the numbers they may move (a directory an earlier kit published keeps
-    # its summary as made, for verify)
+    return [f"## {SUMMARY}", "", words.caption(t, text), "", table, "", *_conditions(rd, t)]
+
+
+def _conditions(rd: ResultsDir, t: Tables) -> list[str]:
+    """§5's flags beside the numbers they may move (a directory an earlier kit published keeps
+    its summary as made, for verify)."""
     said = flags.headline(t.runs, t.aa) if resolution.in_pm(rd) else ""
-    return [*lines, f"**{said}.**", ""] if said else lines
+    return [f"**{said}.**", ""] if said else []
 
 
 def metadata_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:

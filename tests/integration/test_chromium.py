@@ -256,8 +256,13 @@ def test_runs_on_a_busy_machine_are_said_on_the_first_screen(tmp_path, cli, fake
     monkeypatch.setattr(
         figures, "step_times_png", lambda r, t, e=False: titles.append(t) or drawn(r, t, e)
     )
+    lossed = figures.loss_curves_png
+    monkeypatch.setattr(figures, "loss_curves_png", lambda c, t: titles.append(t) or lossed(c, t))
     rd = ResultsDir.open(out)
-    html_sections.step_time_section(html_sections.context(rd, tables.tables(rd, preview=True)))
+    ctx = html_sections.context(rd, tables.tables(rd, preview=True))
+    html_sections.loss_section(ctx)  # the loss plot says which run it shows
+    assert titles and "first timed run that counted" in titles.pop()
+    html_sections.step_time_section(ctx)
     assert titles and all(
         "2 of 2 timed runs flagged: measured on a busy machine" in t for t in titles
     )
