@@ -21,7 +21,9 @@ class ExitCode(enum.IntEnum):
     SERIES_FAILED = 3  # a run failed in a way that ends the series (amendment 8.4)
     VERIFY_MISMATCH = 4  # `verify` found a number or a raw file that differs
     SLOWER = 5  # `compare --fail-slower PCT`: B is slower than A by more than PCT, told apart
-    FLEET_INCOMPLETE = 6  # `cloud run`: a machine brought back no verified series (each named)
+    GATE_MISSING = 6  # `compare --fail-slower`: B lacks a configuration or a time A has
+    GATE_UNDECIDED = 7  # `compare --fail-slower --fail-ambiguous`: the gate could not decide
+    FLEET_INCOMPLETE = 8  # `cloud run`: a machine brought back no verified series (each named)
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; `series --resume DIR` goes on
 
 

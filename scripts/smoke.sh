@@ -19,3 +19,5 @@ start=$SECONDS
 "$ROOT/.venv/bin/micakit" verify "$out" >&2
 echo "results: $out (report: $out/report.md)" >&2
 echo "smoke: installation $installed s, series and verify $((SECONDS - start)) s" >&2
+# the commands the result block names run as `micakit ...`: the kit lives in .venv
+echo "to run them: export PATH=\"$ROOT/.venv/bin:\$PATH\"" >&2

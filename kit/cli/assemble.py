@@ -249,6 +249,8 @@ def series(args: SeriesArgs, argv: list[str], console: Console) -> tuple[Series,
     ex = executor(o.executor, o.docker_host)
     ex.use_series(series_id(Path(o.out)))
     card_info, conditions, gpu = _card(o, p, ex)
+    if isinstance(conditions, MachineConditions):  # a wait for the CPUs, said as it begins
+        conditions.said = lambda text: console.print(text, markup=False, highlight=False)
     fresh = not resume and not Path(o.out).exists()
     if not resume:
         rd = ResultsDir.create(Path(o.out))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
 from kit.cli import options
-from kit.errors import ExitCode
+from kit.errors import ExitCode, UserError
 
 
 @click.command("compare")
@@ -37,8 +38,23 @@ from kit.errors import ExitCode
     type=click.FloatRange(0, 100, max_open=True),
     default=None,
     metavar="PCT",
-    help="Exit 5 when any configuration of B is slower than A by more than PCT percent, "
-    "its interval clear of it (a gate for CI).",
+    help="A gate for CI: exit 5 when any configuration of B is slower than A by more than PCT "
+    "percent, its interval (below 5 runs a side, its range) clear of it; exit 6 when B lacks "
+    "a configuration or a time A has (B's runs failed, were void or ran out of memory). Where "
+    "it cannot decide (runs flagged, an A/A not level, a difference the runs cannot resolve) "
+    "it says why on stderr and passes. See docs/compare.md.",
+)
+@click.option(
+    "--allow-missing",
+    is_flag=True,
+    help="With --fail-slower: do not fail where B lacks a configuration or a time A has "
+    "(each is still named on stderr).",
+)
+@click.option(
+    "--fail-ambiguous",
+    is_flag=True,
+    help="With --fail-slower: exit 7 where the gate cannot decide (a class `ambiguous`, or no "
+    "time to compare), instead of passing.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 @options.verbosity
@@ -49,13 +65,18 @@ def compare(
     preview: bool,
     threshold: float | None,
     fail_slower: float | None,
+    allow_missing: bool,
+    fail_ambiguous: bool,
     as_json: bool,
 ) -> None:
     """Compare two results directories: does B reproduce A?
 
-    Per configuration in both: both medians and ranges, their ratio and whether the ranges
-    overlap, and a class: same, faster, slower or ambiguous, with the bootstrap interval of
-    B / A and the reason; what is in one only is listed.
+    Per configuration in both: both medians and ranges, the ratio B / A (above 1: B slower)
+    with its bootstrap interval (from 5 runs a side), each side's flagged runs and A/A, and a
+    class: same, faster, slower or ambiguous, with the reason; what is in one only is listed.
+    Runs flagged on either side (a busy machine, a throttled card, clocks that differed) or an
+    A/A not level make the class ambiguous. On a terminal the table is drawn; redirected, it
+    is Markdown.
 
     \b
     Example:
@@ -63,8 +84,13 @@ def compare(
       micakit compare results/main results/branch --preview --fail-slower 2
     """
     options.reads_only()
+    if (allow_missing or fail_ambiguous) and fail_slower is None:
+        raise UserError(
+            "--allow-missing and --fail-ambiguous shape --fail-slower's gate, which was not given",
+            "add --fail-slower PCT, or leave them out",
+        )
     # lazy import for start-up speed: pandas and the report load only when the command runs
-    from kit.report import comparison
+    from kit.report import compare_gate, compare_view, comparison
 
     result = comparison.compare(
         comparison.read(a, preview=preview),
@@ -73,17 +99,26 @@ def compare(
         preview=preview,
         threshold=None if threshold is None else threshold / 100,
     )
+    found = None
+    if fail_slower is not None:
+        found = compare_gate.gate(
+            result,
+            fail_slower / 100,
+            allow_missing=allow_missing,
+            fail_ambiguous=fail_ambiguous,
+        )
+        result["gate"] = found.to_json()
     if as_json:
         click.echo(json.dumps(result, indent=2))
+    elif sys.stdout.isatty():
+        # lazy import for start-up speed, as above
+        from rich.console import Console
+
+        compare_view.terminal(result, Console())
     else:
-        click.echo(comparison.markdown(result), nl=False)
-    if fail_slower is not None:
-        slower = comparison.slower_than(result, fail_slower / 100)
-        for e in slower:
-            click.echo(
-                f"micakit: B slower than A by more than {fail_slower:g}%: {e['model']} · "
-                f"{e['precision']} · {e['side']} · {e['variant']} ({e['reason']})",
-                err=True,
-            )
-        if slower:
-            raise SystemExit(int(ExitCode.SLOWER))
+        click.echo(compare_view.markdown(result), nl=False)
+    if found is not None:
+        for line in found.lines():
+            click.echo(f"micakit: {line}", err=True)
+        if found.exit_code() is not ExitCode.OK:
+            raise SystemExit(int(found.exit_code()))

@@ -2,7 +2,8 @@
 imported only when it is called (kit.cli.group); a command parses, calls, renders and exits.
 
 Exit codes (kit.errors.ExitCode): 0 done; 2 bad input, the message says what to fix; 3 a run
-failed and ended the series; 4 `verify` found a difference; 130 interrupted, resumable.
+failed and ended the series; 4 `verify` found a difference; 5, 6, 7 `compare --fail-slower`'s
+gate (B slower; B lacks what A has; undecided with --fail-ambiguous); 130 interrupted.
 """
 
 from __future__ import annotations

@@ -52,6 +52,11 @@ class MachineConditions:
     files: ProcFiles = dataclasses.field(default_factory=ProcFiles)
 
     still_busy: bool = False  # the last check waited in vain: the machine stays busy
+    # where a wait for the machine is said as it begins (the terminal's progress, on stderr)
+    said: Callable[[str], None] = lambda text: None
+
+    def _waiting(self, timeout_s: float, others_cpu_share: float) -> None:
+        self.said(f"waiting up to {timeout_s:.0f} s: others use {others_cpu_share:.0%} of the CPUs")
 
     @contextmanager
     def around(self, log_dir: Path) -> Iterator[None]:
@@ -65,6 +70,7 @@ class MachineConditions:
             self.protocol.cpu_look_s,
             timeout_s=0.0 if self.still_busy else self.idle_timeout_s,
             refuse_at_once=self.refuse_busy,
+            waiting=self._waiting,
         )
         self.still_busy = check.busy
         store.write_json(log_dir / IDLE, {"schema_version": 1, **check.to_dict()})

@@ -13,25 +13,28 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
+import numpy as np
 import pandas as pd
 
 from kit.errors import UserError
 from kit.measure import timing
-from kit.protocol.shipped import Changed, Shipped, ShippedJson, against_shipped, shipped_sha256
-from kit.report import aa, intervals, next_steps, tables
+from kit.protocol.shipped import Shipped, ShippedJson, against_shipped, shipped_sha256
+from kit.report import aa, flags, intervals, next_steps, tables
 from kit.report.states import Publication
 from kit.results import audit
 from kit.results.store import PROTOCOL, ResultsDir, load_protocol
 
 # 2: each configuration's class, the interval of B / A and the reason; 3: its key "schema_version",
 # and each side's A/A spread (kit.report.aa) where its series measured one; 4: each directory's
-# protocol against the one the kit ships (kit.protocol.shipped)
+# protocol against the one the kit ships (kit.protocol.shipped), one ratio, B / A
+# (ratio_a_over_b gone), each side's run count, flagged runs and A/A flag, no interval below
+# intervals.MIN_RUNS runs a side, and "gate" where --fail-slower was given
 SCHEMA = 4
 KEY = ["model", "precision", "side", "variant"]
 SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
@@ -60,6 +63,7 @@ class OnlyIn(TypedDict):
     side: str
     variant: str
     card: str
+    has_time: bool  # whether it has a time there (§5), shown or withheld by rule 6
 
 
 class Compared(TypedDict):
@@ -73,12 +77,17 @@ class Compared(TypedDict):
     card_b: str
     state_a: str
     state_b: str
+    # whether each side has a time (§5: every planned timed run ok), shown or withheld by rule 6
+    has_time_a: bool
+    has_time_b: bool
     a_s: Timed | None
     b_s: Timed | None
-    ratio_a_over_b: float | None
     ranges_overlap: bool | None
     # whether B reproduces A (the kit's diagnostic, in nvbench's manner): same, faster, slower,
-    # ambiguous; None where a side has no time. The interval is of B's median over A's.
+    # ambiguous; None where a side has no time. The ratio and its interval are B's median over
+    # A's (above 1: B slower); no interval below intervals.MIN_RUNS runs a side.
+    runs_a: int
+    runs_b: int
     ratio_b_over_a: float | None
     interval_b_over_a: tuple[float, float] | None
     interval_level: float | None
@@ -88,6 +97,12 @@ class Compared(TypedDict):
     # ratio from 1); None where its series ran no A/A runs of it, and its range stands instead
     aa_spread_a: float | None
     aa_spread_b: float | None
+    # §5's flags on this configuration's timed runs, in words (kit.report.flags); None where none
+    flagged_a: str | None
+    flagged_b: str | None
+    # why each side's series' A/A is not level (kit.report.aa's title label); None where level
+    aa_not_level_a: str | None
+    aa_not_level_b: str | None
 
 
 class Comparison(TypedDict):
@@ -107,6 +122,8 @@ class Comparison(TypedDict):
     threshold: float
     # rule 6's way out where a time is withheld: `--preview`, the checks and the gating commands
     way_out: list[str]
+    # `--fail-slower`'s gate (kit.report.compare_gate), where it was given
+    gate: NotRequired[dict[str, object]]
 
 
 @dataclass(frozen=True)
@@ -122,6 +139,8 @@ class Side:
     preview: bool = False  # its times shown labelled preparation (a smoke series always is)
     way_out: tuple[str, ...] = ()  # the commands that make the checks rule 6 waits for
     shipped: Shipped | None = None  # its protocol file against the one the kit ships
+    flagged: Mapping[str, str] = field(default_factory=dict)  # kit.report.flags.by_config
+    aa_not_level: str = ""  # why its series' A/A is not level, "" where level or none ran
 
 
 def read(root: Path, *, preview: bool = False) -> Side:
@@ -144,8 +163,9 @@ def read(root: Path, *, preview: bool = False) -> Side:
     spreads = aa.spreads(t.aa)
     found = against_shipped(rd.root / PROTOCOL)
     return Side(
-        root, sha256, t.configurations, step_s, threshold, spreads, t.preview, way_out, found
-    )
+        root, sha256, t.configurations, step_s, threshold, spreads, t.preview, way_out, found,
+        flagged=flags.by_config(t.runs), aa_not_level=flags.aa_words(t.aa),
+    )  # fmt: skip
 
 
 def _state(row: pd.Series) -> str:
@@ -195,6 +215,21 @@ def _spread_words(aa_a: float | None, aa_b: float | None) -> str:
     return "one side's A/A spread and the other's range"
 
 
+def _bounds(
+    a_s: Sequence[float], b_s: Sequence[float], ta: Timed, tb: Timed
+) -> tuple[intervals.Interval | None, float, float, str]:
+    """The ratio B / A's bounds and how they are said: the bootstrap interval from
+    intervals.MIN_RUNS runs a side (docs/benchmarks.md: below it the interval holds the true
+    ratio far less often than it claims), else the ranges' bounds, B's fastest over A's slowest
+    and B's slowest over A's fastest."""
+    runs = min(len(a_s), len(b_s))
+    if runs >= intervals.MIN_RUNS:
+        iv = intervals.ratio_interval(b_s, a_s)
+        return iv, iv.low, iv.high, f"{iv.level:.0%} interval {iv.low:.3f}–{iv.high:.3f}"
+    low, high = tb["min"] / ta["max"], tb["max"] / ta["min"]
+    return None, low, high, f"{intervals.no_interval(runs)}; the ranges give {low:.3f}–{high:.3f}"
+
+
 def classify(
     a_s: Sequence[float],
     b_s: Sequence[float],
@@ -202,48 +237,71 @@ def classify(
     tb: Timed,
     threshold: float,
     aa_spreads: tuple[float | None, float | None] = (None, None),
-) -> tuple[str, intervals.Interval, str]:
-    """Whether B reproduces A: `faster` or `slower` when the interval of B / A lies clear of 1
-    by more than the threshold, `same` when the difference lies within the two sides' combined
-    spreads (their A/A spreads where measured, else their ranges; or under the threshold),
-    `ambiguous` when neither."""
-    iv = intervals.ratio_interval(b_s, a_s)
+    conditions: Sequence[str] = (),
+) -> tuple[str, intervals.Interval | None, str]:
+    """Whether B reproduces A: `faster` or `slower` when the bounds of B / A (the interval, or
+    below intervals.MIN_RUNS runs a side the ranges) lie clear of 1 by more than the threshold
+    and the difference beyond the two sides' spreads, `same` when the difference lies within the
+    two sides' combined spreads (their A/A spreads where measured, else their ranges; or under
+    the threshold), `ambiguous` when neither, or whatever the numbers say when `conditions`
+    (flagged runs, an A/A not level) name why they cannot be taken at their word."""
+    ratio = float(np.median(b_s) / np.median(a_s))
+    iv, low, high, shown = _bounds(a_s, b_s, ta, tb)
     spread = aa_or_range_spread(ta, aa_spreads[0]) + aa_or_range_spread(tb, aa_spreads[1])
     spread_words = _spread_words(*aa_spreads)
-    shown = f"{iv.level:.0%} interval {iv.low:.3f}–{iv.high:.3f}"
-    if iv.high < 1 - threshold:
-        return (
-            FASTER,
-            iv,
-            f"B faster by {intervals.percent(iv.ratio)}; {shown} below 1 − {threshold:.1%}",
-        )
-    if iv.low > 1 + threshold:
-        return (
-            SLOWER,
-            iv,
-            f"B slower by {intervals.percent(iv.ratio)}; {shown} above 1 + {threshold:.1%}",
-        )
-    difference = abs(iv.ratio - 1)
-    if difference <= max(spread, threshold):
+    difference = abs(ratio - 1)
+    beyond = iv is not None or difference > spread  # without an interval the spreads decide too
+    if low > 1 + threshold and beyond:
+        verdict = SLOWER
+        reason = f"B slower by {intervals.percent(ratio)}; {shown}, above 1 + {threshold:.1%}"
+    elif high < 1 - threshold and beyond:
+        verdict = FASTER
+        reason = f"B faster by {intervals.percent(ratio)}; {shown}, below 1 − {threshold:.1%}"
+    elif difference <= max(spread, threshold):
         within = spread_words if difference <= spread else f"the threshold {threshold:.1%}"
-        return SAME, iv, f"difference {intervals.percent(iv.ratio)}, within {within}"
-    return (
-        AMBIGUOUS,
-        iv,
-        (
-            f"difference {intervals.percent(iv.ratio)} beyond {spread_words} ({spread:.1%}), "
-            f"but the {shown} is not clear of 1 ± {threshold:.1%}"
-        ),
-    )
+        verdict, reason = SAME, f"difference {intervals.percent(ratio)}, within {within}"
+    else:
+        verdict = AMBIGUOUS
+        reason = (
+            f"difference {intervals.percent(ratio)} beyond {spread_words} ({spread:.1%}), "
+            f"but {shown}, not clear of 1 ± {threshold:.1%}"
+        )
+    if conditions:  # §5's flags: the numbers may be the machine's, whatever they read
+        reason = f"{'; '.join(conditions)}; the numbers alone read {verdict}: {reason}"
+        verdict = AMBIGUOUS
+    return verdict, iv, reason
+
+
+def _conditions(e: Compared) -> list[str]:
+    """Why a configuration's numbers cannot be taken at their word: its flagged runs on either
+    side, either side's A/A not level."""
+    said = [
+        f"{name}: {text}"
+        for name, text in (
+            ("A", e["flagged_a"]),
+            ("B", e["flagged_b"]),
+            ("A's series", e["aa_not_level_a"]),
+            ("B's series", e["aa_not_level_b"]),
+        )
+        if text
+    ]
+    return said
+
+
+def _no_time(ta: Timed | None, tb: Timed | None, state_a: str, state_b: str) -> str:
+    if ta is None and tb is None:
+        return f"no time on either side (A: {state_a}; B: {state_b})"
+    return f"no time in A: {state_a}" if ta is None else f"no time in B: {state_b}"
 
 
 def _compared(
     key: tuple, ra: pd.Series, rb: pd.Series, a: Side, b: Side, threshold: float
 ) -> Compared:
-    """One configuration both directories ran: both states and times, their ratio, and whether
-    their ranges overlap."""
+    """One configuration both directories ran: both states and times, their ratio, whether
+    their ranges overlap, and the class."""
     model, precision, side, variant = key  # KEY's order
     ta, tb = _timed(ra), _timed(rb)
+    ca, cb = str(ra["config"]), str(rb["config"])
     entry = Compared(
         model=model,
         precision=precision,
@@ -253,45 +311,50 @@ def _compared(
         card_b=rb["card"],
         state_a=_shown(ra),
         state_b=_shown(rb),
+        has_time_a=has_time(ra),
+        has_time_b=has_time(rb),
         a_s=ta,
         b_s=tb,
-        ratio_a_over_b=None,
         ranges_overlap=None,
+        runs_a=len(a.step_s.get(ca, ())) if ta else 0,
+        runs_b=len(b.step_s.get(cb, ())) if tb else 0,
         ratio_b_over_a=None,
         interval_b_over_a=None,
         interval_level=None,
         verdict=None,
-        reason="no time on one side" if not (ta and tb) else "",
-        aa_spread_a=a.aa_spread.get(str(ra["config"])),
-        aa_spread_b=b.aa_spread.get(str(rb["config"])),
+        reason="",
+        aa_spread_a=a.aa_spread.get(ca),
+        aa_spread_b=b.aa_spread.get(cb),
+        flagged_a=a.flagged.get(ca) or None,
+        flagged_b=b.flagged.get(cb) or None,
+        aa_not_level_a=a.aa_not_level or None,
+        aa_not_level_b=b.aa_not_level or None,
     )
-    if ta and tb:
-        entry["ratio_a_over_b"] = ta["median"] / tb["median"]
-        entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
-        verdict, iv, reason = classify(
-            a.step_s[str(ra["config"])],
-            b.step_s[str(rb["config"])],
-            ta,
-            tb,
-            threshold,
-            (entry["aa_spread_a"], entry["aa_spread_b"]),
-        )
-        entry["ratio_b_over_a"] = iv.ratio
+    if not (ta and tb):
+        entry["reason"] = _no_time(ta, tb, entry["state_a"], entry["state_b"])
+        return entry
+    entry["ranges_overlap"] = ta["min"] <= tb["max"] and tb["min"] <= ta["max"]
+    verdict, iv, reason = classify(
+        a.step_s[ca],
+        b.step_s[cb],
+        ta,
+        tb,
+        threshold,
+        (entry["aa_spread_a"], entry["aa_spread_b"]),
+        _conditions(entry),
+    )
+    entry["ratio_b_over_a"] = float(np.median(b.step_s[cb]) / np.median(a.step_s[ca]))
+    if iv is not None:
         entry["interval_b_over_a"] = (iv.low, iv.high)
         entry["interval_level"] = iv.level
-        entry["verdict"] = verdict
-        entry["reason"] = reason
+    entry["verdict"] = verdict
+    entry["reason"] = reason
     return entry
 
 
-def slower_than(result: Comparison, fail_slower: float) -> list[Compared]:
-    """The configurations where B is slower than A by more than `fail_slower` (0.02 is 2%),
-    its interval of B / A clear of 1 + fail_slower: `--fail-slower`'s gate."""
-    return [
-        e
-        for e in result["both"]
-        if e["interval_b_over_a"] is not None and e["interval_b_over_a"][0] > 1 + fail_slower
-    ]
+def has_time(row: pd.Series) -> bool:
+    """Whether a configuration has a time (§5: every planned timed run ok), shown or withheld."""
+    return _state(row) == "complete"
 
 
 def compare(
@@ -332,6 +395,7 @@ def compare(
                     side=side,
                     variant=variant,
                     card=present["card"],
+                    has_time=has_time(present),
                 )
             )
             continue
@@ -357,96 +421,3 @@ def _shipped_json(side: Side) -> ShippedJson:
     without its protocol file (no key is named then)."""
     found = side.shipped or Shipped(side.protocol_sha256, shipped_sha256(), ())
     return found.to_json()
-
-
-def _shipped_lines(result: Comparison) -> list[str]:
-    """Where a directory's protocol is not the one the kit ships: said first, key by key."""
-    lines = []
-    for name, found in (("A", result["protocol_a"]), ("B", result["protocol_b"])):
-        if found["shipped"]:
-            continue
-        lines.append(
-            f"**{name} ran under a protocol the kit does not ship** (SHA-256 "
-            f"{found['sha256'][:12]}…, the shipped one's {found['shipped_sha256'][:12]}…):"
-        )
-        lines.append("")
-        lines += [
-            f"- {Changed(c['key'], c['shipped'], c['here']).line()}" for c in found["differences"]
-        ] or ["- its text differs from the shipped file's (comments or layout); no key does"]
-        lines.append("")
-    return lines
-
-
-def _ms(t: Timed | None, state: str) -> str:
-    if t is None:
-        return state
-    return f"{t['median'] * 1e3:.3f} ms ({t['min'] * 1e3:.3f}–{t['max'] * 1e3:.3f})"
-
-
-def _interval(e: Compared) -> str:
-    if e["ratio_b_over_a"] is None or e["interval_b_over_a"] is None:
-        return "—"
-    low, high = e["interval_b_over_a"]
-    return f"{e['ratio_b_over_a']:.3f} ({low:.3f}–{high:.3f})"
-
-
-def markdown(result: Comparison) -> str:
-    """The comparison as a Markdown table, with what is in one directory only."""
-    title = f"# {result['a']} (A) against {result['b']} (B)"
-    if not (result["protocol_a"]["shipped"] and result["protocol_b"]["shipped"]):
-        title += " — not the protocol the kit ships"
-    if result.get("preview"):
-        title += " — preparation: not a protocol result"
-    lines = [title, "", *_shipped_lines(result)]
-    if result["protocol_changed"]:
-        lines += [
-            "**The two directories ran under different protocols** (--allow-protocol-change).",
-            "",
-        ]
-    lines += [
-        "Step time per configuration: median (range, fastest to slowest), recomputed from each "
-        "directory's raw logs. A configuration without a time shows its state.",
-        "",
-        "B against A, the kit's diagnostic (outside §10): `same` where the difference lies "
-        "within the two sides' A/A spreads (their ranges where a series ran no A/A runs), "
-        "`faster` or `slower` where the bootstrap interval of B / A "
-        f"lies clear of 1 by more than {result['threshold']:.1%}, `ambiguous` otherwise.",
-        "",
-        "| model | precision | side | variant | card A | card B | A | B | A / B | ranges overlap "
-        "| B | B / A (interval) | why |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for e in result["both"]:
-        ratio = f"{e['ratio_a_over_b']:.3f}" if e["ratio_a_over_b"] is not None else "—"
-        overlap = {True: "yes", False: "no", None: "—"}[e["ranges_overlap"]]
-        lines.append(
-            f"| {e['model']} | {e['precision']} | {e['side']} | {e['variant']} | {e['card_a']} "
-            f"| {e['card_b']} | {_ms(e['a_s'], e['state_a'])} | {_ms(e['b_s'], e['state_b'])} "
-            f"| {ratio} | {overlap} | {e['verdict'] or '—'} | {_interval(e)} | {e['reason']} |"
-        )
-    lines += _withheld_lines(result)
-    for name, only in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
-        if only:
-            lines += ["", f"Only in {name}:", ""]
-            lines += [
-                f"- {o['model']} · {o['precision']} · {o['side']} · {o['variant']} ({o['card']})"
-                for o in only
-            ]
-    return "\n".join(lines) + "\n"
-
-
-def _withheld_lines(result: Comparison) -> list[str]:
-    """Rule 6's way out, where it withholds a time: `--preview`, or the checks that give it."""
-    states = [x for e in result["both"] for x in (e["state_a"], e["state_b"])]
-    if not any(Publication.of(x) is Publication.WITHHELD for x in states):
-        return []
-    lines = [
-        "",
-        "Rule 6 withholds the times of configurations whose correctness check has not passed. "
-        f"`micakit compare {result['a']} {result['b']} --preview` shows them, labelled "
-        "preparation: not a protocol result.",
-    ]
-    if result.get("way_out"):
-        lines += ["", "The checks that give them a verdict, then the verdicts gated by them:", ""]
-        lines += [f"    {x}" for x in result["way_out"]]
-    return lines

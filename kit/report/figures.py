@@ -21,6 +21,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
 from matplotlib.transforms import ScaledTranslation
 
@@ -142,6 +143,14 @@ def step_times_figure(rows: list[StepTimeRow], title: str, earlier: bool = False
         ax.set_xlabel(_step_axis(ax, [float(np.median(r.step_s)) for r in rows if r.step_s]))
     ax.grid(True, axis="x", color="0.85", linewidth=0.6)
     ax.set_title(_wrap(title, 110), fontsize=10)
+    _legend(fig, ax, looks, earlier)
+    fig.tight_layout()
+    return fig
+
+
+def _legend(fig: Figure, ax: Axes, looks: list[Style], earlier: bool) -> None:
+    """The step-time plot's legend, below the axis' label: a run, the median, the range; its
+    swatches in the rows' own colours (`earlier`: grey, as a kit before drew them)."""
     handles = [
         Line2D([], [], marker="o", linestyle="", color="0.3", label="a timed run"),
         Line2D(
@@ -149,11 +158,22 @@ def step_times_figure(rows: list[StepTimeRow], title: str, earlier: bool = False
         ),
         Line2D([], [], color="0.3", linewidth=7, alpha=0.3, label="range (fastest to slowest)"),
     ]
+    if not earlier:  # the swatches in the rows' own colours, as the bars and dots are drawn
+        shown = list({look.colour: look for look in looks}.values())
+        if shown:
+            handles[0] = tuple(  # type: ignore[call-overload]
+                Line2D([], [], marker=x.marker, linestyle="", color=x.colour) for x in shown
+            )
+            handles[2] = tuple(  # type: ignore[call-overload]
+                Line2D([], [], color=x.colour, linewidth=7, alpha=0.3) for x in shown
+            )
     # below the axis' label, whatever the figure's height (a series of one configuration is
     # short: a place in the axis' own fraction of it would lie on the label)
     below = ScaledTranslation(0, -LEGEND_BELOW_IN, fig.dpi_scale_trans)
     ax.legend(
         handles=handles,
+        labels=["a timed run", "median", "range (fastest to slowest)"],
+        handler_map={tuple: HandlerTuple(ndivide=None)},
         fontsize=8,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.16) if earlier else (0.5, 0.0),
@@ -161,8 +181,6 @@ def step_times_figure(rows: list[StepTimeRow], title: str, earlier: bool = False
         ncol=3,
         frameon=False,
     )
-    fig.tight_layout()
-    return fig
 
 
 def _step_axis(ax: Axes, medians_ms: list[float]) -> str:
@@ -333,18 +351,27 @@ class CompileCost:
     why: str = ""  # why no break-even is given: eager itself, no eager, overlapping ranges
 
 
-def compile_costs_png(rows: list[CompileCost], title: str, earlier: bool = False) -> bytes:
+def compile_costs_png(
+    rows: list[CompileCost], title: str, earlier: bool = False, warm_up_only: bool = False
+) -> bytes:
     """compile_costs_figure as PNG."""
-    return png_bytes(compile_costs_figure(rows, title, earlier))
+    return png_bytes(compile_costs_figure(rows, title, earlier, warm_up_only))
 
 
-def compile_costs_figure(rows: list[CompileCost], title: str, earlier: bool = False) -> Figure:
+def compile_costs_figure(
+    rows: list[CompileCost], title: str, earlier: bool = False, warm_up_only: bool = False
+) -> Figure:
     """Left, each mode's warm-up, median and range; right, its break-even against eager. A
     range below zero is drawn below zero, never cut (`earlier`: as a kit before summary.json's
-    schema 3 drew it, from zero)."""
+    schema 3 drew it, from zero). `warm_up_only`: the warm-ups alone, where no compiled mode
+    has a break-even to draw (eager alone ran)."""
     n = max(len(rows), 1)
     fig = Figure(figsize=(12, 1.8 + 0.6 * n))
-    left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 2]})
+    if warm_up_only:
+        left = fig.subplots(1, 1)
+        right = Figure().subplots(1, 1)  # drawn on, never shown: the panel is left out
+    else:
+        left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 2]})
     ys = list(range(len(rows) - 1, -1, -1))
     looks = styles([(PYTORCH, r.variant) for r in rows])
     finite = [r.break_even_steps for r in rows if r.break_even_steps not in (None, math.inf)]
@@ -383,6 +410,8 @@ def compile_costs_figure(rows: list[CompileCost], title: str, earlier: bool = Fa
     right.set_xlabel("break-even against eager (steps)")
     for ax in (left, right):
         ax.grid(True, axis="x", color="0.85", linewidth=0.6)
+    if warm_up_only:
+        left.set_xlim(left.get_xlim()[0], high * 1.25)  # the numbers' room, no panel beside
     fig.suptitle(_wrap(title, 110), fontsize=10)
     fig.tight_layout()
     return fig

@@ -17,7 +17,7 @@ import pandas as pd
 
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import figures, words
+from kit.report import figures, flags, resolution, words
 from kit.report.states import Publication
 from kit.report.tables import Tables
 from kit.results import judging, store
@@ -194,7 +194,13 @@ def step_time_section(ctx: Context) -> Section:
             ".",
         ]
         name = f"step-times.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
-        png = figures.step_times_png(rows, f"Step times · {group.titled}", ctx.earlier)
+        plotted = f"Step times · {group.titled}"
+        # §5's flags in the plot's own title, where the times they may move are drawn (a
+        # directory an earlier kit published keeps its plot as made)
+        if not ctx.earlier and resolution.in_pm(ctx.rd):
+            flagged = flags.words(ctx.t.runs[ctx.t.runs["config"].isin(g["config"])])
+            plotted += f" · {flagged}" if flagged else ""
+        png = figures.step_times_png(rows, plotted, ctx.earlier)
         out.append(Plot(name, png, f"Step times, {title}", tuple(caption)))
     note = " ".join(said) or ("" if out else "No configuration of this series has a timed run yet.")
     return Section("Step times", tuple(out), note)
@@ -343,7 +349,10 @@ def loss_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.loss_curves_png(curves, f"Training loss · {group.titled}")
+        plotted = f"Training loss · {group.titled}"
+        if not ctx.earlier and resolution.in_pm(ctx.rd):  # which run, in the plot's own title
+            plotted += " · each configuration's first timed run that counted (run named)"
+        png = figures.loss_curves_png(curves, plotted)
         name = f"loss.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Loss curves, {title}", tuple(caption)))
     note = "" if out else "No configuration of this series has a timed run that counted yet."
@@ -393,7 +402,12 @@ def compile_cost_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.compile_costs_png(rows, f"What compiling costs · {group.titled}", ctx.earlier)
+        # eager alone: no break-even to draw, so no empty panel for it (a directory an earlier
+        # kit published keeps its plot as made)
+        alone = resolution.in_pm(ctx.rd) and all(r.variant == "eager" for r in rows)
+        png = figures.compile_costs_png(
+            rows, f"What compiling costs · {group.titled}", ctx.earlier, alone and not ctx.earlier
+        )
         name = f"compile-costs.{_slug(*group.configs.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"What compiling costs, {group.title}", tuple(caption)))
     note = "" if out else "No PyTorch mode of this series is complete with its times shown."

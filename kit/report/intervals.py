@@ -33,6 +33,10 @@ SEED = 20260101  # fixed, so a report rendered again reads the same digits
 ALPHA = 0.05
 # percentile intervals: BCa's acceleration is undefined for the few (often tied) runs of a series
 METHOD = "percentile"
+# the fewest runs a side for which the interval is given: with fewer, the kit's 95% interval
+# held the true ratio in 68-69% (2 runs) and 90% (3 runs) of trials on synthetic data of a
+# known ratio, from 5 in 95-97% (benchmarks/kit/coverage.py; docs/benchmarks.md)
+MIN_RUNS = 5
 
 Times = Sequence[float] | npt.NDArray[np.floating]
 
@@ -53,14 +57,16 @@ class Interval:
 
 @dataclass(frozen=True)
 class Paired:
-    """The paired ratios of rounds (contender over PyTorch, round by round)."""
+    """The paired ratios of rounds, round by round: PyTorch over the contender (the protocol's
+    direction, above 1: the contender faster), or with `pm=False` the contender over PyTorch
+    (a directory an earlier kit published)."""
 
     ratios: tuple[float, ...]
     median: float
     low: float  # the smallest round's ratio
     high: float  # the largest round's ratio
-    favour_contender: int  # rounds where the contender's step was shorter (ratio < 1)
-    favour_pytorch: int  # rounds where PyTorch's was shorter (ratio > 1)
+    favour_contender: int  # rounds where the contender's step was shorter
+    favour_pytorch: int  # rounds where PyTorch's was shorter
     interval: Interval | None  # of the median ratio; None with a single round
 
 
@@ -100,12 +106,13 @@ def ratio_interval(contender_s: Times, baseline_s: Times) -> Interval:
     return _bootstrap((a, b), _median_ratio, float(np.median(a) / np.median(b)))
 
 
-def paired(contender_s: Times, baseline_s: Times) -> Paired:
-    """Round by round ratios: `contender_s[i]` and `baseline_s[i]` ran in the same round."""
+def paired(contender_s: Times, baseline_s: Times, *, pm: bool = False) -> Paired:
+    """Round by round ratios: `contender_s[i]` and `baseline_s[i]` ran in the same round;
+    `pm`: baseline over contender (the protocol's P/M), else contender over baseline."""
     a, b = np.asarray(contender_s, float), np.asarray(baseline_s, float)
     if len(a) != len(b) or not len(a):
         raise ValueError(f"paired rounds need one time per side per round ({len(a)} and {len(b)})")
-    ratios = a / b
+    ratios = b / a if pm else a / b
     median = float(np.median(ratios))
     interval = _bootstrap((ratios,), np.median, median) if len(ratios) > 1 else None
     return Paired(
@@ -113,8 +120,8 @@ def paired(contender_s: Times, baseline_s: Times) -> Paired:
         median=median,
         low=float(ratios.min()),
         high=float(ratios.max()),
-        favour_contender=int((ratios < 1).sum()),
-        favour_pytorch=int((ratios > 1).sum()),
+        favour_contender=int((a < b).sum()),
+        favour_pytorch=int((a > b).sum()),
         interval=interval,
     )
 
@@ -136,6 +143,16 @@ def floor_unpaired_p(n: int, m: int) -> float:
     return float(apart.pvalue)
 
 
+def no_interval(runs: int) -> str:
+    """What stands where the runs are too few for an interval (MIN_RUNS)."""
+    return f"{runs} runs a side: no interval"
+
+
+def carries(contender_s: Times, baseline_s: Times) -> bool:
+    """Whether both sides have the MIN_RUNS runs an interval needs."""
+    return min(len(contender_s), len(baseline_s)) >= MIN_RUNS
+
+
 def percent(ratio: float) -> str:
     return f"{abs(ratio - 1) * 100:.1f}%"
 
@@ -153,33 +170,61 @@ def rounds_words(rounds: int) -> str:
     return f"with {rounds} rounds a sign test could reach p = {floor:.2g} at best"
 
 
+def digits(low: float, high: float) -> int:
+    """Decimals enough to tell an interval's ends apart, and never fewer than three: 0.000431
+    and 0.000452 read "0.000431–0.000452", not "0.000–0.000"."""
+    lowest = min(abs(low), abs(high))
+    if lowest == 0 or not np.isfinite(lowest):
+        return 3
+    return max(3, int(-np.floor(np.log10(lowest))) + 2)
+
+
+def shown(iv: Interval, what: str = "interval") -> str:
+    """ "95% interval 1.025–1.132", to enough digits."""
+    d = digits(iv.low, iv.high)
+    return f"{iv.level:.0%} {what} {iv.low:.{d}f}–{iv.high:.{d}f}"
+
+
 def words(
     contender_s: Times,
     baseline_s: Times,
     *,
     rounds_paired: bool = True,
     aa_spread: float | None = None,
+    pm: bool = False,
 ) -> str:
     """The resolution beside a verdict: the difference, this card's A/A spread where the series
-    measured one (kit.report.aa), the interval of the ratio, the paired rounds where the runs
-    pair up, and what the run count can support."""
-    iv = ratio_interval(contender_s, baseline_s)
-    shown = f"{iv.level:.0%} interval of the ratio {iv.low:.3f}–{iv.high:.3f}"
+    measured one (kit.report.aa), the interval of the ratio (from MIN_RUNS runs a side), the
+    paired rounds where the runs pair up, and what the run count can support. `pm`: the ratio
+    PyTorch over contender (the protocol's), else contender over PyTorch (an earlier kit's)."""
+    if pm and not carries(contender_s, baseline_s):
+        ratio = float(np.median(baseline_s) / np.median(contender_s))
+        spread = "" if aa_spread is None else f"; this card's A/A spread {aa_spread:.1%}"
+        runs = no_interval(min(len(contender_s), len(baseline_s)))
+        return f"ratio P/M {ratio:.3f}, difference {percent(ratio)}{spread}; {runs}"
+    iv = ratio_interval(baseline_s, contender_s) if pm else ratio_interval(contender_s, baseline_s)
+    shown_iv = shown(iv, "interval of the ratio")
+    if not pm:  # as an earlier kit published it: three decimals
+        shown_iv = f"{iv.level:.0%} interval of the ratio {iv.low:.3f}–{iv.high:.3f}"
     spread = "" if aa_spread is None else f"this card's A/A spread {aa_spread:.1%}"
     if aa_spread is not None and within(iv.ratio, aa_spread):
+        named = f"ratio P/M {iv.ratio:.3f}, " if pm else ""
         return (
-            f"difference {percent(iv.ratio)}, within this card's A/A spread: these runs cannot "
-            f"tell the two apart; {spread}; {shown}"
+            f"{named}difference {percent(iv.ratio)}, within this card's A/A spread: these runs "
+            f"cannot tell the two apart; {spread}; {shown_iv}"
         )
     head = f"difference {percent(iv.ratio)}" + (f"; {spread}" if spread else "")
+    if pm:  # the ratio the interval bounds, named before it
+        head = f"ratio P/M {iv.ratio:.3f}, {head}"
     if not can_tell(iv):
-        return f"{head}; {shown} holds 1: these runs cannot tell the two apart"
-    parts = [head, shown]
+        return f"{head}; {shown_iv} holds 1: these runs cannot tell the two apart"
+    parts = [head, shown_iv]
     if rounds_paired and len(contender_s) == len(baseline_s):
-        p = paired(contender_s, baseline_s)
+        p = paired(contender_s, baseline_s, pm=pm)
         n = len(p.ratios)
+        d = digits(p.low, p.high) if pm else 3
         parts.append(
-            f"paired rounds: median {p.median:.3f} ({p.low:.3f}–{p.high:.3f}), "
+            f"paired rounds: median {p.median:.{d}f} ({p.low:.{d}f}–{p.high:.{d}f}), "
             f"{p.favour_contender} of {n} favour the contender, {p.favour_pytorch} PyTorch"
         )
         parts.append(rounds_words(n))

@@ -74,7 +74,8 @@ def comparison_lines(
         lines.append("")
         lines += _comparison_notes(g)
         if resolved:  # beside each verdict, how far its runs can tell the sides apart
-            found_rows = ((r, resolution.of_row(t.runs, r, t.aa)) for _, r in g.iterrows())
+            pm = resolution.in_pm(rd)
+            found_rows = ((r, resolution.of_row(t.runs, r, t.aa, pm)) for _, r in g.iterrows())
             lines += [resolution.line(r, x) for r, x in found_rows if x is not None]
         lines.append("")
     return lines
@@ -308,21 +309,6 @@ def aa_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
     return aa.lines(t.aa, protocol.diagnostics.threshold, named, caption(t, text))
 
 
-def _title(rd: ResultsDir, t: Tables, protocol: Protocol, differs: Shipped | None) -> str:
-    """report.md's first line, with every label its numbers travel with."""
-    manifest = rd.manifest()
-    found = rd.versions()
-    label = f" — {preparation_label(found)}" if is_preparation(found) else ""
-    if differs and not differs.shipped:
-        label += f" — {differs.label()}"
-    label += "".join(f" — {x}" for x in labels(t))
-    if level := aa.title_label(t.aa):  # the kit's diagnostic: this card's A/A not level
-        label += f" — {level}"
-    smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
-    title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
-    return title + label
-
-
 def markdown_report(
     rd: ResultsDir,
     t: Tables,
@@ -376,17 +362,47 @@ def markdown_report(
                 f"([logs]({r['log_dir']}))"
             )
         lines.append("")
-    lines += ["## Amendments in force", ""]
-    in_force = set(rd.manifest().amendments_in_force)
-    for a in protocol.amendments:
-        if a.number in in_force:
-            lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")
-    lines.append("")
+    lines += _amendment_lines(rd, protocol)
     text = "\n".join(lines)
     smoke_scaling = smoke_args(rd, protocol)
     if earlier or smoke_scaling is None:
         return text  # §9: M1's size sentence travels with every M1 number
     return _described_once(text, t, protocol, smoke_scaling)
+
+
+def _title(rd: ResultsDir, t: Tables, protocol: Protocol, differs: Shipped | None) -> str:
+    """The report's title with its labels: rule 9's and rule 6's, D3's, a protocol other than
+    the shipped one, an A/A not level."""
+    manifest = rd.manifest()
+    found = rd.versions()
+    other = f" — {differs.label()}" if differs and not differs.shipped else ""
+    label = f" — {preparation_label(found)}" if is_preparation(found) else ""
+    label += other
+    label += "".join(f" — {x}" for x in labels(t))
+    if level := aa.title_label(t.aa):  # the kit's diagnostic: this card's A/A not level
+        label += f" — {level}"
+    smoke = " (CPU smoke series: scaled-down models, not a protocol measurement)"
+    title = f"# {protocol.name} series on {manifest.card}{smoke if manifest.smoke else ''}"
+    # an earlier kit's directory keeps its title as made
+    if manifest.smoke and resolution.in_pm(rd):
+        # rule 6's label, the one disclaimer a smoke series needs (it is a preview whole)
+        title = f"# {protocol.name} CPU smoke series — {states.PREVIEW} (scaled-down models)"
+        label = other + (f" — {level}" if level else "")
+    return title + label
+
+
+def _amendment_lines(rd: ResultsDir, protocol: Protocol) -> list[str]:
+    """The amendments in force, each in full; a smoke series', which measures nothing they
+    govern, named in one line (an earlier kit's directory keeps its list as made)."""
+    lines = ["## Amendments in force", ""]
+    in_force = set(rd.manifest().amendments_in_force)
+    if rd.manifest().smoke and resolution.in_pm(rd):
+        named = ", ".join(str(a.number) for a in protocol.amendments if a.number in in_force)
+        return [*lines, f"Amendments {named}; each in full in `protocol.toml`.", ""]
+    for a in protocol.amendments:
+        if a.number in in_force:
+            lines.append(f"- Amendment {a.number}, {a.date}: {a.title}. {a.reason}")
+    return [*lines, ""]
 
 
 def _described_once(text: str, t: Tables, protocol: Protocol, smoke: list[str]) -> str:

@@ -15,7 +15,7 @@ import math
 import pandas as pd
 
 from kit.protocol.load import Protocol
-from kit.report import compile_cost, states, words
+from kit.report import compile_cost, flags, resolution, states, words
 from kit.report.tables import Tables
 from kit.report.verdict import FASTER, LEVEL, SLOWER
 from kit.results.store import ResultsDir
@@ -43,8 +43,10 @@ VERSION_WORDS = {
 }
 
 
-def _said(r: pd.Series) -> str:
-    """The summary's verdict cell: D1's verdict, or "no verdict" with the state or reason."""
+def _said(r: pd.Series, as_table: bool = True) -> str:
+    """The summary's verdict cell: D1's verdict, or "no verdict" with the state or reason; a
+    preview's in the comparison table's words (`as_table`; the title says it is preparation),
+    else as an earlier kit said it."""
     state = str(r["contender_state"])
     word = state.split(":")[0]
     if word in (states.State.VOID, states.State.FAILED):
@@ -54,10 +56,20 @@ def _said(r: pd.Series) -> str:
         return f"no verdict: {state}"
     publication = states.Publication.of(r["publication"])
     if publication is states.Publication.PREVIEW:
-        return f"no verdict: {states.PREVIEW}"
+        return str(r["verdict"]) if as_table else f"no verdict: {states.PREVIEW}"
     if publication is states.Publication.WITHHELD:
         return f"no verdict: {r['publication']}"
     return str(r["verdict"])
+
+
+NONE_RAN = {  # the summary's row of a model and precision no contender configuration ran
+    "contender build": "none ran",
+    "verdict": "no verdict: no contender configuration ran",
+    "contender median (ms)": "—",
+    "against": "—",
+    "PyTorch median (ms)": "—",
+    "ratio P/M": "—",
+}
 
 
 def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
@@ -78,23 +90,15 @@ def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
         base = {"card": card} if cards else {}
         base |= {"model": words.model_short(protocol.models, model, smoke), "precision": precision}
         if mine.empty:
-            rows.append(
-                base
-                | {
-                    "contender build": "none ran",
-                    "verdict": "no verdict: no contender configuration ran",
-                    "contender median (ms)": "—",
-                    "against": "—",
-                    "PyTorch median (ms)": "—",
-                    "ratio P/M": "—",
-                }
-            )
+            rows.append(base | NONE_RAN)
             continue
         for _, r in mine.iterrows():
-            said = _said(r)
+            said = _said(r, resolution.in_pm(rd))
             # a time beside a verdict, or a preview's labelled as preparation (the first
             # screen shows the numbers a reader came for); never a withheld or incomplete one
-            shown = said in VERDICTS or said == f"no verdict: {states.PREVIEW}"
+            preview = states.Publication.of(r["publication"]) is states.Publication.PREVIEW
+            complete = str(r["contender_state"]) == states.State.COMPLETE.value
+            shown = said in VERDICTS or (preview and complete)
             mode = r["pytorch_fastest_mode"]
             against = (
                 words.pytorch_name(found, mode, precision, r["pytorch_attention"] or "—")
@@ -114,13 +118,20 @@ def summary_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
                     "ratio P/M": f"{r['ratio']:.3f}" if shown else "—",
                 }
             )
-    sizes = words.models_of(t, configs, protocol, rd)
     text = (
         "Summary, one line per model and precision: D1's verdict with both medians and their "
-        f"ratio (PyTorch's median over the contender's), or why there is none; {sizes}"
+        "ratio (PyTorch's median over the contender's), or why there is none; "
+        f"{words.models_of(t, configs, protocol, rd)}"
     )
     table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
-    return [f"## {SUMMARY}", "", words.caption(t, text), "", table, ""]
+    return [f"## {SUMMARY}", "", words.caption(t, text), "", table, "", *_conditions(rd, t)]
+
+
+def _conditions(rd: ResultsDir, t: Tables) -> list[str]:
+    """§5's flags beside the numbers they may move (a directory an earlier kit published keeps
+    its summary as made, for verify)."""
+    said = flags.headline(t.runs, t.aa) if resolution.in_pm(rd) else ""
+    return [f"**{said}.**", ""] if said else []
 
 
 def metadata_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:

@@ -26,16 +26,21 @@ from kit.results.store import ResultsDir
 
 LABEL = "the kit's diagnostic, outside §10"
 FIRST_SCHEMA = 2  # summary.json's schema from which a publication carries the resolution
+# summary.json's schema from which the resolution is PyTorch over contender (the protocol's P/M,
+# the direction of the ratio beside it), with no interval below intervals.MIN_RUNS runs a side
+PM_SCHEMA = 4
 
 
 @dataclass(frozen=True)
 class Resolution:
-    """One comparison's resolution: contender over PyTorch's fastest mode (below 1: the
-    contender is faster). `paired_*` from the rounds where both ran; None where fewer than two."""
+    """One comparison's resolution: PyTorch's fastest mode over the contender (the protocol's
+    P/M, above 1: the contender is faster; an earlier kit's publication, contender over
+    PyTorch). `paired_*` from the rounds where both ran; None where fewer than two. No interval
+    below intervals.MIN_RUNS runs a side."""
 
     ratio: float
-    interval_low: float
-    interval_high: float
+    interval_low: float | None
+    interval_high: float | None
     level: float
     resamples: int
     told_apart: bool
@@ -71,35 +76,38 @@ def _timed(runs: pd.DataFrame, row: pd.Series, side: str, variant: str) -> pd.Se
 
 
 def of_row(
-    runs: pd.DataFrame, row: pd.Series, aa_table: pd.DataFrame | None = None
+    runs: pd.DataFrame, row: pd.Series, aa_table: pd.DataFrame | None = None, pm: bool = True
 ) -> Resolution | None:
     """The resolution of one row of the comparison table; None where a side shows no time.
-    `aa_table`: the series' A/A table, whose spread stands beside the difference."""
+    `aa_table`: the series' A/A table, whose spread stands beside the difference; `pm`: in the
+    protocol's direction, PyTorch over contender (False: as an earlier kit published it)."""
     if math.isnan(row["contender_median_step_s"]) or math.isnan(row["pytorch_median_step_s"]):
         return None
     m = _timed(runs, row, CONTENDER, row["contender_build"])
     p = _timed(runs, row, PYTORCH, row["pytorch_fastest_mode"])
-    iv = intervals.ratio_interval(m.to_numpy(), p.to_numpy())
+    iv = intervals.ratio_interval(*((p, m) if pm else (m, p)))
+    carried = not pm or intervals.carries(m, p)
     rounds = sorted(set(m.index) & set(p.index))
-    pair = intervals.paired(m[rounds].to_numpy(), p[rounds].to_numpy()) if rounds else None
+    pair = intervals.paired(m[rounds].to_numpy(), p[rounds].to_numpy(), pm=pm) if rounds else None
     paired_iv = pair.interval if pair else None
     contender_id = f"{row['model']}/{row['precision']}/{CONTENDER}/{row['contender_build']}"
     pytorch_id = f"{row['model']}/{row['precision']}/{PYTORCH}/{row['pytorch_fastest_mode']}"
     spread = aa.spread_beside(aa_table, [contender_id, pytorch_id])
     text = (
-        intervals.words(m[rounds].to_numpy(), p[rounds].to_numpy(), aa_spread=spread)
+        intervals.words(m[rounds].to_numpy(), p[rounds].to_numpy(), aa_spread=spread, pm=pm)
         if rounds
         else ""
     )
+    # told apart: the interval clear of 1 (without one, the ranges apart), and the difference
+    # beyond this card's A/A spread
+    apart = intervals.can_tell(iv) if carried else m.max() < p.min() or p.max() < m.min()
     return Resolution(
         ratio=iv.ratio,
-        interval_low=iv.low,
-        interval_high=iv.high,
+        interval_low=iv.low if carried else None,
+        interval_high=iv.high if carried else None,
         level=iv.level,
         resamples=iv.resamples,
-        # told apart: the interval clear of 1, and the difference beyond this card's A/A spread
-        told_apart=intervals.can_tell(iv)
-        and (spread is None or not intervals.within(iv.ratio, spread)),
+        told_apart=bool(apart) and (spread is None or not intervals.within(iv.ratio, spread)),
         paired_rounds=len(rounds),
         paired_median=pair.median if pair else None,
         paired_min=pair.low if pair else None,
@@ -112,18 +120,42 @@ def of_row(
         smallest_unpaired_p=intervals.floor_unpaired_p(len(m), len(p)),
         aa_spread=spread,
         words=text
-        or intervals.words(m.to_numpy(), p.to_numpy(), rounds_paired=False, aa_spread=spread),
+        or intervals.words(
+            m.to_numpy(), p.to_numpy(), rounds_paired=False, aa_spread=spread, pm=pm
+        ),
     )
 
 
-def of_comparisons(t: Tables) -> list[Resolution | None]:
+def of_comparisons(t: Tables, pm: bool = True) -> list[Resolution | None]:
     """Each row of the comparison table's resolution, in its order."""
-    return [of_row(t.runs, r, t.aa) for _, r in t.comparison.iterrows()]
+    return [of_row(t.runs, r, t.aa, pm) for _, r in t.comparison.iterrows()]
 
 
 def line(row: pd.Series, found: Resolution) -> str:
-    """The resolution as a note under the comparison table."""
+    """The resolution as a note under the comparison table: in the protocol's direction, the
+    ratio P/M it bounds named first."""
     return f"- Resolution of {row['contender_build']} ({LABEL}): {found.words}."
+
+
+def _published_schema(rd: ResultsDir) -> int | None:
+    """The schema of the directory's summary.json; None where there is none or it does not read
+    (verify then names the file as differing)."""
+    path = rd.root / "summary.json"
+    if not path.is_file():
+        return None
+    try:
+        published = json.loads(path.read_text("utf-8"))
+        schema = published.get("schema_version", published.get("schema"))
+    except (ValueError, AttributeError, OSError):
+        return None
+    return schema if isinstance(schema, int) else None
+
+
+def in_pm(rd: ResultsDir) -> bool:
+    """Whether this directory's resolution is PyTorch over contender: it is unless an earlier
+    kit published it (summary.json below PM_SCHEMA), whose report `verify` renders as made."""
+    schema = _published_schema(rd)
+    return schema is None or schema >= PM_SCHEMA
 
 
 def published_with(rd: ResultsDir) -> bool:

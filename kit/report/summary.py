@@ -19,7 +19,7 @@ import pandas as pd
 
 from kit import __version__
 from kit.protocol import shipped
-from kit.report import aa, clocks, resolution, states, verdict
+from kit.report import aa, clocks, flags, resolution, states, verdict
 from kit.report.tables import Tables
 from kit.results import store
 from kit.results.planned import CONTENDER
@@ -30,8 +30,10 @@ SCHEMA = 4  # 2: each comparison's resolution (resolution.py), "clocks", and the
 # verdict by cycles and what the clocks say; 3: the version key "schema_version" (was "schema"),
 # beside each state, verdict and publication its kind (an enum) and its reason (prose), "aa"
 # (kit.report.aa) and each resolution's A/A spread; 4: "protocol", whether it is the one the
-# kit ships and, where not, each key that differs (kit.protocol.shipped);
-# 1 to 3 still read and verified
+# kit ships and, where not, each key that differs (kit.protocol.shipped), "conditions" near the
+# top, its flagged_runs each flagged run with its reason (a count before) and "said", the
+# resolution in the protocol's direction (PyTorch over contender) with no interval below
+# MIN_RUNS runs a side; 1, 2 and 3 still read and verified
 VERSION_KEY = "schema_version"
 # the report's layout since this schema (plots titled with their labels, true axes, report.md
 # linking the plots, report.html linking rerun.sh): an earlier directory's is made as it was
@@ -106,7 +108,9 @@ def _typed(row: dict[str, Any], found: dict[tuple, dict]) -> dict[str, Any]:
     }
 
 
-def _comparisons(t: Tables, resolved: bool, configurations: list[dict]) -> list[dict[str, Any]]:
+def _comparisons(
+    t: Tables, resolved: bool, configurations: list[dict], pm: bool = True
+) -> list[dict[str, Any]]:
     """The comparison table's rows, each with its kinds and reasons; with schema 2 and later,
     each with its resolution (null where a side shows no time), the kit's diagnostic outside
     §10."""
@@ -118,7 +122,7 @@ def _comparisons(t: Tables, resolved: bool, configurations: list[dict]) -> list[
     rows = [_typed(row, found) for row in _rows(t.comparison)]
     if not resolved:
         return rows
-    resolved_rows = resolution.of_comparisons(t)
+    resolved_rows = resolution.of_comparisons(t, pm)
     return [row | {"resolution": x.to_json() if x else None} for row, x in zip(rows, resolved_rows)]
 
 
@@ -154,8 +158,13 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
         "protocol": shipped.against_shipped(rd.root / store.PROTOCOL).to_json(),
         "series": dict(manifest.spec),
         "date": manifest.date_utc or None,  # when the series started (UTC)
+        # §5's flags at the top, where a reader of the numbers below meets them
+        "conditions": {
+            "said": flags.headline(runs, t.aa) or None,
+            "flagged_runs": flags.flagged_runs(runs),
+        },
         "configurations": configurations,
-        "comparisons": _comparisons(t, resolved, configurations),
+        "comparisons": _comparisons(t, resolved, configurations, resolution.in_pm(rd)),
         # what compiling costs (per complete PyTorch mode): warm-up and break-even against eager
         # a break-even of infinity: the mode's steps are not faster, it never pays ("never")
         "compile_costs": [
@@ -163,9 +172,6 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
             | ({"break_even_steps_vs_eager": "never"} if row[NEVER_KEY] == math.inf else {})
             for row in t.compile_costs.to_dict("records")
         ],
-        "conditions": {
-            "flagged_runs": int(runs["flagged"].sum()) if "flagged" in runs else 0,
-        },
         # the kit's diagnostic outside §10: each timed run's clocks, shares and cycles
         "clocks": _clocks(runs),
         # the kit's diagnostic outside §10: each chosen configuration's A/A runs beside its twin
@@ -194,6 +200,12 @@ def _schema_1(document: dict[str, Any]) -> dict[str, Any]:
     """summary.json as a kit before schema 2 wrote it (no resolution, no kinds, the version
     under "schema"): what `verify` recomputes for a directory it published."""
     older = {k: v for k, v in document.items() if k != VERSION_KEY}
+    # its conditions: a count of the flagged runs, after the compile costs
+    older.pop("conditions", None)
+    flagged = len(document["conditions"]["flagged_runs"])
+    at = list(older).index("compile_costs") + 1
+    items = list(older.items())
+    older = dict([*items[:at], ("conditions", {"flagged_runs": flagged}), *items[at:]])
     for part in ("configurations", "comparisons"):
         older[part] = [{k: v for k, v in row.items() if k not in TYPED} for row in older[part]]
     return {OLD_VERSION_KEY: 1, **older}
@@ -258,7 +270,11 @@ def as_older(path: Path, recomputed: bytes) -> bytes:
     version = version_of(published)
     if version is None or version >= SCHEMA:
         return recomputed
-    shaped = _like(json.loads(recomputed), published)
+    fresh = json.loads(recomputed)
+    conditions = fresh.get("conditions")
+    if version < 4 and isinstance(conditions, dict):  # a count of the flagged runs, then
+        conditions["flagged_runs"] = len(conditions.get("flagged_runs") or [])
+    shaped = _like(fresh, published)
     key = VERSION_KEY if VERSION_KEY in published else OLD_VERSION_KEY
     shaped.pop(VERSION_KEY, None)
     return _dumps({key: version, **shaped}).encode("utf-8")
@@ -267,7 +283,8 @@ def as_older(path: Path, recomputed: bytes) -> bytes:
 def _like(new: Any, old: Any) -> Any:
     """`new` with the keys `old` lacks left out, through dicts and lists alike."""
     if isinstance(new, dict) and isinstance(old, dict):
-        return {k: _like(v, old[k]) for k, v in new.items() if k in old}
+        # in the older file's order: a key that moved since stays where that kit wrote it
+        return {k: _like(new[k], v) for k, v in old.items() if k in new}
     if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
         return [_like(a, b) for a, b in zip(new, old)]
     return new

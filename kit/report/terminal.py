@@ -11,13 +11,14 @@ rule 6 withholds is not shown here either. Formatting functions return lines.
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Callable
 
 import pandas as pd
 
 from kit.protocol import shipped
 from kit.protocol.load import Protocol
-from kit.report import next_steps, states, words
+from kit.report import flags, intervals, next_steps, resolution, states, words
 from kit.report.tables import Tables
 from kit.results.planned import PYTORCH
 from kit.results.store import ResultsDir
@@ -65,6 +66,31 @@ def _group_lines(rows: pd.DataFrame, pytorch_ran: bool) -> list[str]:
     return out
 
 
+def sentence(t: Tables, r: pd.Series) -> str:
+    """One comparison in hyperfine's manner: "contender mica ran 2.31× faster than PyTorch
+    default mode (95% interval 2.20–2.40)", in the protocol's direction (P/M), or why there is
+    no such line."""
+    build = f"contender {r['contender_build']}"
+    if math.isnan(float(r["ratio"])):
+        if not r["pytorch_fastest_mode"]:
+            return f"{build}: no sentence: no PyTorch mode is complete"
+        if str(r["contender_state"]) != states.State.COMPLETE.value:
+            return f"{build}: no sentence: {r['contender_state']}"
+        return f"{build}: no sentence: {r['publication']}"
+    ratio = float(r["ratio"])
+    found = resolution.of_row(t.runs, r, t.aa)
+    if found is None or found.interval_low is None or found.interval_high is None:
+        runs = min(int(r["contender_runs"]), int(r["pytorch_runs"]))
+        bounds = intervals.no_interval(runs)
+    else:
+        iv = intervals.Interval(found.ratio, found.interval_low, found.interval_high, found.level)
+        bounds = intervals.shown(iv)
+    against = f"PyTorch {r['pytorch_fastest_mode']} mode"
+    if ratio >= 1:
+        return f"{build} ran {ratio:.2f}× faster than {against} ({bounds})"
+    return f"{build} ran {1 / ratio:.2f}× slower than {against} (P/M {ratio:.3f}; {bounds})"
+
+
 def _no_time(t: Tables, card: str, model: str, precision: str) -> list[str]:
     """Every configuration of the group without a time, with its state (rule 5)."""
     c = t.configurations
@@ -96,8 +122,14 @@ def result_lines(rd: ResultsDir, t: Tables, protocol: Protocol) -> list[str]:
         else:
             lines += _pytorch_only(t, card, model, precision)
         lines += _no_time(t, card, model, precision)
+        flagged = flags.words(t.runs[t.runs["config"].isin(mine["config"])])
+        if flagged:  # §5's flags beside the numbers they may move
+            lines.append(f"  Conditions: {flagged}: a difference may be the machine's")
         lines.append("")
-    return lines
+    if level := flags.aa_words(t.aa):
+        lines += [f"Conditions: {level}", ""]
+    sentences = [sentence(t, r) for _, r in t.comparison.iterrows()]
+    return [*lines, *sentences, ""] if sentences else lines
 
 
 def _pytorch_only(t: Tables, card: str, model: str, precision: str) -> list[str]:
@@ -122,13 +154,38 @@ def shipped_lines(found: shipped.Shipped) -> list[str]:
     ]
 
 
+VARIABLE = "R"  # the results folder in the commands under "Next", set once above them
+
+
+WIDTH = 96  # a command's lines under "Next", continued with a backslash past it
+
+
+def _short(command: str, series: str) -> str:
+    """A command with the results folder as "$R" (set above the commands), cut at its options
+    into lines of at most WIDTH characters, each but the last ending in a backslash: short,
+    and it runs as printed, pasted whole."""
+    command = command.replace(f" {shlex.quote(series)}", f' "${VARIABLE}"')
+    parts = command.split(" --")
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + len(part) + 3 > WIDTH:
+            lines.append(f"--{part}")
+        else:
+            lines[-1] += f" --{part}"
+    return " \\\n      ".join(lines)
+
+
 def next_lines(
     rd: ResultsDir, t: Tables, protocol: Protocol, series: str, where: Callable[[str], str]
 ) -> list[str]:
-    """The commands that apply next: verify; the checks rule 6 waits for; publish --checks."""
+    """The commands that apply next: the resume of an incomplete series first; verify; the
+    checks rule 6 waits for; publish --checks. The results folder is "$R", set first."""
     c = next_steps.context(rd, protocol, series, where)
     waits = next_steps.waiting(t, c, protocol)
-    lines = ["Next:", f"  micakit verify {series}"]
+    lines = ["Next:", f"  {VARIABLE}={shlex.quote(series)}"]
+    if (t.configurations["state"] == states.State.INCOMPLETE.value).any():
+        lines.append(f'  micakit series --resume "${VARIABLE}"')
+    lines.append(f'  micakit verify "${VARIABLE}"')
     if not waits:
         return lines
     lines.append("  rule 6: no verdict until the correctness checks pass:")
@@ -136,11 +193,11 @@ def next_lines(
         wants = "; ".join(n.what for n in w.needs) or w.note
         lines.append(f"    {w.key} waits for {wants}")
     for command in next_steps.commands(waits):
-        lines.append(f"  {command}")
+        lines.append(f"  {_short(command, series)}")
     if any(next_steps.ELSEWHERE in x for x in next_steps.commands(waits)):
         lines.append(f"  ({next_steps.ELSEWHERE}/… is the folder of the series of the card named)")
     if any(w.needs for w in waits):
-        lines.append(f"  {next_steps.publish_command(c, waits)}")
+        lines.append(f"  {_short(next_steps.publish_command(c, waits), series)}")
     return lines
 
 

@@ -153,10 +153,12 @@ def wait_until_quiet(
     clock: Clock = time.monotonic_ns,
     *,
     sleep: Callable[[float], None] = time.sleep,
+    waiting: Callable[[float, float], None] | None = None,
 ) -> MachineCheck:
     """Return once other processes use no more than `busy_share` of all CPUs' time over a look
     of `look_s`; after `timeout_s` of waiting, return the check marked busy; with
-    `refuse_at_once`, raise `MachineBusy` naming the busiest processes instead of waiting."""
+    `refuse_at_once`, raise `MachineBusy` naming the busiest processes instead of waiting.
+    `waiting(timeout_s, others_cpu_share)` is called once, as the wait begins."""
     start_ns = clock()
     polls = 0
     while True:
@@ -184,6 +186,8 @@ def wait_until_quiet(
                 cpus=look.cpus,
                 busiest=look.busiest,
             )
+        if polls == 1 and waiting is not None:  # said once, not at every poll
+            waiting(timeout_s, look.others_cpu_share)
         sleep(max(0.0, min(poll_s, timeout_s - waited_s)))
 
 

@@ -222,7 +222,7 @@ def test_run_launches_labelled_machines_with_autodown_pulls_verifies_and_tears_d
 def test_a_failed_series_still_pulls_and_tears_down(sky: Sky, series: Path, tmp_path: Path) -> None:
     sky.script(results=str(series), job="FAILED")
     res, out = _run(tmp_path)
-    assert res.exit_code == 6, res.output
+    assert res.exit_code == 8, res.output
     assert "2 of 2 machines did not bring back a verified series" in _all(res)
     assert len(sky.calls("down")) == 2 and sky.clusters() == {}
     assert (out / "machine-1" / "manifest.json").is_file()  # what it finished came back

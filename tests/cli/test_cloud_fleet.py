@@ -71,7 +71,7 @@ def test_three_machines_end_out_of_order_one_preempted_the_others_pulled_and_mer
         },
     )
     res, out = _run(tmp_path, machines=3)
-    assert res.exit_code == 6, res.output  # ExitCode.FLEET_INCOMPLETE
+    assert res.exit_code == 8, res.output  # ExitCode.FLEET_INCOMPLETE
     # each pulled as its series ended: machine 2 first, then 1; 3 vanished and said so
     assert _order(sky, "ssh_add_cluster") == [M2, M1]
     assert _order(sky, "preempted") == [M3]
@@ -127,7 +127,7 @@ def test_a_launch_that_fails_is_torn_down_at_once_and_the_others_go_on(
         results=str(series), machines={M1: {"launch_error": "capacity"}, M2: {"job_minutes": 8}}
     )
     res, out = _run(tmp_path)
-    assert res.exit_code == 6, res.output
+    assert res.exit_code == 8, res.output
     calls = [(fn, a.get("cluster_name")) for fn, a in sky.read()["calls"]]
     assert calls.index(("down", M1)) < calls.index(("ssh_add_cluster", M2))
     record = _fleet(out)

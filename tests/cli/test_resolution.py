@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import jsonschema
 import pytest
@@ -36,15 +37,28 @@ def test_every_verdict_has_its_resolution_and_an_older_publication_verifies(
     assert cli("publish", out, "--preview").exit_code == 0
     report = (out / "report.md").read_text()
     (line,) = [x for x in report.splitlines() if x.startswith("- Resolution of mica")]
-    assert "(the kit's diagnostic, outside §10): difference " in line
+    assert "(the kit's diagnostic, outside §10): ratio P/M " in line
     assert "95% interval of the ratio" in line
+    # one direction: the ratio P/M the summary gives, its interval beside it around it
+    data = json.loads((out / summary.SUMMARY).read_text())
+    (compared,) = data["comparisons"]
+    found = compared["resolution"]
+    assert found["ratio"] == pytest.approx(compared["ratio"])  # P/M, above 1: contender faster
+    assert 1 < found["interval_low"] <= found["ratio"] <= found["interval_high"]
+    low, high = re.search(r"95% interval of the ratio ([\d.]+)–([\d.]+)", line).groups()
+    assert f"ratio P/M {found['ratio']:.3f}" in line
+    assert float(low) <= found["ratio"] <= float(high) and float(low) > 1
+    cmp = json.loads(cli("compare", out, out, "--json", "--preview").stdout)
+    for e in cmp["both"]:
+        b_low, b_high = e["interval_b_over_a"]
+        assert b_low <= e["ratio_b_over_a"] <= b_high  # B / A, its interval around it
     assert "5 of 5 favour the contender" in line
     assert "with 5 rounds no test can reach p < 0.0625" in line and "significant" not in line
     data = json.loads((out / summary.SUMMARY).read_text())
     jsonschema.validate(data, summary.schema())
     assert data["schema_version"] == summary.SCHEMA
     (found,) = [c["resolution"] for c in data["comparisons"]]
-    assert found["interval_high"] < 1 and found["told_apart"] and found["paired_rounds"] == 5
+    assert found["interval_low"] > 1 and found["told_apart"] and found["paired_rounds"] == 5
     assert found["smallest_paired_p"] == pytest.approx(0.0625)
     assert (found["level"], found["resamples"]) == (0.95, 9999)
     assert cli("verify", out).exit_code == 0  # the same digits again, from the raw logs

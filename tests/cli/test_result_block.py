@@ -28,9 +28,15 @@ def smoke_series(tmp_path, cli, fake_env):
 
 
 def commands(text: str, name: str) -> list[list[str]]:
-    """The `micakit NAME ...` lines of a block of text, as argv without `micakit`."""
+    """The `micakit NAME ...` lines of a block of text, as argv without `micakit`, with "$R"
+    as the block's `R=...` line sets it (as a shell would expand it)."""
     out = []
-    for line in text.splitlines():
+    folder = next(
+        (shlex.split(x.strip()[2:])[0] for x in text.splitlines() if x.strip().startswith("R=")),
+        None,
+    )
+    for line in text.replace(" \\\n", " ").splitlines():  # a command continued: one line
+        line = line.replace('"$R"', shlex.quote(folder)) if folder else line
         words = shlex.split(line.strip()) if line.strip().startswith("micakit ") else []
         if words[1:2] == [name]:
             out.append(words[1:])
@@ -53,16 +59,33 @@ def test_a_smoke_series_ends_with_the_result_and_its_commands_lead_to_a_verdict(
     assert f"range {low * 1e3:.3f} … {high * 1e3:.3f} ms" in block
     assert f"ratio P/M {compared['ratio']:.3f}" in block
     assert "no verdict: correctness not checked" in block
-    # then the commands that apply, paths as the shell sees them
-    assert f"micakit verify {series}\n" in block
+    # one sentence per comparison, in the ratio's direction; two runs a side carry no interval
+    ratio = compared["ratio"]
+    said = "faster" if ratio >= 1 else "slower"
+    times = f"{ratio:.2f}×" if ratio >= 1 else f"{1 / ratio:.2f}×"
+    assert f"contender mica ran {times} {said} than PyTorch " in block
+    assert "(2 runs a side: no interval)" in block or "(P/M " in block
+    # then the commands that apply, short: the results folder set once, as the shell sees it
+    assert f"  R={shlex.quote(str(series))}\n" in block and '  micakit verify "$R"\n' in block
+    # short: lines of 100 characters at most, the test's own folder (absolute here) aside
+    shown = [x.replace(str(tmp_path), "T") for x in block.splitlines()]
+    said = [x for x in shown if x.strip().startswith(("micakit ", "--"))]
+    assert said and all(len(x) <= 100 for x in said), block
     assert "waits for method A, five seeds a side; method B on cpu" in block
     checks = commands(block, "correctness")
     assert [c[c.index("--method") + 1] for c in checks] == ["A", "B"]
     assert all(c[c.index("--products") + 1] == str(series) for c in checks)
     (publish,) = commands(block, "publish")
-    assert block.rstrip().endswith(shlex.join(["micakit", *publish]))
+    assert block.rstrip().split("\n  micakit ")[-1].startswith('publish "$R" --checks')
     # report.md names them too, DIR standing for the directory
     md = (series / "report.md").read_text()
+    # a smoke report's title: one disclaimer; its amendments named, not each in full
+    title = md.splitlines()[0]
+    assert title.endswith(
+        "CPU smoke series — preparation: not a protocol result (scaled-down models)"
+    ), title
+    amendments = md.split("## Amendments in force")[1]
+    assert amendments.strip().startswith("Amendments 1, ") and "- Amendment " not in amendments
     assert f"## {next_steps.WAY_OUT}" in md
     # a smoke series is a preview: its times come first, the way out after their tables
     assert md.index("## Configurations") < md.index(f"## {next_steps.WAY_OUT}")
@@ -162,8 +185,8 @@ def test_on_a_terminal_each_run_shows_its_step_time_and_report_ends_with_the_res
     assert "not profiled: nsys" in said and "not profiled: not profiled" not in said
     profiled = records[records["kind"] == "profile"]
     assert len(profiled) and not profiled["reason"].str.startswith("not profiled").any()
-    assert "Next:" in said and f"micakit verify {out}" in said
+    assert "Next:" in said and f"R={out}" in said and 'micakit verify "$R"' in said
     # `micakit report` on a terminal: the report, then the same block
     printed = on_a_terminal([*run, "report", str(out)], env)
-    assert "## Summary" in printed and f"micakit verify {out}" in printed
-    assert printed.rstrip().splitlines()[-1].strip().startswith(f"micakit publish {out}")
+    assert "## Summary" in printed and 'micakit verify "$R"' in printed
+    assert printed[printed.rindex("micakit ") :].startswith('micakit publish "$R"')

@@ -10,6 +10,8 @@ test.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -221,3 +223,65 @@ def test_the_first_screen_holds_the_numbers_or_what_rule_6_waits_for(tmp_path, c
     assert cli("publish", out).exit_code == 0
     way_out = marked(out / "report.html", tmp_path / "rule6.html", "micakit correctness", "pre")
     assert first_screen_rows(way_out, tmp_path / "p3", "rule6"), "the way out is below the fold"
+
+
+def test_runs_on_a_busy_machine_are_said_on_the_first_screen(tmp_path, cli, fake_env, monkeypatch):
+    """A series whose every timed run was measured on a busy machine: the flag stands under
+    the summary, on report.html's first screen, in summary.json's `conditions` at the top,
+    in the terminal's result block, and `compare` reads it ambiguous; a page that pushes it
+    below the fold fails the check."""
+    from tests.cli.test_machine_conditions import busy_machine as spinners
+    from tests.conftest import contender_args, write_protocol
+
+    reference = {"conditions.cpu_busy_share": 0.25, "conditions.cpu_look_s": 0.5}
+    protocol = write_protocol(tmp_path / "p.toml", runs=2, changes=reference)
+    fake_env(step_ms={"*": 2.0})  # long enough steps to stay valid beside the spinners
+    out = tmp_path / "r"
+    args = contender_args(out, protocol, "--precision", "float32", "--idle-timeout", "1")
+    with contextlib.contextmanager(spinners.__wrapped__)():
+        made = cli(*args)
+    assert made.exit_code == 0, made.output
+    assert "waiting up to 1 s: others use" in made.stderr
+    assert "Conditions: 2 of 2 timed runs flagged: measured on a busy machine" in made.stdout
+    data = json.loads((out / "summary.json").read_text())
+    assert list(data).index("conditions") < list(data).index("configurations")
+    flagged = data["conditions"]["flagged_runs"]
+    assert len(flagged) == 2 and all(f["reason"].startswith("measured on a busy") for f in flagged)
+    # the step-time plot's own title names them
+    from kit.report import figures, html_sections, tables
+    from kit.results.store import ResultsDir
+
+    titles: list[str] = []  # the step-time plots' titles, as drawn
+    drawn = figures.step_times_png
+    monkeypatch.setattr(
+        figures, "step_times_png", lambda r, t, e=False: titles.append(t) or drawn(r, t, e)
+    )
+    lossed = figures.loss_curves_png
+    monkeypatch.setattr(figures, "loss_curves_png", lambda c, t: titles.append(t) or lossed(c, t))
+    rd = ResultsDir.open(out)
+    ctx = html_sections.context(rd, tables.tables(rd, preview=True))
+    html_sections.loss_section(ctx)  # the loss plot says which run it shows
+    assert titles and "first timed run that counted" in titles.pop()
+    html_sections.step_time_section(ctx)
+    assert titles and all(
+        "2 of 2 timed runs flagged: measured on a busy machine" in t for t in titles
+    )
+    md = (out / "report.md").read_text()
+    assert md.index("**Conditions: 2 of 2 timed runs flagged") < md.index("## Comparison (D1)")
+    page = marked(out / "report.html", tmp_path / "busy.html", "Conditions: 2 of 2", "p")
+    assert first_screen_rows(page, tmp_path / "b1", "busy"), "the flag is below the fold"
+    pushed = tmp_path / "busy-pushed.html"
+    filler = '<div style="height: 900px">a long preamble</div>\n<h2 id="summary">'
+    pushed.write_text(page.read_text("utf-8").replace('<h2 id="summary">', filler, 1))
+    assert first_screen_rows(pushed, tmp_path / "b2", "busy-pushed") == []
+    # compare: a flagged side makes the class ambiguous, and the gate says it cannot decide
+    res = cli("compare", out, out, "--preview", "--json", "--fail-slower", "1")
+    assert res.exit_code == 0, res.output
+    (e,) = json.loads(res.stdout)["both"]
+    assert e["verdict"] == "ambiguous", e
+    assert e["flagged_a"].startswith("2 of 2 timed runs flagged")
+    assert "the gate could not decide" in res.stderr
+    assert (
+        cli("compare", out, out, "--preview", "--fail-slower", "1", "--fail-ambiguous").exit_code
+        == 7
+    )

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit.report import aa, comparison, resolution, verdict
+from kit.report import aa, compare_gate, comparison, resolution, verdict
 from kit.results.documents import Plan
 from kit.results.planned import AA, AA_TWIN, Config, PlannedRun
 
@@ -98,13 +98,20 @@ def test_three_percent_apart_with_small_noise_reads_faster_with_a_clear_interval
     assert table is not None and not table["flagged"].any()
     assert (table["aa_spread"] < 0.01).all()  # 0.3% noise: the A/A runs are level
     found = _resolved(runs)
-    assert found.told_apart and found.interval_high < 1
+    # the protocol's direction, PyTorch over contender: above 1, the contender faster
+    assert found.told_apart and 1 < found.interval_low <= found.ratio <= found.interval_high
     assert found.aa_spread == pytest.approx(table["aa_spread"].max())
     assert f"; this card's A/A spread {found.aa_spread:.1%}; 95% interval of the ratio " in (
         found.words
     )
-    assert found.ratio == pytest.approx(0.97, abs=0.005)
-    assert found.words.startswith(f"difference {abs(found.ratio - 1) * 100:.1f}%; this card's A/A")
+    assert found.ratio == pytest.approx(1 / 0.97, abs=0.005)
+    assert found.words.startswith(
+        f"ratio P/M {found.ratio:.3f}, difference {abs(found.ratio - 1) * 100:.1f}%; this card's A/A"
+    )
+    # and as an earlier kit published it: contender over PyTorch
+    table = aa.table(runs, _plan(runs), THRESHOLD)
+    earlier = resolution.of_row(runs, _comparison_row(runs), table, pm=False)
+    assert earlier is not None and earlier.interval_high is not None and earlier.interval_high < 1
     # D1's words stay the protocol's: the contender reads faster, from its ranges alone
     timed = runs[runs["kind"] == "timed"]
     steps = {c: list(g["step_s"]) for c, g in timed.groupby("config")}
@@ -117,8 +124,8 @@ def test_close_sides_within_the_a_a_spread_cannot_be_told_apart():
     assert found.aa_spread is not None and found.aa_spread > abs(found.ratio - 1)
     assert not found.told_apart
     assert found.words.startswith(
-        f"difference {abs(found.ratio - 1) * 100:.1f}%, within this card's A/A spread: "
-        "these runs cannot tell the two apart; "
+        f"ratio P/M {found.ratio:.3f}, difference {abs(found.ratio - 1) * 100:.1f}%, within this "
+        "card's A/A spread: these runs cannot tell the two apart; "
     )
 
 
@@ -214,7 +221,7 @@ def test_compare_reads_three_percent_slower_with_small_noise_as_slower():
     b_runs["step_s"] *= 1.03
     result = comparison.compare(a, _side(b_runs, "b"))
     assert [e["verdict"] for e in result["both"]] == ["slower", "slower"]
-    assert len(comparison.slower_than(result, 0.02)) == 2
+    assert len(compare_gate.gate(result, 0.02).slower) == 2
 
 
 def test_one_a_a_round_gives_a_ratio_without_an_interval():

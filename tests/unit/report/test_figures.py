@@ -4,6 +4,7 @@ differ more than tenfold, an axis' label true to the axis, a range below zero dr
 from __future__ import annotations
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.lines import Line2D
 
 from kit.report import figures
 from kit.report.figures import CompileCost, StepTimeRow
@@ -84,3 +85,24 @@ def test_a_range_below_zero_is_drawn_not_cut():
     warmups = [rows[0], CompileCost("default", "default", 0.2, -0.4, 0.5, 40.0)]
     before = figures.compile_costs_figure(warmups, "What compiling costs", earlier=True)
     assert before.axes[0].get_xlim()[0] == 0  # as the kit drew it before: cut at zero
+
+
+def test_eager_alone_draws_no_empty_break_even_panel():
+    rows = [CompileCost("eager", "eager", 1.0, 0.9, 1.1, None, "eager is the reference")]
+    assert len(figures.compile_costs_figure(rows, "What compiling costs").axes) == 2
+    alone = figures.compile_costs_figure(rows, "What compiling costs", warm_up_only=True)
+    (left,) = alone.axes
+    assert left.get_xlabel().startswith("warm-up (s)")
+
+
+def test_the_legend_swatches_take_the_rows_colours():
+    rows = [*ONE, StepTimeRow("PyTorch eager", "pytorch", (0.003, 0.0031), variant="eager")]
+    fig = figures.step_times_figure(rows, "Step times")
+    FigureCanvasAgg(fig).draw()
+    legend = fig.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "a timed run", "median", "range (fastest to slowest)"
+    ]  # fmt: skip
+    colours = {x.colour for x in figures.styles([(r.side, r.variant) for r in rows])}
+    found = {line.get_color() for line in legend.findobj(Line2D)}
+    assert colours <= found and "0.3" not in found, (found, colours)

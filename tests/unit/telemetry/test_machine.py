@@ -163,6 +163,24 @@ def test_the_check_waits_for_a_busy_machine_then_lets_the_run_go_on_marked() -> 
     assert record["cpu_mhz"] is None and record["device"] == "cpu"
 
 
+def test_a_wait_for_a_busy_machine_is_said_once_as_it_begins() -> None:
+    t = FakeTime()
+    said: list[str] = []
+    around = conditions.MachineConditions(Conditions(), idle_timeout_s=60, said=said.append)
+    found = machine.wait_until_quiet(
+        ScriptedWatcher(0.99), 0.25, 0.5, timeout_s=60, clock=t.clock, sleep=t.sleep,
+        waiting=around._waiting,
+    )  # fmt: skip
+    assert found.busy and found.polls > 2
+    assert said == ["waiting up to 60 s: others use 99% of the CPUs"]
+    quiet: list[str] = []
+    machine.wait_until_quiet(
+        ScriptedWatcher(0.1), 0.25, clock=FakeTime().clock, sleep=t.sleep,
+        waiting=lambda *a: quiet.append("said"),
+    )  # fmt: skip
+    assert quiet == []  # a quiet machine: no wait, nothing said
+
+
 def test_refuse_busy_refuses_at_once_naming_the_busiest() -> None:
     t = FakeTime()
     watcher = ScriptedWatcher(0.9)
