@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from kit.cloud import failures, skypilot, task
 from kit.cloud.plan import Plan
@@ -107,7 +107,7 @@ def run(
     (out / LOGS).mkdir()
     say(skypilot.API_SERVER_NOTE)
     say(f"SkyPilot's log of each machine: {out / LOGS}/machine-N.log")
-    requests: dict[str, Any] = {}  # launch requests, by cluster
+    requests: dict[str, skypilot.RequestId] = {}  # launch requests, by cluster
     try:
         with skypilot.quiet():
             for h in held:
@@ -130,13 +130,13 @@ def run(
     return held
 
 
-def _unanswered(h: Held, requests: dict[str, Any]) -> bool:
+def _unanswered(h: Held, requests: dict[str, skypilot.RequestId]) -> bool:
     return h.machine.cluster in requests and h.launched is None and h.error is None
 
 
 def follow_all(
     held: Sequence[Held],
-    requests: dict[str, Any],
+    requests: dict[str, skypilot.RequestId],
     out: Path,
     say: Callable[[str], None],
     verify: Callable[[Path], list[str]],
@@ -171,7 +171,7 @@ def _relay(said: queue.Queue[str], say: Say) -> None:
         say(said.get_nowait())
 
 
-def follow(h: Held, request: Any, out: Path, say: Say, verify: Verify) -> None:
+def follow(h: Held, request: skypilot.RequestId, out: Path, say: Say, verify: Verify) -> None:
     """One machine from its launch to its teardown; what goes wrong is recorded on `h`."""
     m = h.machine
     with (out / LOGS / f"{h.directory}.log").open("a", encoding="utf-8") as log:

@@ -86,7 +86,7 @@ def sdk() -> ModuleType:
         raise UserError("SkyPilot is not installed", EXTRA_FIX) from None
 
 
-def resources_args(m: Machine, instance_type: str | None = None) -> dict[str, Any]:
+def resources_args(m: Machine, instance_type: str | None = None) -> dict[str, object]:
     """`sky.Resources`' keywords for `m` (or its fallback `instance_type`), the kit's label."""
     return {
         "infra": m.infra,
@@ -98,7 +98,7 @@ def resources_args(m: Machine, instance_type: str | None = None) -> dict[str, An
     }
 
 
-def resources_choices(m: Machine) -> list[dict[str, Any]]:
+def resources_choices(m: Machine) -> list[dict[str, object]]:
     """Each machine `m` may be: its instance type, then each --also (SkyPilot's any_of: the
     optimizer takes the cheapest that is free; sky/task.py, Task.set_resources with a set)."""
     return [resources_args(m, t) for t in dict.fromkeys([m.instance_type, *m.also])]
@@ -111,7 +111,7 @@ def task_yaml(
     it by tests/unit/cloud/test_sdk_signatures.py), with autodown as `sky launch -i N --down`."""
     choices = [{k: v for k, v in r.items() if v is not None} for r in resources_choices(m)]
     autostop = {"idle_minutes": idle_minutes, "down": True}
-    resources: dict[str, Any] = {**choices[0], "autostop": autostop}
+    resources: dict[str, object] = {**choices[0], "autostop": autostop}
     if len(choices) > 1:
         common = {k: v for k, v in choices[0].items() if k != "instance_type"}
         resources = {**common, "autostop": autostop}
@@ -132,7 +132,7 @@ def task_args(
     return {"name": m.cluster, "run": run, "envs": dict(envs), "file_mounts": dict(mounts)}
 
 
-def launch_args(m: Machine, idle_minutes: int) -> dict[str, Any]:
+def launch_args(m: Machine, idle_minutes: int) -> dict[str, object]:
     """`sky.launch`'s keywords: autodown asked for with the launch (`sky launch -i N --down`),
     deleted (not stopped) when idle; SkyPilot arms it after provisioning and setup."""
     return {
@@ -143,9 +143,13 @@ def launch_args(m: Machine, idle_minutes: int) -> dict[str, Any]:
     }
 
 
+# what sky.launch answers: a request id (SkyPilot 0.14, sky/server/common.py: RequestId, a str)
+RequestId = str
+
+
 def submit(
     m: Machine, run: str, envs: Mapping[str, str], mounts: Mapping[str, str], idle_minutes: int
-) -> Any:
+) -> RequestId:
     """Ask SkyPilot to launch `m` and run `run` on it; the request id (nothing is waited for).
 
     Autodown goes with the launch (`down=True` with the idle limit); SkyPilot arms it once the
@@ -162,7 +166,7 @@ def submit(
         return sky.launch(task, **launch_args(m, idle_minutes))
 
 
-def wait_launched(m: Machine, request: Any, log: IO[str]) -> Launched:
+def wait_launched(m: Machine, request: RequestId, log: IO[str]) -> Launched:
     """Wait for the launch `request` of `m`: the cluster is up and its job submitted (not
     ended: sky/execution.py, _execute with detach_run). Its provisioning log goes to `log`."""
     sky = sdk()
@@ -188,7 +192,7 @@ def follow_job(m: Machine, launched: Launched, log: IO[str]) -> str:
     return str(getattr(status, "name", status))
 
 
-def cancel(requests: list[Any]) -> None:
+def cancel(requests: list[RequestId]) -> None:
     """Cancel launch requests not yet answered (a stop while the fleet was launching)."""
     if requests:
         sky = sdk()

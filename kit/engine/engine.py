@@ -34,7 +34,7 @@ from kit.errors import (
     writing,
 )
 from kit.executors.base import Executor, RunOutcome, RunSpec
-from kit.measure import clock, timing
+from kit.measure import clock, stamped
 from kit.protocol.load import Protocol as ProtocolFile
 from kit.results import store, trees
 from kit.results.documents import Manifest, Plan, Versions, check_unchanged
@@ -363,7 +363,7 @@ class Engine(Generic[R]):
         }
 
     def _failure(self, run: R, record: RunRecord) -> str:
-        shown = timing.tail_block(self.rd.root / record.log_dir)
+        shown = stamped.tail_block(self.rd.root / record.log_dir)
         rule = f" ({self.kind.stop_rule})" if self.kind.stop_rule else ""
         # the exit code once: a reason that already is it ("exit code 1") is not said twice
         code = f"exit code {record.exit_code}"

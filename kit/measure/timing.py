@@ -396,17 +396,3 @@ def is_buffered(reason: str) -> bool:
 def losses(stdout_log: Path, grammar: Grammar) -> list[StepLine]:
     """The loss curve of a run (for plots and correctness), from its stamped stdout."""
     return step_lines(list(read_stamped(stdout_log)), grammar, stdout_log.name)
-
-
-def tail(path: Path, n: int = 15) -> list[str]:
-    """The last lines of a stamped log, without stamps, for error messages."""
-    try:
-        return [line.text for line in read_stamped(path)][-n:]
-    except (OSError, ValueError):
-        return []
-
-
-def tail_block(log_dir: Path, n: int = 10) -> str:
-    """The end of a failed run's output, indented for a message: stderr's, else stdout's."""
-    lines = tail(log_dir / "stderr.log", n) or tail(log_dir / "stdout.log", n)
-    return "\n".join(f"    {line}" for line in lines) or "    (no output)"

@@ -4,17 +4,17 @@ reader (`jq`, JavaScript's JSON.parse, Python's json with parse_constant refusin
 from __future__ import annotations
 
 import math
-from typing import Any
 
 
-def finite(obj: Any, where: str = "") -> tuple[Any, dict[str, str]]:
+def finite(obj: object, where: str = "") -> tuple[object, dict[str, str]]:
     """`obj` with every float that is not finite (NaN, an infinity) replaced by null, and each
     such value's dotted path with what it was: JSON has no NaN or Infinity, and a file the kit
     writes is read by strict parsers too (`jq`, JavaScript's JSON.parse)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None, {where: f"{obj} (not a finite number: stored as null)"}
     if isinstance(obj, dict):
-        out, nulled = {}, {}
+        out: dict[object, object] = {}
+        nulled: dict[str, str] = {}
         for k, v in obj.items():
             out[k], found = finite(v, f"{where}.{k}" if where else str(k))
             nulled.update(found)

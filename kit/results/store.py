@@ -386,8 +386,8 @@ class ResultsDir:
     def append_record(self, record: dict | RunRecord) -> None:
         """A finished run's record, one fsynced line; a torn last line before it (the series
         stopped while writing one) is cut first, since only a writer appends."""
-        written: dict[str, Any]
-        written, nulled = finite(record.to_json() if isinstance(record, RunRecord) else record)
+        cleaned, nulled = finite(record.to_json() if isinstance(record, RunRecord) else record)
+        written = cleaned if isinstance(cleaned, dict) else {}
         if nulled:  # each value JSON cannot hold, by its path, said beside the null
             written["non_finite"] = {**written.get("non_finite", {}), **nulled}
         self._records = None
