@@ -10,21 +10,18 @@ raw files of the run, so every summary and flag is recomputed from them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from kit.protocol.load import Conditions
-from kit.results import store
-from kit.telemetry import machine, sampler, samples
+from kit.results import run_conditions, store
+from kit.telemetry import machine, sampler
 from kit.telemetry.nvml import Card
 from kit.telemetry.procfs import ProcFiles
 
-SAMPLES = "samples.jsonl"
-IDLE = "idle.json"
-MACHINE = "machine.jsonl"  # a CPU series' samples of the machine
+SAMPLES, IDLE, MACHINE = run_conditions.SAMPLES, run_conditions.IDLE, run_conditions.MACHINE
 
 
 @dataclasses.dataclass
@@ -78,29 +75,18 @@ class MachineConditions:
 
 def run_summary(log_dir: Path, start_ns: int | None, end_ns: int | None) -> dict:
     """Peak memory and the window's clocks of one run, from its samples; {} without samples."""
-    path = log_dir / SAMPLES
-    if not path.exists():
-        return {}
-    return samples.summarize_samples(path, start_ns, end_ns).to_dict()
+    read = run_conditions.from_folder(log_dir)
+    return run_conditions.card_summary(read, str(log_dir), start_ns, end_ns) or {}
 
 
 def machine_summary(log_dir: Path, start_ns: int | None, end_ns: int | None) -> dict:
     """A CPU run's machine: the check before it (idle.json) and its samples over the window
     (machine.jsonl); {} for a run without them (a card's run, a run from an older kit)."""
-    path = log_dir / MACHINE
-    if not path.exists():
-        return {}
-    during = machine.summarize_machine(path, start_ns, end_ns)
-    before = json.loads((log_dir / IDLE).read_text("utf-8")) if (log_dir / IDLE).exists() else {}
-    return {
-        "busy_before": bool(before.get("busy", False)),
-        "waited_s": before.get("waited_s"),
-        "load_1m_before": before.get("load_1m"),
-        "others_cpu_share_before": before.get("others_cpu_share"),
-        "busiest_before": "; ".join(before.get("busiest") or ()),
-        "busy_share": before.get("busy_share"),
-        "others_cpu_share": during.others_cpu_share,
-        "load_1m_max": during.load_1m_max,
-        "cpu_mhz_median": during.cpu_mhz_median,
-        "machine_sample_count": during.sample_count,
-    }
+    read = run_conditions.from_folder(log_dir)
+    return run_conditions.machine_summary(read, str(log_dir), start_ns, end_ns) or {}
+
+
+def recorded(log_dir: Path, window: tuple[int | None, int | None]) -> dict:
+    """What the run's conditions come to over its timed window, as its record keeps them (read
+    once, when the run ends, so no report reads its samples again)."""
+    return run_conditions.summarize(run_conditions.from_folder(log_dir), str(log_dir), *window)

@@ -56,6 +56,8 @@ class Judged:
     reason: str
     fields: dict[str, Any] = field(default_factory=dict)  # recorded after the reason
     outputs: dict[str, str] | None = None  # files it made outside its folder, with SHA-256
+    # what its conditions came to (kit.results.run_conditions); None: the kind keeps none
+    conditions: dict[str, Any] | None = None
 
 
 class Kind(abc.ABC, Generic[R]):
@@ -303,6 +305,7 @@ class Engine(Generic[R]):
             executor=self.executor.name,
             files=self.hashes(log_dir),
             outputs=judged.outputs,
+            conditions=judged.conditions,
         )
         with writing(self.rd.root / store.RECORDS, elsewhere="--out"):  # names runs.jsonl
             self.rd.append_record(record)

@@ -112,7 +112,9 @@ def verify(
         return [*found.problems, "not recomputed: the records and raw files above come first"]
     try:
         # the audit above came first
-        fresh = tables.tables(rd, checks, listing=found.listing, judged=found.judged)
+        fresh = tables.tables(
+            rd, checks, listing=found.listing, judged=found.judged, conditions=found.conditions
+        )
     except ValueError as e:  # a raw log that no longer parses
         return [f"cannot recompute: {e}"]
     # the tables compared in a forked process while this one renders the rest
