@@ -8,9 +8,10 @@ preparation's label) stand once in its caption and in the page's title.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -38,9 +39,14 @@ CPU_NOTE = (
 @dataclass(frozen=True)
 class Plot:
     name: str  # file name under plots/
-    png: bytes
+    # draws it: only where its bytes are wanted (`micakit report` lists the plots' names alone)
+    draw: Callable[[], bytes]
     alt: str
     caption: tuple[Piece, ...]
+
+    @functools.cached_property
+    def png(self) -> bytes:
+        return self.draw()
 
 
 @dataclass(frozen=True)
@@ -194,7 +200,9 @@ def step_time_section(ctx: Context) -> Section:
             ".",
         ]
         name = f"step-times.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
-        png = figures.step_times_png(rows, f"Step times · {group.titled}", ctx.earlier)
+        png = functools.partial(
+            figures.step_times_png, rows, f"Step times · {group.titled}", ctx.earlier
+        )
         out.append(Plot(name, png, f"Step times, {title}", tuple(caption)))
     note = " ".join(said) or ("" if out else "No configuration of this series has a timed run yet.")
     return Section("Step times", tuple(out), note)
@@ -237,7 +245,7 @@ def conditions_section(ctx: Context) -> Section:
                 *_conditions_words(ctx),
             ]
             short = f"The card through each timed run · {group.titled} · {c['variant']}"
-            png = figures.conditions_png(traces, short)
+            png = functools.partial(figures.conditions_png, traces, short)
             name = f"conditions.{_slug(c['card'], c['config'])}.png"
             out.append(Plot(name, png, f"Card conditions, {label}", tuple(caption)))
     cpu = ctx.rd.manifest().device == "cpu"
@@ -298,7 +306,9 @@ def kernel_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.kernel_families_png(frame, f"Kernel families · {group.titled}")
+        png = functools.partial(
+            figures.kernel_families_png, frame, f"Kernel families · {group.titled}"
+        )
         name = f"kernel-families.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Kernel families, {title}", tuple(caption)))
     note = (
@@ -343,7 +353,7 @@ def loss_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.loss_curves_png(curves, f"Training loss · {group.titled}")
+        png = functools.partial(figures.loss_curves_png, curves, f"Training loss · {group.titled}")
         name = f"loss.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Loss curves, {title}", tuple(caption)))
     note = "" if out else "No configuration of this series has a timed run that counted yet."
@@ -393,7 +403,9 @@ def compile_cost_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.compile_costs_png(rows, f"What compiling costs · {group.titled}", ctx.earlier)
+        png = functools.partial(
+            figures.compile_costs_png, rows, f"What compiling costs · {group.titled}", ctx.earlier
+        )
         name = f"compile-costs.{_slug(*group.configs.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"What compiling costs, {group.title}", tuple(caption)))
     note = "" if out else "No PyTorch mode of this series is complete with its times shown."
