@@ -28,6 +28,9 @@ time) of one more run of each command.
     python benchmarks/kit/scale.py [--runs 15000 ...] [--repeat 5] [--baseline CHECKOUT]
         [--plot scale.png] [--profile 25] [--keep DIR]
 
+`--keep DIR` keeps the directories (`DIR/<runs>-<kit>`), and a later run with the same DIR times
+those already made as they are, so a measurement can be repeated without making them again.
+
 Goal: report and verify each under 1.5 s at 15,000 runs on an idle two-core machine (the
 median of --repeat timings), under half of 209f6cc's time beside it, and a 300-run series
 (a GPU series' size) under 0.3 s each.
@@ -310,7 +313,11 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout of the kit, timed beside")
     ap.add_argument("--plot", type=Path, help="write the log–log plot of the growth here")
     ap.add_argument("--profile", type=int, default=0, help="print cProfile's top N lines")
-    ap.add_argument("--keep", type=Path, help="make the directories under here and keep them")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        help="make the directories under here and keep them; those already made are reused",
+    )
     a = ap.parse_args()
     if not INPUT.exists():
         raise SystemExit(f"needs tiny Shakespeare at {INPUT} (or MICAKIT_INPUT=PATH)")
@@ -328,6 +335,10 @@ def main() -> None:
             dirs = {}
             for i, kit in enumerate(kits):
                 dirs[kit.name] = base / f"{size}-{i}"
+                if a.keep and (dirs[kit.name] / "report.md").exists():
+                    # made by an earlier run with the same --keep: timed again as it is
+                    print(f"{kit.name}: {dirs[kit.name]} as an earlier run made it", flush=True)
+                    continue
                 make(kit, dirs[kit.name], size)
             times: dict[tuple[str, str], list[Timing]] = {}
             for _ in range(a.repeat):  # taking turns, so every kit sees the same load
