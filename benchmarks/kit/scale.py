@@ -280,7 +280,9 @@ def slope(sizes: list[int], values: list[float]) -> float:
     return float(np.polyfit(np.log(sizes), np.log(values), 1)[0])
 
 
-def plot(found: dict, sizes: list[int], path: Path) -> None:
+def plot(found: dict, cpus: dict, sizes: list[int], path: Path) -> None:
+    """CPU time (on a loaded machine the wall time is mostly others' share of the cores) and
+    peak memory against the run count, log–log."""
     import matplotlib  # lazy: only where a plot is asked for
 
     matplotlib.use("Agg")
@@ -289,9 +291,9 @@ def plot(found: dict, sizes: list[int], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for (kit, command), rows in found.items():
         xs = [n for n in sizes if n in rows]
-        left.plot(xs, [rows[n][0] for n in xs], marker="o", label=f"{kit}: {command}")
+        left.plot(xs, [cpus[(kit, command)][n] for n in xs], marker="o", label=f"{kit}: {command}")
         right.plot(xs, [rows[n][1] for n in xs], marker="o", label=f"{kit}: {command}")
-    for ax, what in ((left, "seconds (median)"), (right, "peak memory, MB (largest process)")):
+    for ax, what in ((left, "CPU seconds (median)"), (right, "peak memory, MB (largest process)")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("runs in the directory")
@@ -395,7 +397,7 @@ def main() -> None:
                 f"{', '.join(f'{x:.3f}' for x in each)} ({said})"
             )
         if a.plot:
-            plot(found, sorted(a.runs), a.plot)
+            plot(found, cpus, sorted(a.runs), a.plot)
 
 
 if __name__ == "__main__":
