@@ -7,10 +7,11 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,28 @@ def cli():
         return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
     return invoke
+
+
+def series_once(root: Path, args: Sequence[object], **fake: object) -> Path:
+    """A whole series made once, for a module-scoped fixture: `micakit ARGS` run in-process
+    with the fakes set as `fake_env` sets them and a cache of its own under `root` (a module's
+    fixture is made before any test's `_isolated_cache`); it must end with exit 0. A test that
+    alters the series copies it first (`copied`)."""
+    fake.setdefault("state", str(root / "fake-state"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MICAKIT_FAKE", json.dumps(fake))
+        mp.setenv("MICAKIT_FAKES", str(FAKES))
+        mp.setenv("MICAKIT_CACHE", str(root / "cache"))
+        made = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert made.exit_code == 0, made.output
+    return Path(str(args[args.index("--out") + 1])) if "--out" in args else root
+
+
+def copied(series: Path, tmp_path: Path) -> Path:
+    """A test's own copy of a module's series, to alter."""
+    out = tmp_path / series.name
+    shutil.copytree(series, out, symlinks=True)
+    return out
 
 
 def contender_args(out: Path, protocol: Path, *extra: str, device: str = "cpu") -> list[str]:

@@ -2,23 +2,38 @@
 
 Makes a results directory of N planned runs (default 15,000) from the fake contender
 (tests/fakes, D4's contract) on the CPU, then times `micakit report DIR` and
-`micakit verify DIR` as whole processes.
+`micakit verify DIR` as whole processes, with each one's peak memory (its largest process).
 
 Running 15,000 runs for real would take hours, so the directory is grown from real ones:
 
 1. a series of the fake contender starts under a protocol whose plan has N runs, and is stopped
    (SIGTERM, as a user would) once its discarded runs and first round are recorded;
 2. every later timed run is a copy of a real timed run of its configuration: its raw files
-   copied into the run's own folder with every stamp shifted to a later time, and its record
-   written as the engine writes one (new run id, round, folder, times and file hashes);
+   copied into the run's own folder with every stamp shifted to a later time (the stamped logs'
+   and the samples' alike), and its record written as the engine writes one (new run id, round,
+   folder, times and file hashes);
 3. `micakit series --resume DIR` runs what is left (the profiled runs) for real and publishes.
 
 So the directory is one the kit accepts as its own: `verify` must say clean, and the benchmark
 fails if it does not.
 
-    python benchmarks/kit/scale.py [--runs 15000] [--repeat 3] [--keep DIR]
+`--baseline CHECKOUT` times another checkout's kit beside this one, in the same process and
+the same repeats, taking turns, so both see the same load: each kit makes its own directory
+(the same protocol, fake contender and size; an older kit cannot read a newer kit's records)
+by the same steps with its own `run.py`. Several `--runs` measure the growth: time and peak
+memory against the run count, the slope of log(time) on log(runs) (1: linear), and a log–log
+plot (`--plot PATH`, matplotlib). `--profile N` prints cProfile's top N lines (cumulative
+time) of one more run of each command.
 
-Goal: report and verify each under 2 s at 15,000 runs (the median of --repeat timings).
+    python benchmarks/kit/scale.py [--runs 15000 ...] [--repeat 5] [--baseline CHECKOUT]
+        [--plot scale.png] [--profile 25] [--keep DIR]
+
+`--keep DIR` keeps the directories (`DIR/<runs>-<kit>`), and a later run with the same DIR times
+those already made as they are, so a measurement can be repeated without making them again.
+
+Goal: report and verify each under 1.5 s at 15,000 runs on an idle two-core machine (the
+median of --repeat timings), under half of 209f6cc's time beside it, and a 300-run series
+(a GPU series' size) under 0.3 s each.
 """
 
 from __future__ import annotations
@@ -35,24 +50,55 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kit.protocol.load import DEFAULT_PATH  # noqa: E402
 from kit.results import store  # noqa: E402
 
-FAKES = ROOT / "tests" / "fakes"
 INPUT = Path(
     os.environ.get("MICAKIT_INPUT")
     or ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
 )
 CONFIGS = 3  # the contender's float32 and two float16 variants
-STAMP = re.compile(rb"^(\d+) ", re.M)
+STAMP = re.compile(rb"^(\d+) ", re.M)  # a stamped log's line
+SAMPLE_STAMP = re.compile(
+    rb'"t_ns": ?(\d+)'
+)  # a samples file's line (machine.jsonl, samples.jsonl)
+COMMANDS = ("report", "verify")
 
 
-def protocol(path: Path, runs: int) -> Path:
+@dataclass(frozen=True)
+class Kit:
+    """A checkout of the kit: this one, or the baseline (`--baseline`)."""
+
+    name: str
+    root: Path
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, str(self.root / "run.py"), *args]
+
+    @property
+    def env(self) -> dict[str, str]:
+        # the checkout's own kit, whatever kit PYTHONPATH names
+        return {**os.environ, "PYTHONPATH": str(self.root)}
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self.argv(*args),
+            check=check,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+def protocol(kit: Kit, path: Path, runs: int) -> Path:
     # every configuration: one discarded run, `runs` timed runs, one profiled run
     per_config = max(1, runs // CONFIGS - 2)
     timing = f"""[timing]
@@ -65,30 +111,26 @@ cross_check_tolerance = 0.2
 verdict_margin = 0.05
 stall_s = 60.0
 """
-    text = DEFAULT_PATH.read_text()
+    text = (kit.root / "kit" / "files" / "protocol.toml").read_text()
     path.write_text(re.sub(r"\[timing\].*?(?=\n\[)", timing.strip(), text, flags=re.S))
     return path
 
 
-def kit(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *args],
-        check=check,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def start_series(out: Path, proto: Path) -> None:
+def start_series(kit: Kit, out: Path, proto: Path) -> None:
+    series_help = subprocess.run(
+        kit.argv("series", "--help"), env=kit.env, capture_output=True, text=True, check=False
+    ).stdout
+    # a kit that samples the machine around every CPU run needs --full-cpu for the contender
+    full_cpu = ["--full-cpu"] if "--full-cpu" in series_help else []
     args = [
-        sys.executable, str(ROOT / "run.py"), "series", "--out", str(out),
-        "--protocol", str(proto), "--device", "cpu", "--full-cpu", "--no-pytorch",
-        "--contender", str(FAKES / "contender.py"), "--executor", "local",
-        "--model", "shakespeare-char", "--precision", "float32", "--precision", "float16",
-        "--input", str(INPUT),
+        *kit.argv("series"), "--out", str(out), "--protocol", str(proto), "--device", "cpu",
+        *full_cpu, "--no-pytorch", "--contender", str(kit.root / "tests/fakes/contender.py"),
+        "--executor", "local", "--model", "shakespeare-char", "--precision", "float32",
+        "--precision", "float16", "--input", str(INPUT), "--idle-timeout", "0",
     ]  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if "--idle-timeout" not in series_help:
+        args = args[:-2]
+    proc = subprocess.Popen(args, env=kit.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # the discarded runs and round 1 of every configuration
     want = 2 * CONFIGS
     while proc.poll() is None:
@@ -98,11 +140,16 @@ def start_series(out: Path, proto: Path) -> None:
             proc.wait(60)
             return
         time.sleep(0.2)
-    raise SystemExit(f"the series ended before {want} runs (exit {proc.returncode})")
+    raise SystemExit(f"{kit.name}: the series ended before {want} runs (exit {proc.returncode})")
 
 
-def _shifted(m: re.Match[bytes], offset: int) -> bytes:
-    return b"%d " % (int(m.group(1)) + offset)
+def _shifted(m: re.Match[bytes], offset: int, template: bytes) -> bytes:
+    return template % (int(m.group(1)) + offset)
+
+
+def _planned(record: dict) -> dict:
+    """A record's planned run: under "run" (schema 2 on), or flat beside the envelope (before)."""
+    return record.get("run", record)
 
 
 def grow(out: Path) -> int:
@@ -111,11 +158,16 @@ def grow(out: Path) -> int:
     records = [json.loads(line) for line in (out / "runs.jsonl").open()]
     done = {r["run_id"] for r in records}
     model = {
-        r["run"]["config"]: r
+        _planned(r)["config"]: r
         for r in records
-        if r["run"]["kind"] == "timed" and r["status"] == "ok"
+        if _planned(r)["kind"] == "timed" and r["status"] == "ok"
     }
     shift = max(r["end_ns"] for r in records if r["end_ns"]) + 1_000_000
+    recorded = {Path(r["log_dir"]).parent for r in records}
+    for folder in (out / "runs").iterdir():
+        if Path("runs", folder.name) not in recorded:
+            # the run the stop cut short: it runs again at the resume, as from the start
+            shutil.rmtree(folder)
     lines = []
     for run in plan["order"]:
         if run["run_id"] in done or run["kind"] != "timed":
@@ -123,21 +175,26 @@ def grow(out: Path) -> int:
         src = model[run["config"]]
         slug = Path(src["log_dir"]).parent.name.split("-", 1)[1]
         log_dir = f"runs/{run['run_id']:04d}-{slug}/attempt-1"
-        if (out / log_dir).parent.exists():
-            continue  # a run the stop cut short: the resume runs it again
         offset = shift - src["start_ns"]
+        logs = functools.partial(_shifted, offset=offset, template=b"%d ")
+        sampled = functools.partial(_shifted, offset=offset, template=b'"t_ns":%d')
         files = {}
         for rel in src["files"]:
             data = (out / rel).read_bytes()
-            if rel.endswith("stdout.log") or rel.endswith("stderr.log"):
-                data = STAMP.sub(functools.partial(_shifted, offset=offset), data)
+            if rel.endswith(("/stdout.log", "/stderr.log")):
+                data = STAMP.sub(logs, data)
+            elif rel.endswith(".jsonl"):
+                data = SAMPLE_STAMP.sub(sampled, data)
             new = log_dir + rel[len(src["log_dir"]) :]
             path = out / new
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             files[new] = store.sha256_file(path)
         rec = dict(src, run_id=run["run_id"], log_dir=log_dir, files=files)
-        rec["run"] = {**src["run"], "round": run["round"]}
+        if "run" in src:
+            rec["run"] = {**src["run"], "round": run["round"]}
+        else:
+            rec["round"] = run["round"]
         rec["start_ns"] = src["start_ns"] + offset
         rec["end_ns"] = src["end_ns"] + offset
         shift = rec["end_ns"] + 1_000_000
@@ -147,44 +204,200 @@ def grow(out: Path) -> int:
     return len(lines)
 
 
-def timed(args: list[str], repeat: int) -> list[float]:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        proc = kit(*args, check=False)
-        times.append(time.perf_counter() - t0)
-        if proc.returncode != 0:
-            raise SystemExit(f"micakit {' '.join(args)}: exit {proc.returncode}\n{proc.stderr}")
-    return times
+def make(kit: Kit, out: Path, runs: int) -> None:
+    """A directory of `runs` planned runs, made by `kit` (steps 1 to 3 above)."""
+    t0 = time.perf_counter()
+    start_series(kit, out, protocol(kit, out.parent / f"{out.name}.toml", runs))
+    copied = grow(out)
+    resumed = kit.run("series", "--resume", str(out), check=False)
+    if resumed.returncode != 0:
+        raise SystemExit(f"{kit.name}: the resume failed (exit {resumed.returncode}):\n"
+                         f"{resumed.stderr}")  # fmt: skip
+    made = sum(1 for _ in (out / "runs.jsonl").open())
+    print(
+        f"{kit.name}: {made} runs ({copied} copied from real ones), "
+        f"made in {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
+
+
+@dataclass(frozen=True)
+class Timing:
+    wall_s: float
+    cpu_s: float  # user and system time of the process and the children it waited for
+    peak_mb: float  # the largest process's maximum resident set (wait4 takes in its children's)
+
+
+def timed(kit: Kit, args: list[str]) -> Timing:
+    """One run of `micakit ARGS` as a whole process. On a loaded machine its CPU time says
+    more than its wall time: other processes' share of the cores is not the kit's."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        kit.argv(*args), env=kit.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kit.name}: micakit {' '.join(args)}: exit {proc.returncode}\n"
+                         f"{err.decode(errors='replace')}")  # fmt: skip
+    return Timing(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+
+
+# cProfile of one command in the kit's own process (`run.py` ends with os._exit), by CPU time
+PROFILED = """
+import contextlib, cProfile, io, pstats, sys, time
+from kit.cli.main import main
+profile = cProfile.Profile(time.process_time)
+with contextlib.redirect_stdout(io.StringIO()):
+    profile.enable()
+    try:
+        main(sys.argv[2:], standalone_mode=False)
+    except SystemExit:
+        pass
+    profile.disable()
+pstats.Stats(profile, stream=sys.stdout).sort_stats("cumulative").print_stats(int(sys.argv[1]))
+"""
+
+
+def profile(kit: Kit, args: list[str], lines: int) -> str:
+    """cProfile's top `lines` by cumulative CPU time of one run of `micakit ARGS`."""
+    proc = subprocess.run(
+        [sys.executable, "-c", PROFILED, str(lines), *args],
+        env=kit.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    text = proc.stdout
+    return text[text.find("   ncalls") :] if "   ncalls" in text else text + proc.stderr
+
+
+def slope(sizes: list[int], values: list[float]) -> float:
+    """The slope of log(value) on log(runs): 1 where it grows linearly."""
+    return float(np.polyfit(np.log(sizes), np.log(values), 1)[0])
+
+
+def plot(found: dict, cpus: dict, sizes: list[int], path: Path) -> None:
+    """CPU time (on a loaded machine the wall time is mostly others' share of the cores) and
+    peak memory against the run count, log–log."""
+    import matplotlib  # lazy: only where a plot is asked for
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for (kit, command), rows in found.items():
+        xs = [n for n in sizes if n in rows]
+        left.plot(xs, [cpus[(kit, command)][n] for n in xs], marker="o", label=f"{kit}: {command}")
+        right.plot(xs, [rows[n][1] for n in xs], marker="o", label=f"{kit}: {command}")
+    for ax, what in ((left, "CPU seconds (median)"), (right, "peak memory, MB (largest process)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("runs in the directory")
+        ax.set_ylabel(what)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("micakit report and verify against the run count (log–log)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot: {path}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=15_000, help="planned runs in the directory")
+    ap.add_argument(
+        "--runs", type=int, nargs="+", default=[15_000], help="planned runs (several: growth)"
+    )
     ap.add_argument("--repeat", type=int, default=3, help="timings of each command")
-    ap.add_argument("--keep", type=Path, help="make the directory here and keep it")
+    ap.add_argument("--baseline", type=Path, help="another checkout of the kit, timed beside")
+    ap.add_argument("--plot", type=Path, help="write the log–log plot of the growth here")
+    ap.add_argument("--profile", type=int, default=0, help="print cProfile's top N lines")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        help="make the directories under here and keep them; those already made are reused",
+    )
     a = ap.parse_args()
     if not INPUT.exists():
         raise SystemExit(f"needs tiny Shakespeare at {INPUT} (or MICAKIT_INPUT=PATH)")
+    kits = [Kit("this kit", ROOT)]
+    if a.baseline:
+        if not (a.baseline / "run.py").is_file():
+            raise SystemExit(f"{a.baseline} is no checkout of the kit (no run.py)")
+        kits.append(Kit(f"baseline {a.baseline.name}", a.baseline.resolve()))
+    print(f"load (1, 5, 15 min) at the start: {os.getloadavg()}; {os.cpu_count()} CPUs")
+    found: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}  # (median s, peak MB)
+    cpus: dict[tuple[str, str], dict[int, float]] = {}  # the median CPU seconds
     with tempfile.TemporaryDirectory() as tmp:
-        out = a.keep or Path(tmp) / "series"
-        t0 = time.perf_counter()
-        start_series(out, protocol(Path(tmp) / "protocol.toml", a.runs))
-        copied = grow(out)
-        resumed = kit("series", "--resume", str(out), check=False)
-        if resumed.returncode != 0:
-            raise SystemExit(f"the resume failed (exit {resumed.returncode}):\n{resumed.stderr}")
-        made_s = time.perf_counter() - t0
-        runs = sum(1 for _ in (out / "runs.jsonl").open())
-        print(f"directory: {runs} runs ({copied} copied from real ones), made in {made_s:.0f} s")
-        for name, args in (("report", ["report", str(out)]), ("verify", ["verify", str(out)])):
-            t = timed(args, a.repeat)
+        base = a.keep or Path(tmp)
+        for size in a.runs:
+            dirs = {}
+            for i, kit in enumerate(kits):
+                dirs[kit.name] = base / f"{size}-{i}"
+                if a.keep and (dirs[kit.name] / "report.md").exists():
+                    # made by an earlier run with the same --keep: timed again as it is
+                    print(f"{kit.name}: {dirs[kit.name]} as an earlier run made it", flush=True)
+                    continue
+                make(kit, dirs[kit.name], size)
+            times: dict[tuple[str, str], list[Timing]] = {}
+            for _ in range(a.repeat):  # taking turns, so every kit sees the same load
+                for kit in kits:
+                    for command in COMMANDS:
+                        got = timed(kit, [command, str(dirs[kit.name])])
+                        times.setdefault((kit.name, command), []).append(got)
+            for kit in kits:
+                for command in COMMANDS:
+                    got = times[(kit.name, command)]
+                    t = [x.wall_s for x in got]
+                    cpu = statistics.median(x.cpu_s for x in got)
+                    peak = max(x.peak_mb for x in got)
+                    median = statistics.median(t)
+                    found.setdefault((kit.name, command), {})[size] = (median, peak)
+                    cpus.setdefault((kit.name, command), {})[size] = cpu
+                    print(
+                        f"{size:>6} runs  {kit.name:22s} {command:7s} median {median:6.2f} s  "
+                        f"min {min(t):6.2f} s  max {max(t):6.2f} s  CPU {cpu:6.2f} s  "
+                        f"peak {peak:5.0f} MB"
+                    )
+            if len(kits) > 1:
+                for command in COMMANDS:
+                    mine, theirs = (found[(k.name, command)][size][0] for k in kits)
+                    mine_cpu, their_cpu = (cpus[(k.name, command)][size] for k in kits)
+                    print(
+                        f"{size:>6} runs  {command}: {mine / theirs:.2f} of the baseline's time, "
+                        f"{mine_cpu / their_cpu:.2f} of its CPU time"
+                    )
+            if a.profile:
+                for command in COMMANDS:
+                    print(f"--- cProfile, {kits[0].name}: micakit {command} ({size} runs) ---")
+                    print(profile(kits[0], [command, str(dirs[kits[0].name])], a.profile))
+            if a.keep is None:
+                for d in dirs.values():
+                    shutil.rmtree(d)
+            print(f"load (1, 5, 15 min) now: {os.getloadavg()}", flush=True)
+    if len(a.runs) > 1:
+        for (kit_name, command), rows in found.items():
+            xs = sorted(rows)
+            b = slope(xs, [rows[n][0] for n in xs])
+            c = slope(xs, [cpus[(kit_name, command)][n] for n in xs])
+            m = slope(xs, [rows[n][1] for n in xs])
+            # the fixed start-up cost (imports) bends the log-log line below 1; the cost of each
+            # further thousand runs, size to size, says whether the rest grows linearly
+            cpu = cpus[(kit_name, command)]
+            each = [
+                (cpu[hi] - cpu[lo]) / (hi - lo) * 1000 for lo, hi in zip(xs, xs[1:], strict=False)
+            ]
+            said = "linear" if max(each) <= 1.5 * min(each) else "not linear"
             print(
-                f"{name:7s} median {statistics.median(t):.2f} s  "
-                f"min {min(t):.2f} s  max {max(t):.2f} s  (goal < 2 s)"
+                f"{kit_name:22s} {command:7s} time ~ runs^{b:.2f}, CPU time ~ runs^{c:.2f}, "
+                f"peak memory ~ runs^{m:.2f}; CPU s per 1,000 more runs: "
+                f"{', '.join(f'{x:.3f}' for x in each)} ({said})"
             )
-        if a.keep is None:
-            shutil.rmtree(out)
+        if a.plot:
+            plot(found, cpus, sorted(a.runs), a.plot)
 
 
 if __name__ == "__main__":

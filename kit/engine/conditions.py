@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kit.protocol.load import Conditions
-from kit.results import store
+from kit.results import run_conditions, store
 from kit.results.rawfiles import IDLE, MACHINE, SAMPLES
 from kit.telemetry import machine, sampler
 from kit.telemetry.nvml import Card
@@ -76,3 +76,9 @@ class MachineConditions:
         store.write_json(log_dir / IDLE, {"schema_version": 1, **check.to_dict()})
         with machine.MachineSampler(watcher, log_dir / MACHINE):
             yield
+
+
+def recorded(log_dir: Path, window: tuple[int | None, int | None]) -> dict:
+    """What the run's conditions come to over its timed window, as its record keeps them (read
+    once, when the run ends, so no report reads its samples again)."""
+    return run_conditions.summarize(run_conditions.from_folder(log_dir), str(log_dir), *window)

@@ -63,6 +63,8 @@ class Judged:
     reason: str
     fields: dict[str, Any] = field(default_factory=dict)  # recorded after the reason
     outputs: dict[str, str] | None = None  # files it made outside its folder, with SHA-256
+    # what its conditions came to (kit.results.run_conditions); None: the kind keeps none
+    conditions: dict[str, Any] | None = None
 
 
 class Kind(abc.ABC, Generic[R]):
@@ -346,6 +348,7 @@ class Engine(Generic[R]):
             isolation=outcome.isolation if outcome else None,
             outlived=outcome.outlived if outcome else None,
             stderr_cut=clock.stderr_cut(log_dir / "stderr.log") if outcome else None,
+            conditions=judged.conditions,
         )
         store.write_json(log_dir / store.RUN_FILE, record.ran())
         record = dataclasses.replace(record, files=self.hashes(log_dir))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.engine import extras
+from kit.engine import conditions, extras
 from kit.engine.conditions import CardConditions, MachineConditions
 from kit.engine.engine import Engine, Judged, Kind
 from kit.engine.scheduler import aa_chosen, plan
@@ -356,7 +356,7 @@ class Series(Kind[PlannedRun]):
         separate = extras.prepare(run.kind, spec, self.executor, log_dir)
         if separate.skip_reason:
             return self._judged(
-                timing.Outcome(extras.NOT_PROFILED, None, None, separate.skip_reason)
+                timing.Outcome(extras.NOT_PROFILED, None, None, separate.skip_reason), None
             )
         return separate.spec
 
@@ -366,17 +366,23 @@ class Series(Kind[PlannedRun]):
     def judge(self, run: PlannedRun, spec: RunSpec, outcome: RunOutcome, log_dir: Path) -> Judged:
         extra = extras.finish(run.kind, spec, self.executor, log_dir, outcome)
         grammar = self.sides[self.by_id[run.config].side].grammar(self.protocol)
-        return self._judged(extras.judge(run.kind, outcome, grammar, self.protocol.timing), extra)
+        judged = extras.judge(run.kind, outcome, grammar, self.protocol.timing)
+        return self._judged(judged, log_dir, extra)
 
     @staticmethod
-    def _judged(judged: timing.Outcome, extra: dict | None = None) -> Judged:
+    def _judged(judged: timing.Outcome, log_dir: Path | None, extra: dict | None = None) -> Judged:
+        """The record's judgement, and what the run's conditions came to over its timed window
+        (§5 "Conditions"), worked out once, here, so a report reads no samples again; {} for a
+        run that never ran (`log_dir` None)."""
         fields = {
             "step_s": judged.step_s,
             "own_step_s": judged.own_step_s,
             "final_loss": judged.final_loss,
             **(extra or {}),
         }
-        return Judged(judged.status, judged.reason, fields)
+        window = (judged.window_start_ns, judged.window_end_ns)
+        kept = conditions.recorded(log_dir, window) if log_dir is not None else {}
+        return Judged(judged.status, judged.reason, fields, conditions=kept)
 
     def _limit_s(self, planned: PlannedRun) -> float | None:
         """A timed run's whole-run limit: the protocol's factor times its configuration's

@@ -329,6 +329,11 @@ def rendered(
     return out
 
 
+def plot_names(rd: ResultsDir, t: Tables) -> list[str]:
+    """The paths of the plots `rendered` would draw, none of them drawn (`micakit report`)."""
+    return [f"{PLOTS}/{plot.name}" for s in sections(context(rd, t)) for plot in s.plots]
+
+
 def write(rd: ResultsDir, t: Tables, markdown_text: str, rerun: str) -> list[Path]:
     """plots/*.png and report.html, each written whole (store.write_atomic)."""
     written = []

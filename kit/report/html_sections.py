@@ -8,9 +8,10 @@ preparation's label) stand once in its caption and in the page's title.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -38,9 +39,14 @@ CPU_NOTE = (
 @dataclass(frozen=True)
 class Plot:
     name: str  # file name under plots/
-    png: bytes
+    # draws it: only where its bytes are wanted (`micakit report` lists the plots' names alone)
+    draw: Callable[[], bytes]
     alt: str
     caption: tuple[Piece, ...]
+
+    @functools.cached_property
+    def png(self) -> bytes:
+        return self.draw()
 
 
 @dataclass(frozen=True)
@@ -200,7 +206,7 @@ def step_time_section(ctx: Context) -> Section:
         if not ctx.earlier and resolution.in_pm(ctx.rd):
             flagged = flags.words(ctx.t.runs[ctx.t.runs["config"].isin(g["config"])])
             plotted += f" · {flagged}" if flagged else ""
-        png = figures.step_times_png(rows, plotted, ctx.earlier)
+        png = functools.partial(figures.step_times_png, rows, plotted, ctx.earlier)
         out.append(Plot(name, png, f"Step times, {title}", tuple(caption)))
     note = " ".join(said) or ("" if out else "No configuration of this series has a timed run yet.")
     return Section("Step times", tuple(out), note)
@@ -243,7 +249,7 @@ def conditions_section(ctx: Context) -> Section:
                 *_conditions_words(ctx),
             ]
             short = f"The card through each timed run · {group.titled} · {c['variant']}"
-            png = figures.conditions_png(traces, short)
+            png = functools.partial(figures.conditions_png, traces, short)
             name = f"conditions.{_slug(c['card'], c['config'])}.png"
             out.append(Plot(name, png, f"Card conditions, {label}", tuple(caption)))
     cpu = ctx.rd.manifest().device == "cpu"
@@ -304,7 +310,9 @@ def kernel_section(ctx: Context) -> Section:
             ".",
             *_conditions_words(ctx),
         ]
-        png = figures.kernel_families_png(frame, f"Kernel families · {group.titled}")
+        png = functools.partial(
+            figures.kernel_families_png, frame, f"Kernel families · {group.titled}"
+        )
         name = f"kernel-families.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Kernel families, {title}", tuple(caption)))
     note = (
@@ -352,7 +360,7 @@ def loss_section(ctx: Context) -> Section:
         plotted = f"Training loss · {group.titled}"
         if not ctx.earlier and resolution.in_pm(ctx.rd):  # which run, in the plot's own title
             plotted += " · each configuration's first timed run that counted (run named)"
-        png = figures.loss_curves_png(curves, plotted)
+        png = functools.partial(figures.loss_curves_png, curves, plotted)
         name = f"loss.{_slug(*g.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"Loss curves, {title}", tuple(caption)))
     note = "" if out else "No configuration of this series has a timed run that counted yet."
@@ -405,8 +413,12 @@ def compile_cost_section(ctx: Context) -> Section:
         # eager alone: no break-even to draw, so no empty panel for it (a directory an earlier
         # kit published keeps its plot as made)
         alone = resolution.in_pm(ctx.rd) and all(r.variant == "eager" for r in rows)
-        png = figures.compile_costs_png(
-            rows, f"What compiling costs · {group.titled}", ctx.earlier, alone and not ctx.earlier
+        png = functools.partial(
+            figures.compile_costs_png,
+            rows,
+            f"What compiling costs · {group.titled}",
+            ctx.earlier,
+            alone and not ctx.earlier,
         )
         name = f"compile-costs.{_slug(*group.configs.iloc[0][['card', 'model', 'precision']])}.png"
         out.append(Plot(name, png, f"What compiling costs, {group.title}", tuple(caption)))

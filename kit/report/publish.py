@@ -46,11 +46,10 @@ def render(
 
 
 def report_md(rd: ResultsDir, t: Tables, gating: GatingJson | None = None) -> str:
-    """report.md as `publish` writes it, the plots' links included (`micakit report`): the
-    plots are drawn in memory to know which there are, and nothing is written."""
+    """report.md as `publish` writes it, the plots' links included (`micakit report`): which
+    plots there are is worked out without drawing them, and nothing is written."""
     text = markdown_report(rd, t, gating)
-    made = html.rendered(rd, t, text, rerun.script(rd))
-    return text + plots_list(sorted(rel for rel in made if rel.startswith(f"{html.PLOTS}/")))
+    return text + plots_list(sorted(html.plot_names(rd, t)))
 
 
 def plots_list(plots: list[str]) -> str:
@@ -115,7 +114,9 @@ def verify(
         return [*problems, "not recomputed: the records and raw files above come first"]
     try:
         # the audit above came first
-        fresh = tables.tables(rd, checks, listing=found.listing, judged=found.judged)
+        fresh = tables.tables(
+            rd, checks, listing=found.listing, judged=found.judged, conditions=found.conditions
+        )
     except ValueError as e:  # a raw log that no longer parses
         return [f"cannot recompute: {e}"]
     # the tables compared in a forked process while this one renders the rest

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from kit.protocol.load import FAMILIES, Protocol
-from kit.results import rawfiles
+from kit.results import rawfiles, run_conditions
 from kit.results.documents import Plan
 from kit.results.planned import GRAPH_BREAKS, PROFILE
 from kit.results.store import RECORDS, ResultsDir
@@ -31,19 +31,29 @@ REASONS = (
 
 
 def conditions_columns(
-    rd: ResultsDir, runs: pd.DataFrame, listing: Mapping[str, frozenset[str]]
+    rd: ResultsDir,
+    runs: pd.DataFrame,
+    listing: Mapping[str, frozenset[str]],
+    kept: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    """Per run: peak memory (whole run) and the window's clocks and clock events. `listing`:
-    what each run folder holds (`ResultsDir.listing`)."""
-    rows = []
+    """Per run: peak memory (whole run) and the window's clocks and clock events; on a CPU, the
+    machine's. `kept`: each run's conditions as its record keeps them, or as `verify` worked
+    them out again from the bytes it hashed (kit.results.run_conditions), by run id; a run
+    without (a record from an older kit) has them worked out here from its raw files.
+    `listing`: what each run folder holds (`ResultsDir.listing`)."""
+    kept = kept or {}
+    rows, machine = [], []
     starts, ends = runs["window_start_ns"].tolist(), runs["window_end_ns"].tolist()
     for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends):
-        summary = (
-            rawfiles.run_summary(rd.root / log_dir, _int(lo), _int(hi))
-            if f"{log_dir}/{rawfiles.SAMPLES}" in listing.get(log_dir, ())
-            else {}  # a run without samples (a CPU series, a skipped profile)
-        )
-        rows.append(conditions_row(run_id, summary))
+        found = kept.get(run_id)
+        if found is None:
+            held = listing.get(log_dir, frozenset())
+            read = run_conditions.from_folder(rd.root / log_dir, held, f"{log_dir}/")
+            found = run_conditions.summarize(read, str(rd.root / log_dir), _int(lo), _int(hi))
+        # a run without samples (a CPU series, a skipped profile) has an empty row
+        rows.append(conditions_row(run_id, found.get(run_conditions.CARD) or {}))
+        # a card's run, or one from a kit that did not sample the CPUs, has no machine
+        machine.append({"run_id": run_id, **(found.get(run_conditions.CPU) or {})})
     table = pd.DataFrame(rows, columns=[
         "run_id", "peak_memory_bytes", "sm_clock_median_mhz", "temperature_max_c",
         "power_median_w", "thermal_event_samples", "power_event_samples",
@@ -51,12 +61,6 @@ def conditions_columns(
         "throttled_samples",
         *(f"{name}_samples" for name in REASONS),
     ])  # fmt: skip
-    machine = [
-        {"run_id": run_id, **rawfiles.machine_summary(rd.root / log_dir, _int(lo), _int(hi))}
-        if f"{log_dir}/{rawfiles.MACHINE}" in listing.get(log_dir, ())
-        else {"run_id": run_id}  # a card's run, or one from a kit that did not sample the CPUs
-        for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends)
-    ]
     return table.merge(pd.DataFrame(machine, columns=MACHINE_COLUMNS), on="run_id", how="left")
 
 
@@ -100,7 +104,8 @@ def flags(runs: pd.DataFrame) -> pd.DataFrame:
         parts.append(flagged[["run_id", "flagged", "flag_reasons"]])
     cpu = runs[(runs["kind"] == "timed") & runs["busy_share"].notna()]
     if not cpu.empty:
-        reasons = [busy_reason(r) for _, r in cpu.iterrows()]
+        # rows as plain dicts: iterrows builds a Series a row, most of a 15,000-run report
+        reasons = [busy_reason(r) for r in cpu[BUSY_COLUMNS].to_dict("records")]
         parts.append(
             pd.DataFrame(
                 {"run_id": cpu["run_id"], "flagged": [bool(x) for x in reasons],
@@ -112,7 +117,16 @@ def flags(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
-def busy_reason(r: pd.Series) -> str:
+BUSY_COLUMNS = [
+    "busy_share",
+    "busy_before",
+    "waited_s",
+    "others_cpu_share_before",
+    "others_cpu_share",
+]
+
+
+def busy_reason(r: Mapping[str, Any] | pd.Series) -> str:
     """Why a CPU run is marked measured on a busy machine, "" where it is not: other processes
     used more than the protocol's share of the CPUs before it (after the check's wait) or over
     its timed window."""

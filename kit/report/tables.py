@@ -12,6 +12,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -61,17 +62,26 @@ def runs_table(
     protocol: Protocol,
     listing: Mapping[str, frozenset[str]] | None = None,
     judged: Mapping[int, timing.Outcome | str] | None = None,
+    conditions: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per planned run that has a record: judged again from its logs. `judged`: runs
-    a caller (verify) has already judged again, by the record's line (`audit.Examined`)."""
+    a caller (verify) has already judged again, by the record's line (`audit.Examined`);
+    `conditions`: what their conditions came to, worked out again by that caller, by the same
+    line; any other run's are its record's, or, for a record from an older kit, its raw files'."""
     listing = rd.listing() if listing is None else listing
     judged = {} if judged is None else judged
+    again = {} if conditions is None else conditions
     plan = rd.plan()
     configs = plan.by_id
     latest = {r.run_id: (i, r) for i, r in enumerate(rd.runs())}
     jobs = [(p, *latest[p.run_id], configs[p.config]) for p in plan.order if p.run_id in latest]
 
     outcomes = _judged_again(rd, protocol, listing, judged, jobs)
+    kept = {}  # by run id: the conditions verify worked out again, else the record's
+    for planned, i, record, _ in jobs:
+        found = again.get(i, record.conditions)
+        if found is not None:
+            kept[planned.run_id] = found
     rows = []
     identity = {c.id: _identity(c) for c in plan.configurations}
     for (planned, _, record, c), outcome in zip(jobs, outcomes):
@@ -101,7 +111,8 @@ def runs_table(
     runs = pd.DataFrame(rows, columns=columns).astype(
         {"window_start_ns": "Int64", "window_end_ns": "Int64", "batch_size": "Int64"}
     )
-    runs = runs.merge(sidetables.conditions_columns(rd, runs, listing), on="run_id", how="left")
+    found = sidetables.conditions_columns(rd, runs, listing, kept)
+    runs = runs.merge(found, on="run_id", how="left")
     runs = runs.merge(sidetables.flags(runs), on="run_id", how="left")
     runs["flagged"] = runs["flagged"].fillna(False).astype(bool)
     runs["flag_reasons"] = runs["flag_reasons"].fillna("")
@@ -364,6 +375,7 @@ def tables(
     preview: bool | None = None,
     listing: Mapping[str, frozenset[str]] | None = None,
     judged: Mapping[int, timing.Outcome | str] | None = None,
+    conditions: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> Tables:
     """Every table, judged again from the raw logs (a corrupt log raises ValueError).
 
@@ -373,7 +385,7 @@ def tables(
     The directory is audited by the caller first (D6: numbers only from what a series wrote):
     `listing` is the run folders (`ResultsDir.listing`) it audited, from
     `audit.refuse_if_altered` or `audit.Examination`. `judged`: the runs that caller has
-    judged again already (`audit.Examined`).
+    judged again already, and `conditions` what their conditions came to (`audit.Examined`).
     """
     if checks is None and (rd.root / GATING).exists():
         checks = rd.read_json(GATING)["statuses"]
@@ -383,7 +395,7 @@ def tables(
     plan = rd.plan()
     if listing is None:
         listing = rd.listing()
-    runs = runs_table(rd, protocol, listing, judged)
+    runs = runs_table(rd, protocol, listing, judged, conditions)
     found = states.config_states(runs, plan)
     published = config_publications(plan, protocol, checks or {}, preview)
     card_named = protocol.names_card(rd.manifest().card)

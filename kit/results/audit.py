@@ -5,6 +5,7 @@ a directory that has any."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -17,7 +18,7 @@ from typing import Any
 
 from kit.errors import DirectoryDiffers, UserError
 from kit.measure import stamped, timing
-from kit.results import fanout, judging, links, ran
+from kit.results import fanout, judging, links, ran, run_conditions
 from kit.results.planned import PlannedRun
 from kit.results.records import RunRecord
 from kit.results.store import (
@@ -189,6 +190,8 @@ class Examined:
     # by the record's line (0-based, in `rd.records()`): each run's latest record, judged again
     # from the very bytes just hashed; a message where its raw log no longer parses
     judged: dict[int, timing.Outcome | str]
+    # by the same line: what each run's conditions came to, worked out again from those bytes
+    conditions: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 class Examination:
@@ -216,10 +219,12 @@ class Examination:
         (listing, problems), *parts = self._children.result()
         problems = [*self._torn, *problems]
         judged: dict[int, timing.Outcome | str] = {}
-        for changed, mine in parts:
+        conditions: dict[int, dict[str, Any]] = {}
+        for changed, mine, theirs in parts:
             problems += changed
             judged.update(mine)
-        return Examined(listing, problems, judged)
+            conditions.update(theirs)
+        return Examined(listing, problems, judged, conditions)
 
 
 def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
@@ -229,10 +234,11 @@ def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list
 
 def _hashed_and_judged(
     rd: ResultsDir, lo: int, hi: int
-) -> tuple[list[str], dict[int, timing.Outcome | str]]:
+) -> tuple[list[str], dict[int, timing.Outcome | str], dict[int, dict[str, Any]]]:
     """Records lo to hi: every raw file that is gone or no longer hashes as recorded; each
     record judged again from the bytes hashed, and every field of its judgement that differs
-    from what it records named; each run's latest outcome kept for the report. A record whose
+    from what it records named, and so its conditions (kit.results.run_conditions); each run's
+    latest outcome and conditions kept for the report. A record whose
     folder is gone is left to the audit, which names the folder once. A run that cannot be
     judged here (the protocol or plan unreadable, a record malformed) is left out: `report`
     judges it, and says why not."""
@@ -244,6 +250,7 @@ def _hashed_and_judged(
     judge = _judge(rd) if len(typed) == size else None
     changed: list[str] = []
     judged: dict[int, timing.Outcome | str] = {}
+    conditions: dict[int, dict[str, Any]] = {}
     for i in range(lo, min(hi, size)):
         record = typed.get(i + 1)
         if record is None:
@@ -266,9 +273,23 @@ def _hashed_and_judged(
                 f"in its record, {json.dumps(fresh)} judged again from its raw logs"
                 for name, mine, fresh in judging.differences(record, again)
             ]
+        found = (
+            run_conditions.again(data, f"{root}/{record.log_dir}", again)
+            if isinstance(again, timing.Outcome)
+            else None
+        )
+        if found is not None and record.conditions is not None and not problems:
+            changed += [
+                f"{RECORDS} line {i + 1}: run {record.run_id}'s conditions' {name} is "
+                f"{json.dumps(mine)} in its record, {json.dumps(fresh)} worked out again from "
+                "its raw files"
+                for name, mine, fresh in run_conditions.differences(record.conditions, found)
+            ]
         if latest.get(record.run_id) == i:
             judged[i] = again
-    return changed, judged
+            if found is not None:
+                conditions[i] = found
+    return changed, judged, conditions
 
 
 def _judge(rd: ResultsDir) -> Callable[[RunRecord, dict[str, bytes]], timing.Outcome] | None:
@@ -293,13 +314,15 @@ def _judge(rd: ResultsDir) -> Callable[[RunRecord, dict[str, bytes]], timing.Out
 
 def _read_and_hashed(root: str, record: RunRecord) -> tuple[list[str], dict[str, bytes]]:
     """A record's raw files that are gone or no longer hash as it recorded, and the bytes of
-    its stdout and stderr (by path), read once for the hash and the judgement. Any other file
-    (a profile of hundreds of megabytes) is hashed a block at a time."""
+    its stdout and stderr and of its conditions' files (by path), read once for the hash, the
+    judgement and the conditions. Any other file (a profile of hundreds of megabytes) is hashed
+    a block at a time."""
     out: list[str] = []
     data: dict[str, bytes] = {}
     run_id, log_dir = record.run_id, record.log_dir
     # paths joined as text: os.path.join costs more, tens of thousands of times
-    logs = (f"{root}/{log_dir}/stdout.log", f"{root}/{log_dir}/stderr.log")
+    kept = ("stdout.log", "stderr.log", *run_conditions.FILES)
+    logs = tuple(f"{root}/{log_dir}/{name}" for name in kept)
     for rel, digest in record.files.items():
         path = f"{root}/{rel}"
         try:

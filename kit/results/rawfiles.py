@@ -8,48 +8,29 @@ so the report reads the results directory's format, never the runner's code.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from kit.measure.stamped import read_stamped
-from kit.telemetry import graphbreaks, kernels, machine, samples
+from kit.results import run_conditions
+from kit.results.run_conditions import IDLE, MACHINE, SAMPLES  # noqa: F401 (their names here too)
+from kit.telemetry import graphbreaks, kernels
 
-SAMPLES = "samples.jsonl"
-IDLE = "idle.json"
-MACHINE = "machine.jsonl"  # a CPU series' samples of the machine
 STATS_DIR = "nsys-stats"  # the stamped output of `nsys stats`: the raw kernel table
 
 
 def run_summary(log_dir: Path, start_ns: int | None, end_ns: int | None) -> dict:
     """Peak memory and the window's clocks of one run, from its samples; {} without samples."""
-    path = log_dir / SAMPLES
-    if not path.exists():
-        return {}
-    return samples.summarize_samples(path, start_ns, end_ns).to_dict()
+    read = run_conditions.from_folder(log_dir)
+    return run_conditions.card_summary(read, str(log_dir), start_ns, end_ns) or {}
 
 
 def machine_summary(log_dir: Path, start_ns: int | None, end_ns: int | None) -> dict:
     """A CPU run's machine: the check before it (idle.json) and its samples over the window
     (machine.jsonl); {} for a run without them (a card's run, a run from an older kit)."""
-    path = log_dir / MACHINE
-    if not path.exists():
-        return {}
-    during = machine.summarize_machine(path, start_ns, end_ns)
-    before = json.loads((log_dir / IDLE).read_text("utf-8")) if (log_dir / IDLE).exists() else {}
-    return {
-        "busy_before": bool(before.get("busy", False)),
-        "waited_s": before.get("waited_s"),
-        "load_1m_before": before.get("load_1m"),
-        "others_cpu_share_before": before.get("others_cpu_share"),
-        "busiest_before": "; ".join(before.get("busiest") or ()),
-        "busy_share": before.get("busy_share"),
-        "others_cpu_share": during.others_cpu_share,
-        "load_1m_max": during.load_1m_max,
-        "cpu_mhz_median": during.cpu_mhz_median,
-        "machine_sample_count": during.sample_count,
-    }
+    read = run_conditions.from_folder(log_dir)
+    return run_conditions.machine_summary(read, str(log_dir), start_ns, end_ns) or {}
 
 
 def kernel_table(log_dir: Path) -> pd.DataFrame:

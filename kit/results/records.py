@@ -6,13 +6,16 @@ kind, ...) and of its judgement (`judged`: the step time, the final loss, a sepa
 fields), each under its own name, so a line is read by its keys' names and never by their
 order (`jq -S` sorts them). `from_json` upgrades an older schema and refuses a newer one.
 
-Schema 3 (this kit; schema 2 is the same with its version under "schema"):
-    {"schema_version": 3, "run_id": 3, "run": {"config": ..., "round": 1, "kind": "timed", ...},
+Schema 4 (this kit):
+    {"schema_version": 4, "run_id": 3, "run": {"config": ..., "round": 1, "kind": "timed", ...},
      "log_dir": ..., "started_utc": ..., "start_ns": ..., "end_ns": ..., "exit_code": 0,
      "stopped": null, "status": "ok", "reason": "", "judged": {"step_s": ..., ...},
-     "executor": "local", "files": {...}}
-Schema 1 held the run's and the judgement's fields flat beside the envelope's; schema 0, as
-schema 1 without "schema", "kind" (a timed run) and "stopped" (the kit did not stop it).
+     "executor": "local", "files": {...}, "conditions": {"machine": {...}}}
+with what the run's conditions came to over its timed window (`kit.results.run_conditions`),
+worked out once when it ended; schema 3 is the same without them (None: the report reads the
+raw files), and schema 2 as 3 with its version under "schema". Schema 1 held the run's and the
+judgement's fields flat beside the envelope's; schema 0, as schema 1 without "schema", "kind"
+(a timed run) and "stopped" (the kit did not stop it).
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from typing import Any
 from kit.errors import UserError
 from kit.status import RunStatus
 
-RECORD_SCHEMA = 3  # 3: as 2, its version under "schema_version" (as every file the kit writes)
+RECORD_SCHEMA = 4  # 4: as 3, with the run's conditions; 3: as 2, its version's key renamed
 RUN, JUDGED = "run", "judged"  # schema 2: the planned run's fields, the judgement's fields
 # the envelope: what the engine writes of every run, whatever its kind
 _ENVELOPE = frozenset(
     ("schema_version", "schema", "run_id", "log_dir", "started_utc", "start_ns", "end_ns",
      "exit_code", "stopped", "status", "reason", "executor", "files", "outputs", "isolation",
-     "outlived", "non_finite", "stderr_cut")
+     "outlived", "non_finite", "stderr_cut", "conditions")
 )  # fmt: skip
 # "non_finite": each value JSON cannot hold (NaN, an infinity) by its dotted path, with what it
 # was; the value itself is stored as null (kit.results.store.finite)
@@ -65,6 +68,8 @@ class RunRecord:
     outlived: str | None = None  # the processes that outlived the program, stopped, in words
     # where its stderr was cut at timing.stderr_cap_bytes: {"kept_bytes", "seen_bytes"}
     stderr_cut: Mapping[str, int] | None = None
+    # what its conditions came to (kit.results.run_conditions); None: a kit that kept none
+    conditions: Mapping[str, Any] | None = None
 
     # -- the fields every kind gives -----------------------------------------------------------
 
@@ -131,6 +136,8 @@ class RunRecord:
             out["outlived"] = self.outlived
         if self.stderr_cut is not None:
             out["stderr_cut"] = dict(self.stderr_cut)
+        if self.conditions is not None:
+            out["conditions"] = dict(self.conditions)
         return out
 
     @classmethod
@@ -179,9 +186,19 @@ class RunRecord:
                 isolation=d.get("isolation"),
                 outlived=d.get("outlived"),
                 stderr_cut=d.get("stderr_cut"),
+                conditions=_conditions(d.get("conditions")),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(
                 f"{where} is not a run record as the kit writes one ({type(e).__name__}: {e})",
                 "`micakit verify` names what changed; restore runs.jsonl from a copy",
             ) from None
+
+
+def _conditions(value: object) -> dict[str, Any] | None:
+    """A record's conditions: an object, or absent (a kit before schema 4)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError('"conditions" is an object')
+    return dict(value)

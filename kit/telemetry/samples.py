@@ -10,6 +10,7 @@ flags its samples raise.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -57,15 +58,18 @@ class SampleSummary:
         return data
 
 
-def read_samples(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and the records of a samples file, the header's version checked.
+def read_samples(
+    path: str | os.PathLike[str], text: str | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the records of a samples file, the header's version checked; `text`: the
+    file's text where the caller has read it already (verify, for its hash).
 
     An unreadable line (a run killed mid-write) becomes an error record, so it is reported.
     """
     path = Path(path)
     header: dict[str, Any] | None = None
     records: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as lines:
+    with path.open(encoding="utf-8") if text is None else io.StringIO(text) as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -106,12 +110,21 @@ def _extreme(series: pd.Series, how: str) -> float | None:
 
 
 def summarize_samples(
-    path: str | os.PathLike[str], start_ns: int | None = None, end_ns: int | None = None
+    path: str | os.PathLike[str],
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    text: str | None = None,
 ) -> SampleSummary:
     """Summarise a samples file; `start_ns`/`end_ns` (stamps of the kit's line clock, e.g. the
     lines of steps 100 and 400) bound the window for clocks, power and clock events (§5: the
-    warm-up's compilations idle the card, and would pull its median clock down)."""
-    header, records = read_samples(path)
+    warm-up's compilations idle the card, and would pull its median clock down). `text`: the
+    file's text where the caller has read it already."""
+    return _summarized(read_samples(path, text)[1], start_ns, end_ns)
+
+
+def _summarized(
+    records: list[dict[str, Any]], start_ns: int | None, end_ns: int | None
+) -> SampleSummary:
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=["kind"])
     if "t_ns" not in frame:
         frame["t_ns"] = pd.Series(dtype="int64")

@@ -1,12 +1,15 @@
 """benchmarks/kit/aa.py runs as the README gives it (its case (a), the one needing no nanoGPT),
-so a change to the series' options cannot leave the benchmark broken unnoticed."""
+so a change to the series' options cannot leave the benchmark broken unnoticed. The case's
+protocol is the kit's own, which pins tiny Shakespeare's SHA-256 (D2): without it (a plain
+clone, no ../shared beside it and no MICAKIT_INPUT) the test skips, saying so."""
 
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.conftest import REAL_INPUT, ROOT, needs_real_input
 
 
+@needs_real_input
 def test_the_sleep_case_runs_and_prints_its_ratio_and_goal():
     proc = subprocess.run(
         [
@@ -16,6 +19,8 @@ def test_the_sleep_case_runs_and_prints_its_ratio_and_goal():
             "sleep",
             "--runs",
             "2",
+            "--input",
+            str(REAL_INPUT),
         ],
         cwd=ROOT,
         capture_output=True,

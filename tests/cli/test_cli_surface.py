@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from tests.conftest import contender_args, write_protocol
+from tests.conftest import contender_args, copied, series_once, write_protocol
 
 
 def _tree(root):
@@ -21,13 +21,18 @@ def _tree(root):
     }
 
 
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One small series for the module (a whole series takes seconds); each test copies it."""
+    root = tmp_path_factory.mktemp("surface")
+    protocol = write_protocol(root / "p.toml", runs=2)
+    args = contender_args(root / "r", protocol, "--precision", "float32")
+    return series_once(root, args, step_ms={"*": 1.0})
+
+
 @pytest.fixture
-def series(tmp_path, fake_env, cli):
-    fake_env(step_ms={"*": 1.0})
-    out = tmp_path / "r"
-    protocol = write_protocol(tmp_path / "p.toml", runs=2)
-    assert cli(*contender_args(out, protocol, "--precision", "float32")).exit_code == 0
-    return out
+def series(finished, tmp_path):
+    return copied(finished, tmp_path)
 
 
 @pytest.mark.slow  # runs whole series: more than a few seconds

@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from kit.errors import ExitCode
 from kit.report import sidetables
-from tests.conftest import contender_args, write_protocol
+from tests.conftest import contender_args, copied, series_once, write_protocol
 
 # Spinners that no process of the kit's started: their launcher exits at once, so they are
 # nobody's children (the kit's own processes are left out of "others"). Each ends itself after
@@ -35,6 +36,22 @@ def protocol(tmp_path):
     """The tests' protocol with the reference protocol's conditions."""
     reference = {"conditions.cpu_busy_share": 0.25, "conditions.cpu_look_s": 0.5}
     return write_protocol(tmp_path / "protocol.toml", changes=reference)
+
+
+@pytest.fixture(scope="module")
+def quiet_series(tmp_path_factory) -> Path:
+    """One finished series of float32 that waits for no quiet (--idle-timeout 0), made once for
+    the module (a whole series takes seconds); a test that alters it copies it first."""
+    root = tmp_path_factory.mktemp("quiet")
+    reference = {"conditions.cpu_busy_share": 0.25, "conditions.cpu_look_s": 0.5}
+    proto = write_protocol(root / "protocol.toml", changes=reference)
+    args = contender_args(root / "r", proto, "--precision", "float32", "--idle-timeout", "0")
+    return series_once(root, args)
+
+
+@pytest.fixture
+def quiet_copy(quiet_series: Path, tmp_path: Path) -> Path:
+    return copied(quiet_series, tmp_path)
 
 
 @pytest.fixture
@@ -91,26 +108,16 @@ def test_refuse_busy_refuses_a_busy_machine_with_a_fix(
     assert "Traceback" not in result.output
 
 
-@pytest.mark.slow
-def test_idle_timeout_0_waits_not_at_all(tmp_path, protocol, cli, fake_env):
+def test_idle_timeout_0_waits_not_at_all(quiet_series):
     # 0 is a value, not a missing one: the manifest keeps it, and a resume reads it back
-    fake_env()
-    out = tmp_path / "r"
-    args = contender_args(out, protocol, "--precision", "float32", "--idle-timeout", "0")
-    assert cli(*args).exit_code == 0
-    options = json.loads((out / "manifest.json").read_text())["options"]
+    options = json.loads((quiet_series / "manifest.json").read_text())["options"]
     assert options["idle_timeout_s"] == 0
 
 
-def test_past_its_limit_the_section_gives_a_row_per_configuration(
-    tmp_path, protocol, cli, fake_env, monkeypatch
-):
+def test_past_its_limit_the_section_gives_a_row_per_configuration(quiet_copy, cli, monkeypatch):
     from kit.report import markdown
 
-    fake_env()
-    out = tmp_path / "r"
-    small = cli(*contender_args(out, protocol, "--precision", "float32", "--idle-timeout", "0"))
-    assert small.exit_code == 0, small.output
+    out = quiet_copy
     report = (out / "report.md").read_text()
     assert "The machine through each timed run;" in report
     # the same series past the limit (5 timed runs against a limit of 2): a row per configuration
@@ -123,3 +130,55 @@ def test_past_its_limit_the_section_gives_a_row_per_configuration(
     rows = [line for line in section.splitlines() if line.startswith("| shakespeare-char/")]
     assert len(rows) == 1 and "| 5 " in rows[0], section
     assert cli("verify", out).exit_code == 0  # recomputed the same way
+
+
+def test_each_runs_conditions_are_kept_in_its_record_and_verify_works_them_out_again(
+    quiet_copy, cli, monkeypatch
+):
+    from kit.results import run_conditions
+
+    out = quiet_copy
+    runs = pd.read_csv(out / "tables" / "runs.csv").set_index("run_id")
+    records = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert records and all(r["schema_version"] == 4 for r in records)
+    sampled = [r for r in records if f"{r['log_dir']}/machine.jsonl" in r["files"]]
+    assert sampled and all(r["conditions"] == {} for r in records if r not in sampled)
+    for r in sampled:  # a CPU series samples the machine around every run it starts
+        machine = r["conditions"]["machine"]
+        row = runs.loc[r["run_id"]]
+        assert machine["machine_sample_count"] == row["machine_sample_count"] > 0
+        assert machine["others_cpu_share"] == pytest.approx(row["others_cpu_share"])
+        assert machine["busy_before"] == row["busy_before"] and "card" not in r["conditions"]
+    published = (out / "tables" / "runs.csv").read_bytes()
+
+    # the report opens no run's samples: what they come to is in the records
+    def unread(*args):
+        raise AssertionError("a run's samples were read again")
+
+    with monkeypatch.context() as m:
+        m.setattr(run_conditions, "summarize", unread)
+        assert cli("publish", out, "--preview").exit_code == 0
+    assert (out / "tables" / "runs.csv").read_bytes() == published
+    assert cli("verify", out).exit_code == 0
+
+    # a record whose conditions differ from its raw files is named by verify
+    lines = (out / "runs.jsonl").read_text().splitlines()
+    altered = sampled[-1]
+    altered["conditions"]["machine"]["others_cpu_share"] = 0.75
+    at = records.index(altered)
+    lines[at] = json.dumps(altered)
+    (out / "runs.jsonl").write_text("\n".join(lines) + "\n")
+    result = cli("verify", out)
+    assert result.exit_code != 0
+    assert (
+        f"run {altered['run_id']}'s conditions' machine.others_cpu_share is 0.75" in result.output
+    )
+
+    # a directory from a kit that kept no conditions (schema 3) reads its raw files: the same
+    older = [{**json.loads(line), "schema_version": 3} for line in lines]
+    for r in older:
+        del r["conditions"]
+    (out / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in older))
+    assert cli("verify", out).exit_code == 0
+    assert cli("publish", out, "--preview").exit_code == 0
+    assert (out / "tables" / "runs.csv").read_bytes() == published

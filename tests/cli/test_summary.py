@@ -10,7 +10,7 @@ import pytest
 from kit.report import publish, summary, tables
 from kit.results import audit
 from kit.results.store import ResultsDir
-from tests.conftest import contender_args, records
+from tests.conftest import contender_args, copied, records, series_once, write_protocol
 
 
 def _strict(text: str):
@@ -22,23 +22,24 @@ def _strict(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-def _series_with_an_oom(tmp_path, fast_protocol, fake_env, cli):
+@pytest.fixture(scope="module")
+def series_with_an_oom(tmp_path_factory):
     """A contender series of both precisions whose mica-half-intermediates runs out of memory
-    in its third run."""
-    fake_env(step_ms={"*": 2.0}, events={"mica-half-intermediates#3": "oom"})
-    out = tmp_path / "r"
-    res = cli(
-        *contender_args(out, fast_protocol, "--precision", "float32", "--precision", "float16")
-    )
-    assert res.exit_code == 0, res.output
-    return out
+    in its third run, made once for the module; each test copies it (`with_an_oom`)."""
+    root = tmp_path_factory.mktemp("oom")
+    protocol = write_protocol(root / "protocol.toml")
+    args = contender_args(root / "r", protocol, "--precision", "float32", "--precision", "float16")
+    return series_once(root, args, step_ms={"*": 2.0}, events={"mica-half-intermediates#3": "oom"})
+
+
+@pytest.fixture
+def with_an_oom(series_with_an_oom, tmp_path):
+    return copied(series_with_an_oom, tmp_path)
 
 
 @pytest.mark.slow  # runs whole series: more than a few seconds
-def test_summary_holds_states_times_and_links_and_follows_its_schema(
-    tmp_path, fast_protocol, fake_env, cli
-):
-    out = _series_with_an_oom(tmp_path, fast_protocol, fake_env, cli)
+def test_summary_holds_states_times_and_links_and_follows_its_schema(with_an_oom, cli):
+    out = with_an_oom
     data = _strict((out / summary.SUMMARY).read_text())
     jsonschema.validate(data, summary.schema())
     by_variant = {c["variant"]: c for c in data["configurations"] if c["precision"] == "float16"}
@@ -84,10 +85,8 @@ def _described(schema: dict, document: object, where: str = "") -> list[str]:
 
 
 @pytest.mark.slow  # runs a whole series: more than a few seconds
-def test_every_field_is_described_and_typed_and_prose_has_its_enum_beside_it(
-    tmp_path, fast_protocol, fake_env, cli
-):
-    out = _series_with_an_oom(tmp_path, fast_protocol, fake_env, cli)
+def test_every_field_is_described_and_typed_and_prose_has_its_enum_beside_it(with_an_oom, cli):
+    out = with_an_oom
     for preview in (False, True):
         if preview:
             assert cli("publish", out, "--preview").exit_code == 0

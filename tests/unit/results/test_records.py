@@ -13,7 +13,7 @@ from kit.results.records import RECORD_SCHEMA, RunRecord
 from kit.status import RunStatus
 
 LINE = (
-    '{"schema_version": 3, "run_id": 3, "run": {"config": "shakespeare-char/float32/contender/mica", '
+    '{"schema_version": 4, "run_id": 3, "run": {"config": "shakespeare-char/float32/contender/mica", '
     '"round": 1, "kind": "timed", "discarded": false, "batch_size": null}, '
     '"log_dir": "runs/0003-shakespeare-char.float32.contender.mica/attempt-1", '
     '"started_utc": "2026-12-01T00:49:36+00:00", "start_ns": 10, "end_ns": 20, '
@@ -21,8 +21,12 @@ LINE = (
     '"own_step_s": 0.00099, "final_loss": 3.5}, "executor": "local", '
     '"files": {"runs/0003-shakespeare-char.float32.contender.mica/attempt-1/stdout.log": "ab"}}'
 )
+# the same run as a schema-3 kit wrote it: no conditions (the report reads the raw files)
+LINE_V3 = LINE.replace('{"schema_version": 4,', '{"schema_version": 3,')
 # the same run as a schema-2 kit wrote it: the version under "schema"
-LINE_V2 = LINE.replace('{"schema_version": 3,', '{"schema": 2,')
+LINE_V2 = LINE.replace('{"schema_version": 4,', '{"schema": 2,')
+# a CPU run's conditions, as the engine records them (kit.results.run_conditions)
+CONDITIONS = {"machine": {"busy_before": False, "others_cpu_share": 0.01, "load_1m_max": 0.5}}
 # the same run as a schema-1 kit wrote it: every field flat, the judgement's after the reason
 LINE_V1 = (
     '{"schema": 1, "run_id": 3, "config": "shakespeare-char/float32/contender/mica", '
@@ -43,7 +47,9 @@ def test_a_line_is_read_and_written_again_key_for_key_in_order():
     assert json.dumps(record.to_json()) == LINE
 
 
-@pytest.mark.parametrize("line", [LINE, LINE_V2, LINE_V1], ids=["schema 3", "schema 2", "schema 1"])
+@pytest.mark.parametrize(
+    "line", [LINE, LINE_V3, LINE_V2, LINE_V1], ids=["schema 4", "schema 3", "schema 2", "schema 1"]
+)
 def test_a_record_with_its_keys_sorted_reads_back_the_same(line):
     # `jq -S` sorts every object's keys: a record is read by its keys' names, never their order
     as_written = RunRecord.from_json(json.loads(line))
@@ -53,11 +59,25 @@ def test_a_record_with_its_keys_sorted_reads_back_the_same(line):
     assert resorted.head["round"] == 1 and resorted.step_s == 0.001
 
 
-@pytest.mark.parametrize("older", [LINE_V2, LINE_V1], ids=["schema 2", "schema 1"])
+@pytest.mark.parametrize(
+    "older", [LINE_V3, LINE_V2, LINE_V1], ids=["schema 3", "schema 2", "schema 1"]
+)
 def test_an_older_record_is_upgraded(older):
     record = RunRecord.from_json(json.loads(older))
     assert record == RunRecord.from_json(json.loads(LINE))
     assert json.dumps(record.to_json()) == LINE
+    assert record.conditions is None  # not kept: the report reads the run's raw files
+
+
+def test_a_runs_conditions_are_kept_after_its_files_and_read_back():
+    line = {**json.loads(LINE), "conditions": CONDITIONS}
+    record = RunRecord.from_json(line)
+    assert record.conditions == CONDITIONS
+    assert record.to_json() == line and list(record.to_json())[-1] == "conditions"
+    # a run that never ran has none to keep, which is not the same as an older kit's record
+    assert RunRecord.from_json({**line, "conditions": {}}).conditions == {}
+    with pytest.raises(UserError, match="not a run record as the kit writes one"):
+        RunRecord.from_json({**line, "conditions": [1]})
 
 
 def test_what_a_check_adds_keeps_its_place_too():
@@ -87,8 +107,8 @@ def test_a_record_from_before_schemas_was_a_timed_run():
 
 
 def test_a_newer_record_is_refused_and_a_broken_one_named():
-    with pytest.raises(UserError, match="schema 4; this kit reads schema 3") as e:
-        RunRecord.from_json({**json.loads(LINE), "schema_version": 4}, "runs.jsonl record 4")
+    with pytest.raises(UserError, match="schema 5; this kit reads schema 4") as e:
+        RunRecord.from_json({**json.loads(LINE), "schema_version": 5}, "runs.jsonl record 4")
     assert "runs.jsonl record 4" in e.value.message
     broken = json.loads(LINE)
     del broken["status"]
