@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from kit.cloud import failures, skypilot, task
+from kit.cloud import sky_failures, skypilot, task
 from kit.cloud.plan import Plan
 from kit.cloud.skypilot import Launched, Machine
 from kit.errors import UserError
@@ -222,10 +222,10 @@ def _failed(h: Held, e: BaseException) -> None:
     if isinstance(e, KeyboardInterrupt):
         raise e
     said = e.__context__ if isinstance(e, UserError) and e.__context__ is not None else e
-    h.skypilot_said = f"{type(said).__name__}: {failures.first_line(said)}"
+    h.skypilot_said = f"{type(said).__name__}: {sky_failures.first_line(said)}"
     if isinstance(e, UserError):
         h.error = e
-    else:  # an error no row of kit/cloud/failures.py names: its words, and where to read more
+    else:  # an error no row of kit/cloud/sky_failures.py names: its words, and where to read more
         h.error = UserError(
             f"SkyPilot failed: {h.skypilot_said}",
             f"SkyPilot's log of the machine is in logs/{h.directory}.log; "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from kit.cloud import skypilot
-from kit.cloud.failures import SHOW_GPUS
+from kit.cloud.sky_failures import SHOW_GPUS
 from kit.cloud.skypilot import Machine
 from kit.errors import UserError
 
@@ -249,7 +249,7 @@ def _regions(m: Machine) -> list[str]:
 
 def check(p: Plan) -> None:
     """A card, machine type or infra SkyPilot's catalog does not list, refused before renting;
-    where the catalog cannot be read, the API server's answer says it (kit/cloud/failures.py)."""
+    where the catalog cannot be read, the API server's answer says it (sky_failures.py)."""
     m = p.machines[0]
     cloud, *where = m.infra.split("/")
     region, zone = (where + [None, None])[:2]

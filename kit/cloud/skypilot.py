@@ -7,7 +7,7 @@ SDK's signatures. SkyPilot 0.14's SDK is asynchronous: `sky.launch`, `sky.down` 
 
 Imported only by `micakit cloud ...`; `sky` itself is imported when a function here is called,
 so a kit without the extra names the extra to install instead of failing at import. What each
-SkyPilot error means to the user is kit/cloud/failures.py's table.
+SkyPilot error means to the user is kit/cloud/sky_failures.py's table.
 
 SkyPilot's own output never reaches stdout, which carries the kit's results: a launch's and a
 job's log go to a file the caller names (`output_stream`), anything else SkyPilot prints goes
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import IO, Any
 
-from kit.cloud import failures
+from kit.cloud import sky_failures
 from kit.errors import UserError
 
 LABEL = "micakit"  # the kit's label on every cluster it rents; its value is the series id
@@ -334,11 +334,11 @@ def catalog() -> ModuleType:
 @contextmanager
 def mapped(m: Machine | None) -> Iterator[None]:
     """SkyPilot's errors as what the user must fix (exit 2), never a traceback: the table in
-    kit/cloud/failures.py."""
+    kit/cloud/sky_failures.py."""
     try:
         yield
     except Exception as e:
-        found = failures.explain(e, m)
+        found = sky_failures.explain(e, m)
         if found is None:
             raise
         raise found from None

@@ -18,6 +18,7 @@ from kit.protocol.load import FAMILIES, Protocol
 from kit.results import rawfiles, run_conditions
 from kit.results.documents import Plan
 from kit.results.planned import GRAPH_BREAKS, PROFILE
+from kit.results.run_conditions import Conditions
 from kit.results.store import RECORDS, ResultsDir
 from kit.status import RunStatus
 from kit.telemetry import kernels, libraries
@@ -34,7 +35,7 @@ def conditions_columns(
     rd: ResultsDir,
     runs: pd.DataFrame,
     listing: Mapping[str, frozenset[str]],
-    kept: Mapping[int, Mapping[str, Any]] | None = None,
+    kept: Mapping[int, Conditions] | None = None,
 ) -> pd.DataFrame:
     """Per run: peak memory (whole run) and the window's clocks and clock events; on a CPU, the
     machine's. `kept`: each run's conditions as its record keeps them, or as `verify` worked

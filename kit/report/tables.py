@@ -12,7 +12,6 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +24,7 @@ from kit.results.documents import Plan
 from kit.results.planned import AA_KINDS, CONTENDER, PYTORCH, Config, PlannedRun
 from kit.results.rawfiles import SAMPLES
 from kit.results.records import RunRecord
+from kit.results.run_conditions import Conditions
 from kit.results.store import ResultsDir
 
 TABLES = (
@@ -62,7 +62,7 @@ def runs_table(
     protocol: Protocol,
     listing: Mapping[str, frozenset[str]] | None = None,
     judged: Mapping[int, timing.Outcome | str] | None = None,
-    conditions: Mapping[int, Mapping[str, Any]] | None = None,
+    conditions: Mapping[int, Conditions] | None = None,
 ) -> pd.DataFrame:
     """One row per planned run that has a record: judged again from its logs. `judged`: runs
     a caller (verify) has already judged again, by the record's line (`audit.Examined`);
@@ -375,7 +375,7 @@ def tables(
     preview: bool | None = None,
     listing: Mapping[str, frozenset[str]] | None = None,
     judged: Mapping[int, timing.Outcome | str] | None = None,
-    conditions: Mapping[int, Mapping[str, Any]] | None = None,
+    conditions: Mapping[int, Conditions] | None = None,
 ) -> Tables:
     """Every table, judged again from the raw logs (a corrupt log raises ValueError).
 

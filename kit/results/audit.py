@@ -21,6 +21,7 @@ from kit.measure import stamped, timing
 from kit.results import fanout, judging, links, ran, run_conditions
 from kit.results.planned import PlannedRun
 from kit.results.records import RunRecord
+from kit.results.run_conditions import Conditions
 from kit.results.store import (
     NOT_RUN,
     PLAN,
@@ -191,7 +192,7 @@ class Examined:
     # from the very bytes just hashed; a message where its raw log no longer parses
     judged: dict[int, timing.Outcome | str]
     # by the same line: what each run's conditions came to, worked out again from those bytes
-    conditions: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    conditions: dict[int, Conditions] = dataclasses.field(default_factory=dict)
 
 
 class Examination:
@@ -219,7 +220,7 @@ class Examination:
         (listing, problems), *parts = self._children.result()
         problems = [*self._torn, *problems]
         judged: dict[int, timing.Outcome | str] = {}
-        conditions: dict[int, dict[str, Any]] = {}
+        conditions: dict[int, Conditions] = {}
         for changed, mine, theirs in parts:
             problems += changed
             judged.update(mine)
@@ -234,7 +235,7 @@ def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list
 
 def _hashed_and_judged(
     rd: ResultsDir, lo: int, hi: int
-) -> tuple[list[str], dict[int, timing.Outcome | str], dict[int, dict[str, Any]]]:
+) -> tuple[list[str], dict[int, timing.Outcome | str], dict[int, Conditions]]:
     """Records lo to hi: every raw file that is gone or no longer hashes as recorded; each
     record judged again from the bytes hashed, and every field of its judgement that differs
     from what it records named, and so its conditions (kit.results.run_conditions); each run's
@@ -250,7 +251,7 @@ def _hashed_and_judged(
     judge = _judge(rd) if len(typed) == size else None
     changed: list[str] = []
     judged: dict[int, timing.Outcome | str] = {}
-    conditions: dict[int, dict[str, Any]] = {}
+    conditions: dict[int, Conditions] = {}
     for i in range(lo, min(hi, size)):
         record = typed.get(i + 1)
         if record is None:

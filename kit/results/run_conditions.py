@@ -27,6 +27,8 @@ SAMPLES = "samples.jsonl"  # the card's samples during the run
 IDLE = "idle.json"  # the check before the run, the card's or the machine's
 MACHINE = "machine.jsonl"  # a CPU series' samples of the machine
 FILES = (SAMPLES, IDLE, MACHINE)
+# what a run's conditions come to, as its record keeps them (its card's, its machine's)
+Conditions = Mapping[str, Any]
 CARD, CPU = "card", "machine"
 
 # a file of the run's folder by its name: its text, or None where the run has none

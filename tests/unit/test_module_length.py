@@ -20,6 +20,9 @@ ALLOWED = {
     "measure/clock.py": "the clock's reader process: it runs alone, where the kit may not be",
     "results/store.py": "ResultsDir: the one class that names and writes every file",
     "protocol/load.py": "the protocol's tables as types and their checks, read key by key",
+    "engine/series.py": "a series' plan, its runs and §6's separate records on one engine",
+    "report/figures.py": "every plot the report draws, on one set of colours and markers",
+    "results/audit.py": "verify's pass over the folders: hashes, judgements and conditions at once",
 }
 
 

@@ -1,5 +1,5 @@
 """Every SkyPilot error `micakit cloud` meets, as what the user reads: exit 2, one `error:` line
-saying what SkyPilot said, one `fix:` line (kit/cloud/failures.py's table).
+saying what SkyPilot said, one `fix:` line (kit/cloud/sky_failures.py's table).
 
 The exceptions are SkyPilot's own where it is installed (the CI's .venv-cloud), else the fake's,
 which tests/unit/cloud/test_sdk_signatures.py holds to the real ones' shapes.
@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.group import KitGroup
-from kit.cloud import failures, skypilot
+from kit.cloud import sky_failures, skypilot
 from kit.errors import ExitCode, UserError
 from tests.conftest import FAKES
 
@@ -129,7 +129,7 @@ def test_each_skypilot_error_is_exit_2_with_one_error_and_one_fix(
     make, message: str, fix: str
 ) -> None:
     e = make()
-    found = failures.explain(e, M)
+    found = sky_failures.explain(e, M)
     assert found is not None and message in found.message and found.fix.startswith(fix)
 
     @click.group(cls=KitGroup, name="micakit")
@@ -154,4 +154,4 @@ def test_an_error_no_row_names_keeps_its_traceback() -> None:
     with pytest.raises(KeyError):
         with skypilot.mapped(M):
             raise KeyError("x")
-    assert failures.explain(UserError("x"), M) is None
+    assert sky_failures.explain(UserError("x"), M) is None

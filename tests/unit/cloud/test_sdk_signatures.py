@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.cloud import failures, skypilot, task, yamlish
+from kit.cloud import sky_failures, skypilot, task, yamlish
 from kit.cloud.skypilot import Machine
 from tests.conftest import FAKES
 
@@ -116,7 +116,7 @@ def test_each_call_binds_to_the_installed_sdk_and_to_the_fake(monkeypatch) -> No
         )
 
 
-# every SkyPilot error kit/cloud/failures.py maps, and those the fake raises
+# every SkyPilot error kit/cloud/sky_failures.py maps, and those the fake raises
 EXCEPTIONS = (
     "CloudError", "ResourcesUnavailableError", "ProvisionPrechecksError", "CommandError",
     "ClusterNotUpError", "ClusterDoesNotExist", "NotSupportedError", "CloudUserIdentityError",
@@ -129,7 +129,7 @@ def test_the_fakes_exceptions_are_the_real_ones_in_shape(monkeypatch) -> None:
     constructor parameters, so that what the kit catches and builds is what SkyPilot raises."""
     sky = _real()
     _, _, _, fake = _fake(monkeypatch)
-    rules = {name for name, _ in failures.RULES}
+    rules = {name for name, _ in sky_failures.RULES}
     for name in EXCEPTIONS:
         real, made = getattr(sky.exceptions, name), getattr(fake["sky.exceptions"], name)
         assert [k.__name__ for k in real.__mro__] == [k.__name__ for k in made.__mro__], name
