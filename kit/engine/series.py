@@ -24,7 +24,7 @@ from kit.errors import SeriesFailed, UserError
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.protocol.load import FAMILIES, Protocol
-from kit.results import store, trees
+from kit.results import fields, store, trees
 from kit.results.planned import (
     AA_KINDS,
     AA_TWIN,
@@ -356,7 +356,7 @@ class Series(Kind[PlannedRun]):
         separate = extras.prepare(run.kind, spec, self.executor, log_dir)
         if separate.skip_reason:
             return self._judged(
-                timing.Outcome(extras.NOT_PROFILED, None, None, separate.skip_reason)
+                timing.Outcome(extras.NOT_PROFILED, None, None, separate.skip_reason), log_dir
             )
         return separate.spec
 
@@ -366,17 +366,14 @@ class Series(Kind[PlannedRun]):
     def judge(self, run: PlannedRun, spec: RunSpec, outcome: RunOutcome, log_dir: Path) -> Judged:
         extra = extras.finish(run.kind, spec, self.executor, log_dir, outcome)
         grammar = self.sides[self.by_id[run.config].side].grammar(self.protocol)
-        return self._judged(extras.judge(run.kind, outcome, grammar, self.protocol.timing), extra)
+        judged = extras.judge(run.kind, outcome, grammar, self.protocol.timing)
+        return self._judged(judged, log_dir, extra)
 
     @staticmethod
-    def _judged(judged: timing.Outcome, extra: dict | None = None) -> Judged:
-        fields = {
-            "step_s": judged.step_s,
-            "own_step_s": judged.own_step_s,
-            "final_loss": judged.final_loss,
-            **(extra or {}),
-        }
-        return Judged(judged.status, judged.reason, fields)
+    def _judged(judged: timing.Outcome, log_dir: Path, extra: dict | None = None) -> Judged:
+        # each per-run field as declared once (kit.results.fields), then the kind's own
+        measured = fields.read_all(judged, fields.Logs(str(log_dir)))
+        return Judged(judged.status, judged.reason, {**measured, **(extra or {})})
 
     def _limit_s(self, planned: PlannedRun) -> float | None:
         """A timed run's whole-run limit: the protocol's factor times its configuration's
