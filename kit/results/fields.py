@@ -7,8 +7,8 @@ fields (kit.report) all iterate over `FIELDS`, in its order. A new measurement i
 here and its reader. The logs are parsed once (`timing.judge`, the protocol's §5 clock); a
 reader takes that judgement, and the run's folder for what the judgement does not hold.
 
-A field added after a series was recorded is absent from its older records and compared only
-where a record carries it (`Field.since_kit` names the first kit that kept it).
+A field added after others (`Field.later`) is absent from what a kit wrote before it: it is
+compared only where a record, a table or summary.json carries it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Field:
     read: Callable[[timing.Outcome, Logs], Value]  # from the judged logs and the run's folder
     dtype: str = "float64"  # its runs.csv column: "Int64" writes whole numbers without ".0"
     description: str = ""  # as summary.schema.json says it
-    since_kit: str | None = None  # None: every record carries it; else the first kit that did
+    later: bool = False  # added after the first: a directory written before it lacks it
 
 
 FIELDS: tuple[Field, ...] = (
@@ -74,7 +74,8 @@ FIELDS: tuple[Field, ...] = (
     ),
 )
 NAMES = tuple(f.name for f in FIELDS)
-BY_NAME = {f.name: f for f in FIELDS}
+# the fields a file written before them lacks: left out of verify's recomputation there
+LATER = tuple(f.name for f in FIELDS if f.later)
 
 
 def read_all(outcome: timing.Outcome, logs: Logs) -> dict[str, Value]:
@@ -85,4 +86,4 @@ def read_all(outcome: timing.Outcome, logs: Logs) -> dict[str, Value]:
 def recorded(judged: Mapping[str, object]) -> list[Field]:
     """The fields a record's `judged` is compared on: each field every record carries, and a
     later one where this record carries it (an older kit's record lacks it)."""
-    return [f for f in FIELDS if f.since_kit is None or f.name in judged]
+    return [f for f in FIELDS if not f.later or f.name in judged]
