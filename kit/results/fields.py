@@ -72,6 +72,14 @@ FIELDS: tuple[Field, ...] = (
         lambda o, _: o.final_loss,
         description="The last step's training loss",
     ),
+    Field(
+        "stderr_bytes",
+        "bytes",
+        lambda _, logs: logs.size("stderr.log"),
+        "Int64",
+        description="The run's kept stderr.log, bytes",
+        later=True,
+    ),
 )
 NAMES = tuple(f.name for f in FIELDS)
 # the fields a file written before them lacks: left out of verify's recomputation there
