@@ -24,7 +24,7 @@ from kit.errors import SeriesFailed, UserError
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.measure import timing
 from kit.protocol.load import FAMILIES, Protocol
-from kit.results import store, trees
+from kit.results import fields, store, trees
 from kit.results.planned import (
     AA_KINDS,
     AA_TWIN,
@@ -371,18 +371,14 @@ class Series(Kind[PlannedRun]):
 
     @staticmethod
     def _judged(judged: timing.Outcome, log_dir: Path | None, extra: dict | None = None) -> Judged:
-        """The record's judgement, and what the run's conditions came to over its timed window
-        (§5 "Conditions"), worked out once, here, so a report reads no samples again; {} for a
-        run that never ran (`log_dir` None)."""
-        fields = {
-            "step_s": judged.step_s,
-            "own_step_s": judged.own_step_s,
-            "final_loss": judged.final_loss,
-            **(extra or {}),
-        }
+        """The record's judgement: each per-run field as declared once (kit.results.fields),
+        then the kind's own; and what the run's conditions came to over its timed window (§5
+        "Conditions"), worked out once, here, so a report reads no samples again; {} for a run
+        that never ran (`log_dir` None)."""
+        measured = fields.read_all(judged, fields.Logs(str(log_dir) if log_dir else ""))
         window = (judged.window_start_ns, judged.window_end_ns)
         kept = conditions.recorded(log_dir, window) if log_dir is not None else {}
-        return Judged(judged.status, judged.reason, fields, conditions=kept)
+        return Judged(judged.status, judged.reason, {**measured, **(extra or {})}, conditions=kept)
 
     def _limit_s(self, planned: PlannedRun) -> float | None:
         """A timed run's whole-run limit: the protocol's factor times its configuration's

@@ -21,7 +21,7 @@ from kit import __version__
 from kit.protocol import shipped
 from kit.report import aa, clocks, flags, resolution, states, verdict
 from kit.report.tables import Tables
-from kit.results import store
+from kit.results import fields, store
 from kit.results.planned import CONTENDER
 from kit.results.store import ResultsDir
 
@@ -176,6 +176,8 @@ def build(rd: ResultsDir, t: Tables, resolved: bool = True) -> dict[str, Any]:
         "clocks": _clocks(runs),
         # the kit's diagnostic outside §10: each chosen configuration's A/A runs beside its twin
         "aa": _aa(t),
+        # each recorded run's per-run fields, as declared once (kit.results.fields)
+        RUNS: _rows(runs[[*RUN_KEYS, *fields.NAMES]]),
         "versions": versions,
         "files": {
             "manifest": store.MANIFEST,
@@ -210,6 +212,9 @@ def _schema_1(document: dict[str, Any]) -> dict[str, Any]:
         older[part] = [{k: v for k, v in row.items() if k not in TYPED} for row in older[part]]
     return {OLD_VERSION_KEY: 1, **older}
 
+
+RUNS = "runs"
+RUN_KEYS = ["run_id", "config", "kind", "status"]  # summary.json's runs[], before the fields
 
 CLOCK_FIELDS = [
     "run_id", "config", "clock_source", "clock_mhz", "mem_clock_median_mhz", "clock_window",
@@ -269,7 +274,7 @@ def as_older(path: Path, recomputed: bytes) -> bytes:
         return recomputed
     version = version_of(published)
     if version is None or version >= SCHEMA:
-        return recomputed
+        return _without_later(recomputed, published)
     fresh = json.loads(recomputed)
     conditions = fresh.get("conditions")
     if version < 4 and isinstance(conditions, dict):  # a count of the flagged runs, then
@@ -278,6 +283,19 @@ def as_older(path: Path, recomputed: bytes) -> bytes:
     key = VERSION_KEY if VERSION_KEY in published else OLD_VERSION_KEY
     shaped.pop(VERSION_KEY, None)
     return _dumps({key: version, **shaped}).encode("utf-8")
+
+
+def _without_later(recomputed: bytes, published: object) -> bytes:
+    """This schema's recomputation less what a file written before it was added lacks: the
+    per-run section, and each per-run field added since (kit.results.fields.LATER)."""
+    document = json.loads(recomputed)
+    if not isinstance(published, dict) or not isinstance(published.get(RUNS), list):
+        document.pop(RUNS, None)
+    else:
+        held = {k for row in published[RUNS] if isinstance(row, dict) for k in row}
+        lacking = [k for k in fields.LATER if k not in held] if published[RUNS] else []
+        document[RUNS] = [{k: v for k, v in r.items() if k not in lacking} for r in document[RUNS]]
+    return _dumps(document).encode("utf-8")
 
 
 def _like(new: Any, old: Any) -> Any:

@@ -19,7 +19,7 @@ import pandas as pd
 from kit.measure import timing
 from kit.protocol.load import Protocol
 from kit.report import aa, clocks, compile_cost, sidetables, states, verdict
-from kit.results import fanout, judging, store
+from kit.results import fanout, fields, judging, store
 from kit.results.documents import Plan
 from kit.results.planned import AA_KINDS, CONTENDER, PYTORCH, Config, PlannedRun
 from kit.results.rawfiles import SAMPLES
@@ -94,9 +94,8 @@ def runs_table(
                 "discarded": planned.discarded,
                 "batch_size": record.batch_size,
                 "status": outcome.status,
-                "step_s": outcome.step_s,
-                "own_step_s": outcome.own_step_s,
-                "final_loss": outcome.final_loss,
+                # each per-run field as declared once (kit.results.fields)
+                **fields.read_all(outcome, fields.Logs(f"{rd.root}/{record.log_dir}")),
                 "reason": outcome.reason,
                 "log_dir": record.log_dir,
                 "window_start_ns": outcome.window_start_ns,
@@ -105,11 +104,12 @@ def runs_table(
         )
     columns = [
         "run_id", "config", "card", "model", "precision", "side", "variant", "round", "kind",
-        "discarded", "batch_size", "status", "step_s", "own_step_s", "final_loss", "reason",
+        "discarded", "batch_size", "status", *fields.NAMES, "reason",
         "log_dir", "window_start_ns", "window_end_ns",
     ]  # fmt: skip
     runs = pd.DataFrame(rows, columns=columns).astype(
         {"window_start_ns": "Int64", "window_end_ns": "Int64", "batch_size": "Int64"}
+        | {f.name: f.dtype for f in fields.FIELDS}
     )
     found = sidetables.conditions_columns(rd, runs, listing, kept)
     runs = runs.merge(found, on="run_id", how="left")

@@ -18,7 +18,7 @@ from typing import Any
 
 from kit.errors import DirectoryDiffers, UserError
 from kit.measure import stamped, timing
-from kit.results import fanout, judging, links, ran, run_conditions
+from kit.results import fanout, fields, judging, links, ran, run_conditions
 from kit.results.planned import PlannedRun
 from kit.results.records import RunRecord
 from kit.results.run_conditions import Conditions
@@ -272,7 +272,9 @@ def _hashed_and_judged(
             changed += [
                 f"{RECORDS} line {i + 1}: run {record.run_id}'s {name} is {json.dumps(mine)} "
                 f"in its record, {json.dumps(fresh)} judged again from its raw logs"
-                for name, mine, fresh in judging.differences(record, again)
+                for name, mine, fresh in judging.differences(
+                    record, again, fields.Logs(f"{root}/{record.log_dir}", data)
+                )
             ]
         found = (
             run_conditions.again(data, f"{root}/{record.log_dir}", again)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kit.measure import stamped, timing
 from kit.protocol.load import Grammar, Protocol, Timing
+from kit.results import fields
 from kit.results.planned import GRAPH_BREAKS, PROFILE, PYTORCH
 from kit.results.records import RunRecord
 from kit.results.store import NOT_RUN
@@ -86,24 +87,21 @@ def rejudge(
 
 
 # what a record says of its run's judgement, each field recomputed from the raw logs (verify)
-JUDGEMENT = ("status", "reason", "step_s", "own_step_s", "final_loss")
+JUDGEMENT = ("status", "reason", *fields.NAMES)
 
 
-def differences(record: RunRecord, again: timing.Outcome) -> list[tuple[str, object, object]]:
+def differences(
+    record: RunRecord, again: timing.Outcome, logs: fields.Logs
+) -> list[tuple[str, object, object]]:
     """Each field of the judgement `record` carries that differs from `again` (the run judged
-    again from its raw logs): (field, recorded, recomputed)."""
+    again from its raw logs; `logs`: its folder): (field, recorded, recomputed)."""
     mine = {"status": record.status, "reason": record.reason, **record.judged}
-    fresh = {
-        "status": again.status,
-        "reason": again.reason,
-        "step_s": again.step_s,
-        "own_step_s": again.own_step_s,
-        "final_loss": again.final_loss,
-    }
+    fresh: dict[str, object] = {"status": again.status, "reason": again.reason}
+    fresh |= {f.name: f.read(again, logs) for f in fields.recorded(record.judged)}
     return [
         (name, mine.get(name), fresh[name])
         for name in JUDGEMENT
-        if not _same(mine.get(name), fresh[name])
+        if name in fresh and not _same(mine.get(name), fresh[name])
     ]
 
 

@@ -9,6 +9,7 @@ from typing import IO
 import pandas as pd
 
 from kit.errors import UserError
+from kit.results import fields
 
 # the version of every tables/*.csv, carried in each as its first column; 2: runs.csv and
 # comparison.csv gained the clock columns (kit.report.clocks), recomputed for an older table
@@ -54,7 +55,11 @@ def schema_of(path: Path) -> int:
 
 def as_older(published: pd.DataFrame, recomputed: pd.DataFrame, schema: int) -> pd.DataFrame:
     """The recomputed table as a table of an older `schema` holds it: the columns a later kit
-    added, which the published table lacks, left out (verify of a directory written before)."""
-    if schema >= TABLE_SCHEMA or not set(published.columns) <= set(recomputed.columns):
+    added, which the published table lacks, left out (verify of a directory written before).
+    A per-run field added since (kit.results.fields.LATER) is left out where it is absent."""
+    if schema >= TABLE_SCHEMA:
+        later = [c for c in fields.LATER if c in recomputed and c not in published]
+        return recomputed.drop(columns=later)
+    if not set(published.columns) <= set(recomputed.columns):
         return recomputed
     return recomputed[[c for c in recomputed.columns if c in set(published.columns)]]
