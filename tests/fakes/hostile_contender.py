@@ -17,8 +17,11 @@ as $HOSTILE says:
 from __future__ import annotations
 
 import glob
+import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,9 +45,13 @@ def edit(root: Path) -> None:
             print(f"cannot edit {path}: {e.strerror}", file=sys.stderr)
 
 
-def copy(root: Path) -> int:
-    # where the results directory is, and, in a container, everything mounted
+def copy(root: Path, sibling: bool = False) -> int:
+    # where the results directory is, and, in a container, everything mounted; `sibling`: an
+    # earlier check's directory beside it, which ran PyTorch from the same shared start
     logs = sorted(glob.glob(f"{root}/runs/*pytorch*/attempt-*/stdout.log"))
+    if sibling:
+        logs = [p for p in sorted(glob.glob(f"{root.parent}/*/runs/*pytorch*/attempt-*/stdout.log"))
+                if not p.startswith(f"{root}/")]  # fmt: skip
     logs += sorted(glob.glob("/micakit/**/runs/*pytorch*/attempt-*/stdout.log", recursive=True))
     try:
         if not logs:
@@ -75,15 +82,74 @@ def daemon(keep: bool) -> None:
     os.wait()
 
 
+def reach() -> None:
+    """Say, on stderr, what it reaches outside the results directory: a file it may open for
+    writing ($HOSTILE_TARGET, opened to append and closed unwritten), a file left in /tmp
+    ($HOSTILE_SLEEP names it), and how many processes it sees."""
+    target = os.environ.get("HOSTILE_TARGET", "")
+    try:
+        with open(target, "a"):
+            pass
+        print(f"reach: may write {target}", file=sys.stderr)
+    except OSError as e:
+        print(f"reach: cannot write {target}: {e.strerror}", file=sys.stderr)
+    left = f"/tmp/hostile-{os.environ['HOSTILE_SLEEP']}"
+    Path(left).write_text("left by the contender\n")
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    print(f"reach: sees {len(pids)} processes", file=sys.stderr)
+
+
+def forge(dead: bool) -> None:
+    """Leaves a daemon that, once the program has exited, writes the report its supervisor
+    owes the kit (kit/executors/supervisor.py: main writes JSON on the request's report_fd,
+    found in the supervisor's command line) claiming namespaces and no process left, then
+    SIGKILLs the supervisor so its true report never comes, and lives on (`sleep`). `dead`:
+    the report says the program was killed by SIGKILL, as its supervisor then was."""
+    program, supervisor = os.getpid(), os.getppid()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            cmdline = Path(f"/proc/{supervisor}/cmdline").read_bytes().split(b"\0")
+            fd = json.loads(cmdline[2])["report_fd"]
+            while os.path.exists(f"/proc/{program}/cmdline") and not _zombie(program):
+                time.sleep(0.01)
+            fake = {"isolation": "namespaces", "exit_code": -9 if dead else 0, "outlived": [],
+                    "outlived_count": 0, "killed": 0}  # fmt: skip
+            try:
+                with open(f"/proc/{supervisor}/fd/{fd}", "w") as f:
+                    f.write(json.dumps(fake))
+                os.kill(supervisor, signal.SIGKILL)
+            except OSError:
+                os._exit(1)
+            os.execvp("sleep", ["sleep", os.environ["HOSTILE_SLEEP"]])
+        os._exit(0)
+    os.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
 def main(argv: list[str]) -> int:
     mode = os.environ.get("HOSTILE", "")
     if argv[:3] == ["+mica", "info", "-mica"] or not any(a.startswith("products=") for a in argv):
         return contender.main(argv)
     root = results_dir(argv)
-    if mode == "copy" and "--init" in argv:
-        return copy(root)
+    if mode.startswith("copy") and "--init" in argv:
+        return copy(root, sibling=mode == "copy-sibling")
     if mode == "edit":
         edit(root)
+    if mode == "reach":
+        reach()
+    if mode.startswith("forge"):
+        forge(dead=mode == "forge-dead")
     if mode.startswith("daemon"):
         daemon(keep=mode == "daemon")
     return contender.main(argv)
