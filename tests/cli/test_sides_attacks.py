@@ -113,3 +113,22 @@ def test_a_confined_contender_cannot_write_outside_its_directory(
         assert not left.exists()
     finally:
         left.unlink(missing_ok=True)
+
+
+def test_a_timed_run_cannot_rewrite_the_products_record(tmp_path, fake_env, cli, monkeypatch):
+    """Amendment 4.3: the discarded run writes the products record and every timed run reads
+    it; a timed run that writes it finds its folder read-only."""
+    if not _confined():
+        pytest.skip("this machine allows no user namespaces")
+    fake_env(step_ms={"*": 0.2})
+    monkeypatch.setenv("HOSTILE", "rewrite")
+    tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
+    out, made = _series(tmp_path, cli, tree, protocol)
+    assert made.exit_code == 0, made.output
+    (record,) = (out / "work" / "products").iterdir()
+    assert "rewritten" not in record.read_text()
+    timed = [r for r in _ran(out) if not r["discarded"]]
+    assert timed
+    for r in timed:
+        said = (out / r["log_dir"] / "stderr.log").read_text()
+        assert "cannot rewrite" in said and "Read-only file system" in said

@@ -10,6 +10,7 @@ as $HOSTILE says:
   stamped log, runs/*pytorch*/attempt-*/stdout.log: `<ns> iter N: loss X, time Y ms`, the
   fake nanoGPT's lines, tests/fakes/nanogpt/train.py), in the contract's grammar; where it
   cannot read them, it says why and exits 1;
+- "rewrite": appends to the products record in every run after the one that wrote it;
 - "daemon" or "daemon-null": leaves a double-forked `setsid` daemon (`sleep $HOSTILE_SLEEP`)
   that keeps the run's stdout open, or sends its output to /dev/null, then trains.
 """
@@ -137,6 +138,22 @@ def _zombie(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
+def rewrite(argv: list[str]) -> int:
+    """Trains, then appends a line to the products record a run before it wrote (amendment
+    4.3: the discarded run writes it, timed runs read it), saying on stderr whether it could."""
+    (products,) = [a.split("=", 1)[1] for a in argv if a.startswith("products=")]
+    existed = os.path.exists(products)
+    code = contender.main(argv)
+    if existed:
+        try:
+            with open(products, "a") as f:
+                f.write("rewritten by a timed run\n")
+            print(f"rewrote {products}", file=sys.stderr)
+        except OSError as e:
+            print(f"cannot rewrite {products}: {e.strerror}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str]) -> int:
     mode = os.environ.get("HOSTILE", "")
     if argv[:3] == ["+mica", "info", "-mica"] or not any(a.startswith("products=") for a in argv):
@@ -144,6 +161,8 @@ def main(argv: list[str]) -> int:
     root = results_dir(argv)
     if mode.startswith("copy") and "--init" in argv:
         return copy(root, sibling=mode == "copy-sibling")
+    if mode == "rewrite":
+        return rewrite(argv)
     if mode == "edit":
         edit(root)
     if mode == "reach":
