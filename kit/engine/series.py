@@ -346,9 +346,10 @@ class Series(Kind[PlannedRun]):
         label = f"run {run.run_id} {config.id}"
         batch = self.batches().get(config.model)
         spec = self.sides[config.side].spec(config, label, self.ctx, batch_size=batch)
-        # amendment 2: which libraries the loader opened, during the discarded run; a timed run
-        # past the protocol's whole-run limit fails like any other failure
+        # amendment 2: the loader's libraries, in the discarded run; a timed run past the
+        # whole-run limit fails like any other, and only reads the products record (4.3)
         spec = dataclasses.replace(spec, trace_libraries=run.discarded, limit_s=self._limit_s(run))
+        spec = spec if run.discarded else spec.reading("products")
         if run.kind not in SEPARATE:
             # §5's clock: a run whose first lines arrive in bursts is stopped there
             grammar = self.sides[config.side].grammar(self.protocol)

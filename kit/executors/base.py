@@ -10,6 +10,7 @@ what they call on the images the runs run from, which only an executor with imag
 from __future__ import annotations
 
 import abc
+import dataclasses
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,12 @@ class RunSpec:
     # folders the run may not see but where its mounts say (the results directory): the local
     # executor covers them in a namespace of the run's own; a container sees only its mounts
     confine: tuple[Path, ...] = ()
+
+    def reading(self, name: str) -> RunSpec:
+        """The same run with its mount `name` (if it has one) read-only."""
+        mounts = tuple(dataclasses.replace(m, read_only=m.read_only or m.name == name)
+                       for m in self.mounts)  # fmt: skip
+        return dataclasses.replace(self, mounts=mounts)
 
 
 @dataclass(frozen=True)

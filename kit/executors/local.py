@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import json
 import os
 import select
@@ -126,6 +127,16 @@ class LocalExecutor(Executor):
                 f"{spec.label}: cannot start {spec.argv[0]!r}: {why}",
                 "check the program's path and that it is executable",
             )
+        if not _own_report(report, proc.returncode):
+            # unconfined, the program reaches its supervisor's report pipe
+            # (/proc/PPID/fd/N) and can kill it: what it wrote is not the supervisor's word
+            report = {
+                "error": "the supervisor's report was not its own (the program could reach it)"
+            }
+        elif report.get("isolation") == "namespaces" and not (self.confine and _namespaces()):
+            # the kit gave no namespaces, or the machine allows none: the claim is forged
+            report = {**report, "isolation": None,
+                      "error": "the run's report claimed namespaces it was not given"}  # fmt: skip
         if isinstance(report.get("exit_code"), int):
             exit_code = report["exit_code"]
         return RunOutcome(
@@ -242,6 +253,24 @@ def _isolation(spec: RunSpec, report: Mapping[str, object]) -> str | None:
     if isinstance(said, str) and said.startswith("none (") and said.endswith(")"):
         return f"none: the machine refused namespaces ({said[6:-1]})"
     return "none"
+
+
+def _own_report(report: Mapping[str, object], returncode: int | None) -> bool:
+    """Whether the report agrees with how its supervisor ended: the supervisor ends as its
+    program did (kit.executors.supervisor.main), so one killed from outside, or a report
+    another process wrote, says a different exit."""
+    code = report.get("exit_code")
+    if not isinstance(code, int) or returncode is None:
+        return True  # no report (a run stopped before it could): nothing is claimed
+    return returncode == (code if code < 0 else code & 0xFF)
+
+
+@functools.cache
+def _namespaces() -> bool:
+    """Whether this machine gives a local run a user, mount and PID namespace (asked once, of
+    a supervisor that only tries)."""
+    probe = [sys.executable, supervisor.__file__, "--probe"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
 def _outlived(report: Mapping[str, object]) -> str | None:

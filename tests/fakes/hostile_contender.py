@@ -10,6 +10,7 @@ as $HOSTILE says:
   stamped log, runs/*pytorch*/attempt-*/stdout.log: `<ns> iter N: loss X, time Y ms`, the
   fake nanoGPT's lines, tests/fakes/nanogpt/train.py), in the contract's grammar; where it
   cannot read them, it says why and exits 1;
+- "rewrite": appends to the products record in every run after the one that wrote it;
 - "daemon" or "daemon-null": leaves a double-forked `setsid` daemon (`sleep $HOSTILE_SLEEP`)
   that keeps the run's stdout open, or sends its output to /dev/null, then trains.
 """
@@ -17,8 +18,11 @@ as $HOSTILE says:
 from __future__ import annotations
 
 import glob
+import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,9 +46,13 @@ def edit(root: Path) -> None:
             print(f"cannot edit {path}: {e.strerror}", file=sys.stderr)
 
 
-def copy(root: Path) -> int:
-    # where the results directory is, and, in a container, everything mounted
+def copy(root: Path, sibling: bool = False) -> int:
+    # where the results directory is, and, in a container, everything mounted; `sibling`: an
+    # earlier check's directory beside it, which ran PyTorch from the same shared start
     logs = sorted(glob.glob(f"{root}/runs/*pytorch*/attempt-*/stdout.log"))
+    if sibling:
+        logs = [p for p in sorted(glob.glob(f"{root.parent}/*/runs/*pytorch*/attempt-*/stdout.log"))
+                if not p.startswith(f"{root}/")]  # fmt: skip
     logs += sorted(glob.glob("/micakit/**/runs/*pytorch*/attempt-*/stdout.log", recursive=True))
     try:
         if not logs:
@@ -75,15 +83,92 @@ def daemon(keep: bool) -> None:
     os.wait()
 
 
+def reach() -> None:
+    """Say, on stderr, what it reaches outside the results directory: a file it may open for
+    writing ($HOSTILE_TARGET, opened to append and closed unwritten), a file left in /tmp
+    ($HOSTILE_SLEEP names it), and how many processes it sees."""
+    target = os.environ.get("HOSTILE_TARGET", "")
+    try:
+        with open(target, "a"):
+            pass
+        print(f"reach: may write {target}", file=sys.stderr)
+    except OSError as e:
+        print(f"reach: cannot write {target}: {e.strerror}", file=sys.stderr)
+    left = f"/tmp/hostile-{os.environ['HOSTILE_SLEEP']}"
+    Path(left).write_text("left by the contender\n")
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    print(f"reach: sees {len(pids)} processes", file=sys.stderr)
+
+
+def forge(dead: bool) -> None:
+    """Leaves a daemon that, once the program has exited, writes the report its supervisor
+    owes the kit (kit/executors/supervisor.py: main writes JSON on the request's report_fd,
+    found in the supervisor's command line) claiming namespaces and no process left, then
+    SIGKILLs the supervisor so its true report never comes, and lives on (`sleep`). `dead`:
+    the report says the program was killed by SIGKILL, as its supervisor then was."""
+    program, supervisor = os.getpid(), os.getppid()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            cmdline = Path(f"/proc/{supervisor}/cmdline").read_bytes().split(b"\0")
+            fd = json.loads(cmdline[2])["report_fd"]
+            while os.path.exists(f"/proc/{program}/cmdline") and not _zombie(program):
+                time.sleep(0.01)
+            fake = {"isolation": "namespaces", "exit_code": -9 if dead else 0, "outlived": [],
+                    "outlived_count": 0, "killed": 0}  # fmt: skip
+            try:
+                with open(f"/proc/{supervisor}/fd/{fd}", "w") as f:
+                    f.write(json.dumps(fake))
+                os.kill(supervisor, signal.SIGKILL)
+            except OSError:
+                os._exit(1)
+            os.execvp("sleep", ["sleep", os.environ["HOSTILE_SLEEP"]])
+        os._exit(0)
+    os.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def rewrite(argv: list[str]) -> int:
+    """Trains, then appends a line to the products record a run before it wrote (amendment
+    4.3: the discarded run writes it, timed runs read it), saying on stderr whether it could."""
+    (products,) = [a.split("=", 1)[1] for a in argv if a.startswith("products=")]
+    existed = os.path.exists(products)
+    code = contender.main(argv)
+    if existed:
+        try:
+            with open(products, "a") as f:
+                f.write("rewritten by a timed run\n")
+            print(f"rewrote {products}", file=sys.stderr)
+        except OSError as e:
+            print(f"cannot rewrite {products}: {e.strerror}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str]) -> int:
     mode = os.environ.get("HOSTILE", "")
     if argv[:3] == ["+mica", "info", "-mica"] or not any(a.startswith("products=") for a in argv):
         return contender.main(argv)
     root = results_dir(argv)
-    if mode == "copy" and "--init" in argv:
-        return copy(root)
+    if mode.startswith("copy") and "--init" in argv:
+        return copy(root, sibling=mode == "copy-sibling")
+    if mode == "rewrite":
+        return rewrite(argv)
     if mode == "edit":
         edit(root)
+    if mode == "reach":
+        reach()
+    if mode.startswith("forge"):
+        forge(dead=mode == "forge-dead")
     if mode.startswith("daemon"):
         daemon(keep=mode == "daemon")
     return contender.main(argv)
