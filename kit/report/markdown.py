@@ -352,6 +352,7 @@ def markdown_report(
         *overview.plan_notes(rd),
         *footprint_lines(rd.root),  # §8, where the series measured images
         *_side_lines(rd, t, protocol),
+        *(shipped_lines(differs, None) if differs else []),
     ]
     odd = t.runs[~t.runs["status"].isin([RunStatus.OK, RunStatus.NOT_PROFILED])]
     if len(odd):

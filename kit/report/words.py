@@ -36,14 +36,25 @@ def shipped_of(rd: ResultsDir) -> shipped.Shipped:
     return shipped.against_shipped(rd.root / PROTOCOL)
 
 
-def shipped_lines(found: shipped.Shipped) -> list[str]:
-    """report.md's first lines where the protocol is not the shipped one: key by key."""
+SHIPPED_FIRST = 2  # the keys said in the first paragraph; every key at the report's end
+
+
+def shipped_lines(found: shipped.Shipped, most: int | None = SHIPPED_FIRST) -> list[str]:
+    """Where the protocol is not the shipped one: one paragraph first, naming the first `most`
+    keys with both values (so the summary stays on the first screen), and, with `most` None,
+    every key under a heading of its own at the report's end."""
     if found.shipped:
         return []
+    keys = found.lines()
+    if most is None:
+        return ["## How this protocol differs from the shipped one", "", found.sentence(), "",
+                *(f"- {line}" for line in keys), ""]  # fmt: skip
+    named = "; ".join(keys[:most])
+    more = len(keys) - most
+    rest = f"; and {more} more" if more > 0 else ""
     return [
-        f"**Not the shipped protocol.** {found.sentence()}",
-        "",
-        *(f"- {line}" for line in found.lines()),
+        f"**Not the shipped protocol**: {len(keys)} difference{'s' if len(keys) != 1 else ''} "
+        f'({named}{rest}), each under "How this protocol differs from the shipped one" below.',
         "",
     ]
 

@@ -130,6 +130,8 @@ def test_device_check_runs_as_documented_and_names_what_it_skipped(tmp_path, che
     hashed = manifest["inputs_sha256"]
     assert {"train.patch", "families.tsv", "gpt2-shakespeare.py"} <= set(hashed)
     for name, digest in hashed.items():
+        if name.startswith("work/"):
+            continue  # the series' own listing of nanoGPT's trees (verify hashes the trees)
         assert digest == sha256(shipped / name) == sha256(out / "protocol-one-round" / name)
     # one timed round after the discarded run, every number labelled by the kit as usual
     runs = records(out / "series")

@@ -81,8 +81,9 @@ def test_a_smoke_series_ends_with_the_result_and_its_commands_lead_to_a_verdict(
     md = (series / "report.md").read_text()
     # a smoke report's title: one disclaimer; its amendments named, not each in full
     title = md.splitlines()[0]
-    assert title.endswith(
-        "CPU smoke series — preparation: not a protocol result (scaled-down models)"
+    # (the tests' protocol is not the shipped one, which the title says after it)
+    assert (
+        "CPU smoke series — preparation: not a protocol result (scaled-down models)" in title
     ), title
     amendments = md.split("## Amendments in force")[1]
     assert amendments.strip().startswith("Amendments 1, ") and "- Amendment " not in amendments

@@ -131,4 +131,5 @@ def test_a_smoke_series_never_gives_its_model_the_real_ones_size(tmp_path, cli, 
     assert "scaled down for the CPU smoke series (--n_layer=2" in report
     assert "not the protocol's 10.7-million-parameter model" in report
     assert "a 10.7-million-parameter model with a 256-character context" not in report
-    assert "not a protocol measurement" in report.splitlines()[0]
+    assert "CPU smoke series" in report.splitlines()[0]
+    assert "(scaled-down models)" in report.splitlines()[0]
