@@ -16,6 +16,8 @@ ALLOWED = {
     # one row per contender build; its verdict gate is read by kind (report/states.py), which
     # a split of the same lines would fight
     "tables:comparison_table": "the verdict gate and the row it fills read as one",
+    "local:run": "one local run: its supervisor, its reader and what the supervisor reports, in order",
+    "summary:build": "summary.json's keys in the order the file gives them, each from one source",
 }
 
 
