@@ -124,8 +124,9 @@ class FakeApi:
     def create_container(self, image: str, **kwargs: object) -> dict:
         self._call("create_container")
         self._image(image)
-        cid = f"{len(self.engine.containers) + 1:064x}"
+        cid = f"{len(self.engine.created) + 1:064x}"  # never an id again, as the engine
         self.engine.containers[cid] = image
+        self.engine.created[cid] = dict(kwargs)
         return {"Id": cid}
 
     def _container(self, cid: str) -> str:
@@ -186,13 +187,23 @@ class FakeApi:
                             docker.errors.NotFound)  # fmt: skip
         return iter([data]), {"name": path.rsplit("/", 1)[-1]}
 
-    # volumes
-    def create_volume(self, name: str, **_: object) -> dict:
+    # volumes: as docker.api.volume.VolumeApiMixin (create, list with a label filter, remove)
+    def create_volume(self, name: str, labels: dict | None = None, **_: object) -> dict:
         self._call("create_volume")
-        return {"Name": name}
+        self.engine.volumes[name] = dict(labels or {})
+        return {"Name": name, "Labels": labels}
+
+    def volumes(self, filters: dict | None = None) -> dict:
+        self._call("volumes")
+        wanted = (filters or {}).get("label")
+        key, _, value = (wanted or "").partition("=")
+        chosen = [n for n, labels in self.engine.volumes.items()
+                  if not wanted or labels.get(key) == value]  # fmt: skip
+        return {"Volumes": [{"Name": n, "Driver": "local"} for n in chosen], "Warnings": None}
 
     def remove_volume(self, name: str, force: bool = False) -> None:
         self._call("remove_volume")
+        self.engine.volumes.pop(name, None)
 
 
 class FakeClient:
@@ -218,6 +229,8 @@ class FakeEngine:
     error: BaseException | None = None
     calls: list[str] = field(default_factory=list)
     containers: dict[str, str] = field(default_factory=dict)  # id -> image
+    volumes: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
+    created: dict[str, dict] = field(default_factory=dict)  # id -> create_container's arguments
 
     def client(self) -> FakeClient:
         return FakeClient(self)

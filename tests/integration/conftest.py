@@ -17,14 +17,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from kit.errors import UserError
 from kit.executors.docker import building, connection
+from kit.executors.docker.containers import LABEL_SERIES
 from tests.conftest import FAKES, ROOT
 
 REGISTRY_PROGRAM = "/usr/bin/docker-registry"
 WHEELHOUSE = Path(os.environ.get("MICAKIT_WHEELHOUSE", ROOT / "wheelhouse"))
+
+
+def remove_cache_volumes(client, series: str) -> None:
+    """The cache volumes (one per side) a stopped series keeps for its resume, removed."""
+    found = client.api.volumes(filters={"label": f"{LABEL_SERIES}={series}"})
+    for volume in (found or {}).get("Volumes") or []:
+        try:
+            client.api.remove_volume(volume["Name"], force=True)
+        except docker.errors.NotFound:
+            pass
 
 
 @pytest.fixture(scope="session")

@@ -136,7 +136,7 @@ def test_a_rented_machine_over_ssh_runs_the_runner_by_digest_and_comes_back_veri
         state.write_text(
             json.dumps({"script": {"ssh": ssh, "minute_s": 60, "provision_minutes": 0}})
         )
-        fake = {"step_ms": {"*": 10.0}, "state": "/micakit/products/state"}
+        fake = {"step_ms": {"*": 10.0}, "state": "/micakit/cache/state"}
         out = tmp_path / "fleet"
         done = kit(
             *("cloud", "run", "--machines", 1, "--series-id", "ssh1", "--out", out, "--yes"),

@@ -26,12 +26,11 @@ from kit.executors.docker.containers import (
     LABEL_OWNER,
     LABEL_RUN,
     LABEL_SERIES,
-    cache_volume_name,
     owner_label,
 )
 from kit.executors.docker.kit_images import PROGRAM_LABEL, PROGRAM_SHA256_LABEL
 from tests.conftest import ROOT, TEXT_INPUT, records
-from tests.integration.conftest import base_image, fake_contender_program
+from tests.integration.conftest import base_image, fake_contender_program, remove_cache_volumes
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -122,8 +121,8 @@ def test_contender_series_in_containers_with_an_out_of_memory_run(
 ):
     image, program = mica_image
     out = tmp_path / "r"
-    # the fake counts its starts in the series' work folder, which every container mounts
-    fake = {"step_ms": {"*": 3.0}, "events": {"mica#4": "oom"}, "state": "/micakit/products/state"}
+    # the fake counts its starts in its side's cache volume, which every run of that side mounts
+    fake = {"step_ms": {"*": 3.0}, "events": {"mica#4": "oom"}, "state": "/micakit/cache/state"}
     done = subprocess.run(
         series_args(out, fast_protocol, program, image, fake),
         capture_output=True,
@@ -208,7 +207,7 @@ def test_a_series_whose_image_was_rebuilt_resumes_once_its_own_image_is_back(
     fake = {
         "step_ms": {"*": 3.0},
         "events": {"mica#2": "crash"},
-        "state": "/micakit/products/state",
+        "state": "/micakit/cache/state",
     }
     rebuilt = None
     try:
@@ -241,10 +240,7 @@ def stopped_out(client, tmp_path):
     keeps for its resume, removed afterwards."""
     out = tmp_path / "r"
     yield out
-    try:
-        client.api.remove_volume(cache_volume_name(series_id(out)), force=True)
-    except docker.errors.NotFound:
-        pass
+    remove_cache_volumes(client, series_id(out))
 
 
 def start_series(mica_image, protocol: Path, out: Path) -> subprocess.Popen:

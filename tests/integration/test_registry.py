@@ -21,10 +21,10 @@ import pytest
 
 from kit.cli.assemble import series_id
 from kit.executors.docker import building, registries
-from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES, cache_volume_name
+from kit.executors.docker.containers import LABEL_RUN, LABEL_SERIES
 from kit.report import sbom_tie
 from tests.conftest import ROOT, TEXT_INPUT, records
-from tests.integration.conftest import attestations
+from tests.integration.conftest import attestations, remove_cache_volumes
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -151,10 +151,7 @@ def test_the_runner_containers_end_ends_the_run_it_measures(client, built, fast_
                 client.api.remove_container(cid, force=True)
             except docker.errors.NotFound:
                 pass
-        try:  # the cache volume the stopped series kept for its resume
-            client.api.remove_volume(cache_volume_name(series_id(Path(out))), force=True)
-        except docker.errors.NotFound:
-            pass
+        remove_cache_volumes(client, series_id(Path(out)))  # kept by the stopped series
 
 
 def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
@@ -210,7 +207,7 @@ def test_push_remove_pull_by_digest_and_run_a_series_from_the_runner(
     assert building.image_id(client, mica["pinned"]) is None
 
     (tmp_path / "results").mkdir()
-    fake = {"step_ms": {"*": 10.0}, "state": "/micakit/products/state"}
+    fake = {"step_ms": {"*": 10.0}, "state": "/micakit/cache/state"}
     volumes = {
         str(tmp_path / "results"): {"bind": "/results", "mode": "rw"},
         str(fast_protocol.parent): {"bind": "/inputs/protocol", "mode": "ro"},

@@ -5,6 +5,7 @@ modules that import `docker`, so these rules are tested without an engine.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -66,9 +67,12 @@ def contained(uid: int | None = None, gid: int | None = None) -> tuple[dict, dic
 CONTAINED_ENV = {"HOME": "/tmp"}
 
 
-def cache_volume_name(series_id: str) -> str:
-    """The series' cache volume: Docker allows [a-zA-Z0-9][a-zA-Z0-9_.-] in names."""
-    return "micakit-cache-" + (re.sub(r"[^a-zA-Z0-9_.-]+", "-", series_id).strip("-.") or "x")
+def cache_volume_name(series_id: str, image: str = "") -> str:
+    """A cache volume of the series: one per measured image, so that one side never reads what
+    the other side's compilers left (a contender's program could otherwise read, or seed,
+    PyTorch's Inductor and Triton caches). Docker allows [a-zA-Z0-9][a-zA-Z0-9_.-] in names."""
+    name = "micakit-cache-" + (re.sub(r"[^a-zA-Z0-9_.-]+", "-", series_id).strip("-.") or "x")
+    return f"{name}-{hashlib.sha256(image.encode()).hexdigest()[:12]}" if image else name
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ class DockerExecutor(Executor):
         self.stop_grace_s = stop_grace_s  # as the local executor: SIGTERM, then SIGKILL
         self.drain_s = drain_s  # how long the output may trail the exit before it is cut
         self._host_paths: HostPaths | None = None
-        self._volume_ready = False
+        self._volumes_ready: set[str] = set()
         self._profiler: Profiler | str | None = None  # looked up once a series
         self._running: str | None = None  # the container of the run in progress
         self.images: DockerImages = DockerImages(
@@ -106,7 +106,7 @@ class DockerExecutor(Executor):
     def use_series(self, series_id: str) -> None:
         """Name the series (labels, cache volume); a resumed series passes the same id."""
         self.series_id = series_id
-        self._volume_ready = False
+        self._volumes_ready = set()
 
     @property
     def host_paths(self) -> HostPaths:
@@ -121,10 +121,6 @@ class DockerExecutor(Executor):
             return paths.to_host(path) if paths.container_id else None
         except (UserError, docker.errors.DockerException):
             return None  # under no mount, or the engine does not say: the caller falls back
-
-    @property
-    def cache_volume(self) -> str:
-        return cache_volume_name(self.series_id)
 
     def where(self, mount: Mount) -> str:
         return f"{MOUNT_ROOT}/{mount.name}"
@@ -170,15 +166,18 @@ class DockerExecutor(Executor):
         # a container of the series' own, which a later start's sweep removes should it be left
         return {LABEL_SERIES: self.series_id, LABEL_OWNER: owner_label()}
 
-    @guarded("removing the series' cache volume")
+    @guarded("removing the series' cache volumes")
     def drop_cache(self) -> None:
-        """Remove this series' cache volume, once nothing will run in the series again."""
+        """Remove this series' cache volumes, once nothing will run in the series again."""
         self.close_readers()
-        try:
-            self.client.api.remove_volume(self.cache_volume, force=True)
-        except docker.errors.NotFound:
-            pass
-        self._volume_ready = False
+        api = self.client.api
+        found = api.volumes(filters={"label": f"{LABEL_SERIES}={self.series_id}"})
+        for volume in (found or {}).get("Volumes") or []:
+            try:
+                api.remove_volume(volume["Name"], force=True)
+            except docker.errors.NotFound:
+                pass
+        self._volumes_ready = set()
 
     def run(self, spec: RunSpec, log_dir: Path) -> RunOutcome:
         with guard(spec.label):  # the engine's failure, at any step, in the user's words
@@ -341,12 +340,14 @@ class DockerExecutor(Executor):
         return "ssh" in str(self.client.api.base_url)
 
     def _cache_mount(self, image: str) -> docker.types.Mount:
-        mount = docker.types.Mount(target=CACHE_DIR, source=self.cache_volume, type="volume")
-        if not self._volume_ready:
+        """The cache volume of the run's image (one per side, kit.executors.docker.containers)."""
+        name = cache_volume_name(self.series_id, image)
+        mount = docker.types.Mount(target=CACHE_DIR, source=name, type="volume")
+        if name not in self._volumes_ready:
             # created explicitly, to carry the series' label; an existing one is kept
-            self.client.api.create_volume(self.cache_volume, labels={LABEL_SERIES: self.series_id})
+            self.client.api.create_volume(name, labels={LABEL_SERIES: self.series_id})
             self._own_volume(image, mount)
-            self._volume_ready = True
+            self._volumes_ready.add(name)
         return mount
 
     def _own_volume(self, image: str, mount: docker.types.Mount) -> None:
