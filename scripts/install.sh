@@ -60,5 +60,5 @@ fi
 say "step 3/3: downloading and installing (pip's own progress)"
 start=$SECONDS
 "${pip[@]}" install ${torch_from[@]+"${torch_from[@]}"} -e "$ROOT[train,dev]" >&2
-say "installed $("$VENV/bin/micakit" --version | tail -1) in $((SECONDS - start)) s;" \
+say "installed $("$VENV/bin/micakit" --version | head -1) in $((SECONDS - start)) s;" \
     "$VENV holds $(du -sh "$VENV" | cut -f1)"

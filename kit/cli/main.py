@@ -27,11 +27,11 @@ def _version(ctx: click.Context) -> None:
     from kit import kit_commit
 
     shipped = (resources.files("kit") / "files" / "protocol.toml").read_bytes()
+    # first, as click writes it: a published rerun.sh looks for "micakit, version VERSION" in
+    # the output (kit/files/rerun-body.sh; those before 0.1.0's second step, at its end)
+    click.echo(f"micakit, version {__version__}")
     click.echo(f"commit {kit_commit()}")
     click.echo(f"protocol sha256 {hashlib.sha256(shipped).hexdigest()}")
-    # last, and as click wrote it: every published rerun.sh checks that the output ends with
-    # " VERSION" (kit/files/rerun-body.sh)
-    click.echo(f"micakit, version {__version__}")
     ctx.exit(0)
 
 

@@ -85,10 +85,11 @@ if [ "$MODE" = docker ]; then
 else
     command -v micakit >/dev/null ||
         die "no micakit on PATH" "install the kit at $KIT_COMMIT (scripts/install.sh)"
-    case $(micakit --version) in
-        *" $KIT_VERSION") ;;
-        *) die "$(micakit --version) is not the series' kit $KIT_VERSION" "install it" ;;
-    esac
+    # one line of the output is "micakit, version VERSION" (its first; its last before 0.1.0's
+    # second step)
+    said=$(micakit --version) || die "micakit --version failed" "install the kit at $KIT_COMMIT"
+    grep -qxF "micakit, version $KIT_VERSION" <<<"$said" ||
+        die "$(head -n 1 <<<"$said") is not the series' kit $KIT_VERSION" "install it"
     TARGET=$OUT
     ORIGINAL=$HERE
 fi

@@ -104,7 +104,7 @@ def test_version_names_the_commit_and_the_protocols_hash_and_ends_as_rerun_sh_ex
     said = cli("--version").output.splitlines()
     shipped = hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest()
     assert said == [
+        f"micakit, version {__version__}",
         f"commit {kit_commit()}",
         f"protocol sha256 {shipped}",
-        f"micakit, version {__version__}",
     ]

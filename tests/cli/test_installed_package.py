@@ -87,9 +87,9 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_smoke_series_and_verifies_it
     said = _run([venv / "bin" / "micakit", "--version"], tmp_path, env).stdout.splitlines()
     protocol_sha256 = hashlib.sha256((ROOT / "kit" / "files" / "protocol.toml").read_bytes())
     assert said == [
+        "micakit, version 0.1.0",  # first: rerun.sh looks for it
         f"commit {BUILT_FROM}",
         f"protocol sha256 {protocol_sha256.hexdigest()}",
-        "micakit, version 0.1.0",  # last: rerun.sh checks the output ends with the version
     ]
     files = Path(where[1])
     for name in (
