@@ -34,9 +34,10 @@ suite() { env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$VENV/bin/python" -m pyt
 if [ $# -eq 0 ]; then
     # The whole suite in two parts: the tests that need no Docker engine in four workers
     # (pytest-xdist; most of their time is fake programs sleeping through their steps, so they
-    # share two cores well), then those that build images and drive the engine one at a time
-    # (they share the engine's tags, its registry and the disk).
-    suite -m "not docker" -n "${MICAKIT_TEST_WORKERS:-4}" || rc=$?
+    # share two cores well; a worker that is done takes tests queued for another, so one long
+    # test does not hold the end), then those that build images and drive the engine one at a
+    # time (they share the engine's tags, its registry and the disk).
+    suite -m "not docker" -n "${MICAKIT_TEST_WORKERS:-4}" --dist worksteal || rc=$?
     suite -m docker || rc=$?
 else
     suite "$@" || rc=$?

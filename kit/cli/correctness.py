@@ -268,9 +268,10 @@ def assemble(args: CheckArgs, argv: list[str]) -> check_run.CheckRunner:
             )
         rd = ResultsDir.create(root, "a check")
     ex = executor(o.executor, o.docker_host)
-    if ex.name == "docker":  # the cache volume of Inductor and the driver, kept across resumes
-        digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
-        ex.use_series(f"{rd.root.name}-{digest}")
+    # the sides' caches of Inductor and the driver (a volume or a folder each), kept across
+    # resumes
+    digest = hashlib.sha256(str(rd.root.resolve()).encode()).hexdigest()[:10]
+    ex.use_series(f"{rd.root.name}-{digest}")
     sides = build_sides(p, o.inputs(), rd.root / "work", ex)
     runner = check_run.CheckRunner(rd, p, o, {s.name: s for s in sides}, ex, say)
     if resume:
@@ -316,6 +317,7 @@ def run(args: CheckArgs) -> None:
             err=True,
         )
         ctx.exit(int(ExitCode.INTERRUPTED))
+    runner.executor.finish()  # every run done: the sides' caches go
     said_of = check_md.Described(
         runner.spec, runner.o, runner.p, judged.record, runner.shared_outputs()
     )

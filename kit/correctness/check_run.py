@@ -258,6 +258,7 @@ class CheckRunner(Kind[CheckRun]):
             env=programs.env(f"{shared}/{MAKER}"),
             mounts=(nanogpt, dataclasses.replace(self.shared, read_only=False)),
             image=self.pytorch.image,
+            side=self.pytorch.name,
         )
 
     def _export_here(self) -> None:

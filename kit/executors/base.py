@@ -49,6 +49,9 @@ class RunSpec:
     # folders the run may not see but where its mounts say (the results directory): the local
     # executor covers them in a namespace of the run's own; a container sees only its mounts
     confine: tuple[Path, ...] = ()
+    # the side whose run this is ("pytorch", "contender"): a series' runs of one side share a
+    # compiler cache that no run of the other side sees (kit.executors.local, .docker)
+    side: str = ""
 
     def reading(self, name: str) -> RunSpec:
         """The same run with its mount `name` (if it has one) read-only."""
@@ -200,11 +203,11 @@ class Executor(abc.ABC):
         """Remove what a crashed series left behind (containers); nothing for local runs."""
 
     def use_series(self, series_id: str) -> None:  # noqa: B027 - optional hook
-        """Name the series whose runs follow (labels, a cache kept across resumes); a resumed
-        series passes the same id. Nothing for local runs, which keep nothing between runs."""
+        """Name the series whose runs follow (labels, the sides' caches kept across resumes); a
+        resumed series passes the same id."""
 
     def finish(self) -> None:  # noqa: B027 - optional hook
-        """A complete series' end: drop what only its runs needed (a cache volume)."""
+        """A complete series' end: drop what only its runs needed (the sides' caches)."""
 
     def which(self, program: str, image: str | None, scratch: Path) -> bool:
         """Whether `program` can be started where the runs of `image` run."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
-import functools
 import json
 import os
 import select
@@ -29,13 +28,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import UserError
-from kit.executors import supervisor
+from kit.executors import supervised, supervisor
 from kit.executors.base import Executor, Limits, Mount, RunOutcome, RunSpec
 from kit.measure import clock
 
 _PR_SET_PDEATHSIG = 1
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
 POLL_S = 1.0  # how often a running program's output is checked for a stall
+# §5: a configuration's discarded run fills the compilers' caches for its timed runs. A series'
+# runs keep them in a folder of their side's (as a Docker series in a volume of its image's,
+# kit.executors.docker.containers.CACHE_ENV), never in /tmp or HOME, which a confined run sees
+# only as its own: one side can neither read nor seed the other's compiled kernels.
+CACHE_ENV = (
+    ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+    ("TRITON_CACHE_DIR", "triton"),
+    ("CUDA_CACHE_PATH", "nv"),  # the driver's cache of JIT-compiled kernels
+)
+# what a confined run sees as its own, empty at its start: nothing it leaves there reaches a run
+# after it (compiled kernels' default caches, a file left for the other side)
+PRIVATE = ("/tmp", "/dev/shm")
 
 
 def _child_setup() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -77,6 +88,26 @@ class LocalExecutor(Executor):
         self.grace_s = grace_s  # SIGTERM first; SIGKILL after this long
         # False: no namespaces even where the machine allows them (MICAKIT_LOCAL_CONFINE=0)
         self.confine = confine and os.environ.get("MICAKIT_LOCAL_CONFINE", "1") != "0"
+        self.caches: Path | None = None  # the series' sides' caches (use_series)
+
+    def use_series(self, series_id: str) -> None:
+        """The series' caches: a folder a side, under the kit's cache ($MICAKIT_CACHE or
+        ~/.cache/micakit, as kit.sides.workspace.cache_dir), kept across resumes."""
+        home = Path(os.environ.get("MICAKIT_CACHE") or Path.home() / ".cache" / "micakit")
+        safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in series_id).strip("-.")
+        self.caches = home / "runs" / (safe or "x")
+
+    def finish(self) -> None:
+        if self.caches is not None:
+            shutil.rmtree(self.caches, ignore_errors=True)
+
+    def _side_cache(self, spec: RunSpec) -> Path | None:
+        """The run's side's cache folder: for a series' runs (confined ones) alone."""
+        if not spec.confine or self.caches is None:
+            return None
+        folder = self.caches / (spec.side or "runs")
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def where(self, mount: Mount) -> str:
         # absolute whatever the series was given: a program that changes its folder (a wrapper
@@ -90,15 +121,14 @@ class LocalExecutor(Executor):
         log_dir = Path(os.path.abspath(log_dir))  # the loader's log lands here from any folder
         log_dir.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = log_dir / "stdout.log", log_dir / "stderr.log"
-        env, libraries_dir = _environment(spec, log_dir)
+        cache = self._side_cache(spec)
+        env, libraries_dir = _environment(spec, log_dir, cache)
         launch = _Launch()
         report_r, report_w = os.pipe()
-        supervised = self._supervised(spec, env, libraries_dir, report_w)
+        wrapped = self._supervised(spec, env, libraries_dir, cache, report_w)
         try:
             with held_signals():
-                proc, reader, start_ns = _start(
-                    supervised, stdout_log, stderr_log, launch, report_w
-                )
+                proc, reader, start_ns = _start(wrapped, stdout_log, stderr_log, launch, report_w)
             os.close(report_w)
             report_w = -1
             exit_code, stopped = self._wait(proc, spec, stdout_log, stderr_log)
@@ -120,20 +150,22 @@ class LocalExecutor(Executor):
                 os.close(launch.watch_w)
             if report_w >= 0:
                 os.close(report_w)
-            report = _report(report_r)
+            report = supervised.report(report_r)
         if "exec_error" in report:
             _, why = report["exec_error"]
             raise UserError(
                 f"{spec.label}: cannot start {spec.argv[0]!r}: {why}",
                 "check the program's path and that it is executable",
             )
-        if not _own_report(report, proc.returncode):
+        if not supervised.own_report(report, proc.returncode):
             # unconfined, the program reaches its supervisor's report pipe
             # (/proc/PPID/fd/N) and can kill it: what it wrote is not the supervisor's word
             report = {
                 "error": "the supervisor's report was not its own (the program could reach it)"
             }
-        elif report.get("isolation") == "namespaces" and not (self.confine and _namespaces()):
+        elif str(report.get("isolation")).startswith("namespaces") and not (
+            self.confine and spec.confine and supervised.namespaces()
+        ):
             # the kit gave no namespaces, or the machine allows none: the claim is forged
             report = {**report, "isolation": None,
                       "error": "the run's report claimed namespaces it was not given"}  # fmt: skip
@@ -147,24 +179,34 @@ class LocalExecutor(Executor):
             stderr_log=stderr_log,
             libraries_dir=libraries_dir,
             stopped=stopped,
-            isolation=_isolation(spec, report),
-            outlived=_outlived(report),
+            isolation=supervised.isolation(spec, report),
+            outlived=supervised.outlived(report),
         )
 
     def _supervised(
-        self, spec: RunSpec, env: Mapping[str, str], libraries_dir: Path | None, report_w: int
+        self,
+        spec: RunSpec,
+        env: Mapping[str, str],
+        libraries_dir: Path | None,
+        cache: Path | None,
+        report_w: int,
     ) -> RunSpec:
         """The run as its supervisor starts it: the program, its environment, folder and
         mounts in the request; the supervisor itself under the kit's own environment (no
-        LD_DEBUG: amendment 2's trace is the program's alone)."""
+        LD_DEBUG: amendment 2's trace is the program's alone). A confined run sees the machine
+        read-only but for its writable mounts, and /tmp and /dev/shm as its own."""
         mounts = [{"host": os.path.realpath(m.host), "read_only": m.read_only} for m in spec.mounts]
-        if libraries_dir is not None:
-            mounts.append({"host": os.path.realpath(libraries_dir), "read_only": False})
+        for writable in (libraries_dir, cache):
+            if writable is not None:
+                mounts.append({"host": os.path.realpath(writable), "read_only": False})
+        confined = bool(spec.confine) and self.confine
         request = {
             "argv": list(spec.argv),
             "env": dict(env),
             "cwd": os.path.abspath(spec.workdir) if spec.workdir else os.getcwd(),
-            "confine": [os.path.realpath(p) for p in spec.confine] if self.confine else [],
+            "confine": [os.path.realpath(p) for p in spec.confine] if confined else [],
+            "private": list(PRIVATE) if confined else [],
+            "read_only": confined,
             "mounts": mounts,
             "grace_s": self.grace_s,
             "report_fd": report_w,
@@ -199,9 +241,12 @@ class LocalExecutor(Executor):
                     return proc.returncode, why
 
 
-def _environment(spec: RunSpec, log_dir: Path) -> tuple[dict[str, str], Path | None]:
+def _environment(
+    spec: RunSpec, log_dir: Path, cache: Path | None
+) -> tuple[dict[str, str], Path | None]:
     """The program's environment, and the folder its loader writes to (or None)."""
-    env = {**os.environ, **spec.env}
+    caches = {name: str(cache / sub) for name, sub in CACHE_ENV} if cache is not None else {}
+    env = {**os.environ, **caches, **spec.env}
     libraries_dir = None
     if spec.trace_libraries:
         # amendment 2: the dynamic loader writes what it opens, one file per process
@@ -220,72 +265,6 @@ class _Launch:
     proc: subprocess.Popen | None = None
     reader: subprocess.Popen | None = None
     watch_w: int = -1
-
-
-def _report(fd: int) -> dict:
-    """What the supervisor reported (nothing where it was killed before it could), read
-    without waiting: every holder of the pipe's write end has exited."""
-    os.set_blocking(fd, False)
-    data = b""
-    try:
-        while chunk := os.read(fd, 65536):
-            data += chunk
-    except BlockingIOError:
-        pass
-    finally:
-        os.close(fd)
-    try:
-        report = json.loads(data) if data else {}
-    except ValueError:
-        report = {}
-    return report if isinstance(report, dict) else {}
-
-
-def _isolation(spec: RunSpec, report: Mapping[str, object]) -> str | None:
-    """What kept the run from the rest of the results directory, in the record's words."""
-    if not spec.confine:
-        return None
-    said = report.get("isolation")
-    if said == "namespaces":
-        return "namespaces: a private user, mount and PID namespace; only the run's mounts"
-    if isinstance(report.get("error"), str):
-        return f"none: {report['error']}"
-    if isinstance(said, str) and said.startswith("none (") and said.endswith(")"):
-        return f"none: the machine refused namespaces ({said[6:-1]})"
-    return "none"
-
-
-def _own_report(report: Mapping[str, object], returncode: int | None) -> bool:
-    """Whether the report agrees with how its supervisor ended: the supervisor ends as its
-    program did (kit.executors.supervisor.main), so one killed from outside, or a report
-    another process wrote, says a different exit."""
-    code = report.get("exit_code")
-    if not isinstance(code, int) or returncode is None:
-        return True  # no report (a run stopped before it could): nothing is claimed
-    return returncode == (code if code < 0 else code & 0xFF)
-
-
-@functools.cache
-def _namespaces() -> bool:
-    """Whether this machine gives a local run a user, mount and PID namespace (asked once, of
-    a supervisor that only tries)."""
-    probe = [sys.executable, supervisor.__file__, "--probe"]
-    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
-
-
-def _outlived(report: Mapping[str, object]) -> str | None:
-    """The processes the program left behind, stopped, in words; None where none was."""
-    count, named = report.get("outlived_count"), report.get("outlived")
-    if not isinstance(count, int) or count == 0 or not isinstance(named, list):
-        return None
-    killed = report.get("killed")
-    noun = "process" if count == 1 else "processes"
-    verb = "was" if count == 1 else "were"
-    more = f", {count - len(named)} more" if count > len(named) else ""
-    hard = f"; {killed} needed SIGKILL" if isinstance(killed, int) and killed else ""
-    return (
-        f"{count} {noun} outlived the program and {verb} stopped ({', '.join(named)}{more}){hard}"
-    )
 
 
 def _start(

@@ -3,17 +3,16 @@
 Run as a script by the kit's own interpreter (`python supervisor.py REQUEST`), importing only the
 standard library. It does two things the program cannot undo:
 
-- **Its processes stay the run's.** The supervisor is the program's reaper: a child subreaper
-  (prctl PR_SET_CHILD_SUBREAPER), or the first process of a PID namespace of its own, so a
-  double-forked `setsid` daemon is still its descendant. Once the program exits, what it left
-  gets a short grace (LINGER_S) to end by itself, then SIGTERM, then SIGKILL after the grace
-  the kit gives; each is named in the report. The supervisor gives its stdout and stderr away
-  at the start, so a run is over once its processes are, whatever held the streams.
-- **The run sees only what it needs of the results directory** (`confine`), where the machine
-  allows a user, mount and PID namespace: each confined folder is covered by an empty tmpfs,
-  and only the run's own mounts are bound back (read-only where the run only reads); /proc is
-  the namespace's own, so no other process's root or working folder leads around the covers.
-  Where the machine refuses, the run starts without them, and the report says why.
+- **Its processes stay the run's.** The supervisor is the program's reaper (a child subreaper,
+  or the first process of a PID namespace of its own), so a double-forked `setsid` daemon is
+  still its descendant. Once the program exits, what it left gets LINGER_S to end, then
+  SIGTERM, then SIGKILL after the kit's grace; each is named in the report. It gives its stdout
+  and stderr away at the start: a run is over once its processes are, whatever held the streams.
+- **The run writes nothing that outlasts it but its mounts** (`confine`), where the machine
+  allows a user, mount and PID namespace: the machine read-only, /dev/shm empty and /tmp an
+  overlay of its own, the results directory covered by an empty tmpfs and only the run's own
+  mounts bound back (read-only where it only reads); /proc is the namespace's own, so no other
+  process's root leads around the covers. Where the machine refuses, the report says why.
 
 The report (JSON, on the fd the request names) says which isolation held, the program's exit
 status, and the processes that outlived it.
@@ -32,8 +31,7 @@ import time
 LINGER_S = 2.0  # what a program's descendants get to end by themselves once it has exited
 _NAMED = 50  # processes named in the report at most (its pipe must not fill)
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -42,12 +40,14 @@ _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
 _KEPT = {2: _MS_NOSUID, 4: _MS_NODEV, 8: _MS_NOEXEC, 1024: _MS_NOATIME, 2048: _MS_NODIRATIME,
          4096: _MS_RELATIME}  # fmt: skip
 _STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# mount_setattr(2): the syscall's number (x86_64 and the generic table alike), its flags
+_SYS_MOUNT_SETATTR, _AT_FDCWD, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 0x1
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _check(result: int, what: str) -> None:
-    if result != 0:
+    if result:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
@@ -73,39 +73,90 @@ def _enter_namespaces() -> None:
     uid, gid = os.getuid(), os.getgid()
     _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID), "unshare")
     inner_uid, inner_gid = uid or 1, gid or 1
-    with open("/proc/self/setgroups", "w") as f:
-        f.write("deny")
-    with open("/proc/self/uid_map", "w") as f:
-        f.write(f"{inner_uid} {uid} 1")
-    with open("/proc/self/gid_map", "w") as f:
-        f.write(f"{inner_gid} {gid} 1")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{inner_uid} {uid} 1"),
+                       ("gid_map", f"{inner_gid} {gid} 1")):  # fmt: skip
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
 
 
-def _confine(roots: list[str], mounts: list[dict]) -> None:
-    """Inside the namespaces: /proc the namespace's own; each root covered, the run's mounts
-    under it bound back (read-only where marked)."""
+def _setattr(path: str, *, set_: int = 0, clear: int = 0) -> None:
+    """mount_setattr(2) (Linux 5.12): the flags of a mount and of every mount below it."""
+    attr = (ctypes.c_uint64 * 4)(set_, clear, 0, 0)  # struct mount_attr
+    done = _libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, path.encode(), _AT_RECURSIVE, attr, 32)
+    _check(done, f"mount_setattr {path}")
+
+
+def _confine(req: dict) -> str:
+    """Inside the namespaces: /proc its own, the machine read-only, /tmp and /dev/shm private
+    (_private), each root covered by an empty tmpfs, the run's mounts bound back. What held."""
+    roots, mounts = req["confine"], req["mounts"]
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing here reaches the host's mounts
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    # held open before a cover hides them, bound back through /proc/self/fd
+    held = [(m, os.open(m["host"], os.O_PATH)) for m in mounts if os.path.exists(m["host"])]
+    said = "namespaces"
+    read_only = False
+    if req.get("read_only"):
+        try:
+            _setattr("/", set_=_MOUNT_ATTR_RDONLY)
+            read_only = True
+        except OSError as e:
+            said = f"namespaces; the machine stays writable ({e.strerror or e})"
+    if req.get("private"):
+        said += _private(read_only)
+    # outside the roots first (one may hold a root: a program's folder that holds the results
+    # directory), then the roots covered, then what lies under a root bound back onto its cover
+    ordered = sorted(held, key=lambda x: x[0]["host"].count("/"))
+    under = [(m, fd) for m, fd in ordered if any(_inside(m["host"], r) for r in roots)]
+    for m, fd in ordered:
+        if read_only and (m, fd) not in under:
+            _bind_back(m, fd, read_only)
     for root in roots:
-        under = [m for m in mounts if _inside(m["host"], root) and os.path.exists(m["host"])]
-        # held open before the cover hides them, bound back through /proc/self/fd
-        held = [(m, os.open(m["host"], os.O_PATH)) for m in under]
+        os.makedirs(root, exist_ok=True)
         _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV)
-        for m, fd in sorted(held, key=lambda x: x[0]["host"].count("/")):
-            target = m["host"]
-            if os.path.isdir(f"/proc/self/fd/{fd}"):
-                os.makedirs(target, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                open(target, "a").close()
-            _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
-            os.close(fd)
-            if m["read_only"]:
-                kept = os.statvfs(target).f_flag
-                flags = sum(v for k, v in _KEPT.items() if kept & k)
-                _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
-        if not any(m["host"] == root for m in under):
+    for m, fd in under:
+        _bind_back(m, fd, read_only)
+    for _, fd in held:
+        os.close(fd)
+    for root in roots:
+        if not any(m["host"] == root for m, _ in held):
             _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    return said
+
+
+def _private(read_only: bool) -> str:
+    """/dev/shm empty and the run's own; /tmp an overlay whose upper layer lies in it. Where the
+    kernel refuses the overlay, /tmp stays the machine's, writable: said after a semicolon."""
+    _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV)
+    layer = "/dev/shm/.tmp-layer"
+    os.makedirs(f"{layer}/upper", mode=0o1777)
+    os.makedirs(f"{layer}/work")
+    # the run reads what /tmp holds; what it writes there lands in its own layer, gone with it
+    options = f"lowerdir=/tmp,upperdir={layer}/upper,workdir={layer}/work".encode()
+    if not _libc.mount(b"overlay", b"/tmp", b"overlay", ctypes.c_ulong(_MS_NOSUID), options):
+        return ""
+    why = os.strerror(ctypes.get_errno())
+    if read_only:  # /tmp as before: the machine's, and writable
+        _mount("/tmp", "/tmp", None, _MS_BIND | _MS_REC)
+        _setattr("/tmp", clear=_MOUNT_ATTR_RDONLY)
+    return f"; /tmp the machine's (no overlay: {why})"
+
+
+def _bind_back(m: dict, fd: int, read_only: bool) -> None:
+    """One of the run's mounts bound back at its own path, read-only or writable as marked."""
+    target = m["host"]
+    if os.path.isdir(f"/proc/self/fd/{fd}"):
+        os.makedirs(target, exist_ok=True)
+    elif not os.path.exists(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
+    if m["read_only"]:
+        kept = os.statvfs(target).f_flag
+        flags = sum(v for k, v in _KEPT.items() if kept & k)
+        _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
+    elif read_only:  # the bind took the read-only flag of the mount it came from
+        _setattr(target, clear=_MOUNT_ATTR_RDONLY)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -291,8 +342,7 @@ def _relay(child: int, report_r: int) -> dict:
         data += chunk
     if not data:
         return {"error": f"the namespace's first process ended with status {status}"}
-    report: dict = json.loads(data)
-    return report
+    return dict(json.loads(data))
 
 
 def main(argv: list[str]) -> int:
@@ -320,8 +370,7 @@ def main(argv: list[str]) -> int:
             os.close(report_r)
             try:
                 _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-                _confine(req["confine"], req["mounts"])
-                report = supervise(req, isolation)
+                report = supervise(req, _confine(req))
             except BaseException as e:  # noqa: BLE001 - said in the report, never lost
                 report = {"error": f"confining the run failed: {e}"}
             os.write(report_w, json.dumps(report).encode())

@@ -173,6 +173,7 @@ class ContenderSide(Side):
             image=self.image,
             gpu=ctx.gpu,
             env=dict(ctx.env),
+            side=self.name,
         )
 
 
@@ -270,4 +271,5 @@ class PyTorchSide(Side):
             image=self.image,
             gpu=ctx.gpu,
             env={**ctx.env, "PYTHONUNBUFFERED": "1"},
+            side=self.name,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sysconfig
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from tests.cli.test_correctness_cmd import STAND_IN_MODEL, check_args, nanogpt_tree
 from tests.cli.test_sides_apart import HOSTILE, _confined, _ran, _series, _sleeping
+from tests.conftest import records
 
 pytestmark = pytest.mark.slow  # whole series
 
@@ -66,8 +68,8 @@ def test_a_claim_of_namespaces_the_kit_did_not_give_is_not_recorded(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the namespaces cover the run's own results directory alone: the rest of the "
-    "machine stays readable and, as the kit's user, writable (docs/internals.md)",
+    reason="the namespaces make the machine read-only to a local run, not unreadable: another "
+    "results directory stays in its reach (docs/internals.md; the Docker executor holds)",
 )
 def test_method_b_cannot_be_copied_from_a_check_beside_it(tmp_path, fake_env, cli, monkeypatch):
     """An earlier check beside this one, from the same seed, holds PyTorch's losses for the
@@ -83,36 +85,40 @@ def test_method_b_cannot_be_copied_from_a_check_beside_it(tmp_path, fake_env, cl
     assert res.exit_code != 0 or check["sides_isolated"] is False, res.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the namespaces cover the run's own results directory alone: the rest of the "
-    "machine stays readable and, as the kit's user, writable (docs/internals.md)",
-)
 def test_a_confined_contender_cannot_write_outside_its_directory(
     tmp_path, fake_env, cli, monkeypatch
 ):
-    """A file outside the results directory (as PyTorch's Python environment is) and /tmp,
-    which PyTorch's runs share, are out of a confined contender's reach."""
+    """PyTorch's Python environment, a file beside the results directory and /tmp, which
+    PyTorch's runs would share, are out of a confined contender's reach: the machine is
+    read-only to it, and /tmp and /dev/shm are its own, gone with it."""
     if not _confined():
         pytest.skip("this machine allows no user namespaces")
     marker = f"{uuid.uuid4().int % 10**12}"
-    outside = tmp_path / "outside.py"
-    outside.write_text("x = 1\n")
+    beside = tmp_path / "outside.py"
+    environment = Path(sysconfig.get_paths()["purelib"]) / f"hostile_probe_{marker}.py"
+    for target in (beside, environment):
+        target.write_text("x = 1\n")
     fake_env(step_ms={"*": 0.2})
     monkeypatch.setenv("HOSTILE", "reach")
     monkeypatch.setenv("HOSTILE_SLEEP", marker)
-    monkeypatch.setenv("HOSTILE_TARGET", str(outside))
+    monkeypatch.setenv("HOSTILE_TARGET", f"{beside}{os.pathsep}{environment}")
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
-    out, _ = _series(tmp_path, cli, tree, protocol)
     left = Path(f"/tmp/hostile-{marker}")
     try:
+        out, _ = _series(tmp_path, cli, tree, protocol)
         contender = _ran(out)
         assert contender
         said = (out / contender[0]["log_dir"] / "stderr.log").read_text()
-        assert f"cannot write {outside}" in said
+        assert f"cannot write {environment}: Read-only file system" in said, said
+        # written, where it could be, into the run's own /tmp, and gone with it
+        assert beside.read_text() == environment.read_text() == "x = 1\n"
         assert not left.exists()
+        isolation = {r["isolation"] for r in records(out) if r.get("isolation") is not None}
+        assert isolation == {"namespaces: a private user, mount and PID namespace; only the "
+                             "run's mounts writable, /tmp and /dev/shm its own"}  # fmt: skip
     finally:
         left.unlink(missing_ok=True)
+        environment.unlink(missing_ok=True)
 
 
 def test_a_timed_run_cannot_rewrite_the_products_record(tmp_path, fake_env, cli, monkeypatch):

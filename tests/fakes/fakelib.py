@@ -10,7 +10,10 @@ Behaviour comes from the environment variable MICAKIT_FAKE, a JSON object:
             and a contender that games the contract (D4): past-steps (trains twice the
             steps it is asked), clock-backwards (its own clock halved at the halfway step),
             stderr-flood (about 2 MB of warnings on stderr before it trains, and one line after)
-  state     a folder where the fakes count their starts (needed for "#k" events)
+  state     a folder where the fakes count their starts (needed for "#k" events); a run of a
+            series counts in its side's compiler cache instead (the folder above
+            $TRITON_CACHE_DIR, which the kit gives every run of a series, kit.executors.local
+            CACHE_ENV): a confined run can write nowhere else that lasts beyond it
   fill      a file the fill-disk event grows until its disk is full
   info_s    seconds the contender takes to answer `+mica info -mica` (default 0)
   offset    {variant: [from_step, amount]}: every loss of that variant from that step on is
@@ -43,6 +46,8 @@ def start_number(cfg: dict, variant: str) -> int:
     state = cfg.get("state")
     if not state:
         return 1
+    if os.environ.get("TRITON_CACHE_DIR"):
+        state = str(Path(os.environ["TRITON_CACHE_DIR"]).parent / "fake-state")
     folder = Path(state) / variant.replace("/", "_")
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -84,18 +84,21 @@ def daemon(keep: bool) -> None:
 
 
 def reach() -> None:
-    """Say, on stderr, what it reaches outside the results directory: a file it may open for
-    writing ($HOSTILE_TARGET, opened to append and closed unwritten), a file left in /tmp
+    """Say, on stderr, what it reaches outside the results directory: each file $HOSTILE_TARGET
+    names (os.pathsep between them), appended a line where it may, a file left in /tmp
     ($HOSTILE_SLEEP names it), and how many processes it sees."""
-    target = os.environ.get("HOSTILE_TARGET", "")
-    try:
-        with open(target, "a"):
-            pass
-        print(f"reach: may write {target}", file=sys.stderr)
-    except OSError as e:
-        print(f"reach: cannot write {target}: {e.strerror}", file=sys.stderr)
+    for target in filter(None, os.environ.get("HOSTILE_TARGET", "").split(os.pathsep)):
+        try:
+            with open(target, "a") as f:
+                f.write("written by the contender\n")
+            print(f"reach: may write {target}", file=sys.stderr)
+        except OSError as e:
+            print(f"reach: cannot write {target}: {e.strerror}", file=sys.stderr)
     left = f"/tmp/hostile-{os.environ['HOSTILE_SLEEP']}"
-    Path(left).write_text("left by the contender\n")
+    try:
+        Path(left).write_text("left by the contender\n")
+    except OSError as e:
+        print(f"reach: cannot leave {left}: {e.strerror}", file=sys.stderr)
     pids = [p for p in os.listdir("/proc") if p.isdigit()]
     print(f"reach: sees {len(pids)} processes", file=sys.stderr)
 
