@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import pytest
 
 from kit.report import clocks, publish, summary, tables
 from kit.results import audit
@@ -36,6 +35,10 @@ def _as_an_older_kit_wrote_it(out, schema: int) -> None:
     # the version under "schema", no kinds beside the prose (summary.json's schema 3)
     document = {"schema": 1, **{k: v for k, v in document.items() if k != "schema_version"}}
     document.pop("clocks", None)
+    conditions = document.get("conditions")
+    if isinstance(conditions, dict):  # before schema 4: a count of the flagged runs, unsaid
+        conditions["flagged_runs"] = len(conditions.get("flagged_runs") or [])
+        conditions.pop("said", None)
     for row in document["comparisons"]:  # an older kit wrote neither the clocks nor the resolution
         for key in ("verdict_by_cycles", "clocks_say", "resolution", *summary.TYPED):
             row.pop(key, None)
@@ -46,16 +49,15 @@ def _as_an_older_kit_wrote_it(out, schema: int) -> None:
     # its report, page and plots as that kit made them
     rd = ResultsDir.open(out)
     t = tables.tables(rd, listing=audit.refuse_if_altered(rd))
-    for rel, data in publish.render(rd, t, resolved=False, earlier=True, labelled=False).items():
-        if rel != "summary.json":
-            (out / rel).write_bytes(data)
+    # twice: the report's own words follow the report beside it (kit.report.resolution.in_pm
+    # reads it), and the first rendering still found this kit's
+    for _ in range(2):
+        made = publish.render(rd, t, resolved=False, earlier=True, labelled=False)
+        for rel, data in made.items():
+            if rel != "summary.json":
+                (out / rel).write_bytes(data)
 
 
-@pytest.mark.xfail(
-    reason="a directory imitated as the previous kit published it re-renders with this kit's "
-    "summary conditions and verdict words: the imitation or as_older is to be brought in line",
-    strict=False,
-)
 def test_clock_columns_and_verify_of_an_older_directory(tmp_path, cli, fake_env):
     fake_env()
     out = tmp_path / "r"

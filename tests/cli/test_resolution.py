@@ -19,11 +19,6 @@ from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args
 pytestmark = pytest.mark.slow  # runs a series of both sides: seconds
 
 
-@pytest.mark.xfail(
-    reason="a directory imitated as the previous kit published it re-renders with this kit's "
-    "summary conditions and verdict words: the imitation or as_older is to be brought in line",
-    strict=False,
-)
 def test_every_verdict_has_its_resolution_and_an_older_publication_verifies(
     tmp_path, cli, fake_env
 ):
@@ -71,11 +66,13 @@ def test_every_verdict_has_its_resolution_and_an_older_publication_verifies(
     # a directory published before the resolution: its report and summary.json without it
     rd = ResultsDir.open(out)
     t = tables.tables(rd, preview=True, listing=audit.refuse_if_altered(rd))
-    for rel, data_bytes in publish.render(
-        rd, t, resolved=False, earlier=True, labelled=False
-    ).items():
-        os.chmod(out / rel, 0o644)
-        (out / rel).write_bytes(data_bytes)
+    # twice: the report's own words follow the report beside it (kit.report.resolution.in_pm
+    # reads it), and the first rendering still found this kit's
+    for _ in range(2):
+        made = publish.render(rd, t, resolved=False, earlier=True, labelled=False)
+        for rel, data_bytes in made.items():
+            os.chmod(out / rel, 0o644)
+            (out / rel).write_bytes(data_bytes)
     older = json.loads((out / summary.SUMMARY).read_text())
     assert older["schema"] == 1 and "resolution" not in older["comparisons"][0]
     assert "schema_version" not in older and "verdict_kind" not in older["comparisons"][0]
