@@ -109,7 +109,8 @@ def test_a_confined_contender_cannot_write_outside_its_directory(
         contender = _ran(out)
         assert contender
         said = (out / contender[0]["log_dir"] / "stderr.log").read_text()
-        assert f"cannot write {environment}: Read-only file system" in said, said
+        if not environment.is_relative_to("/tmp"):  # under /tmp: its own layer takes the line
+            assert f"cannot write {environment}: Read-only file system" in said, said
         # written, where it could be, into the run's own /tmp, and gone with it
         assert beside.read_text() == environment.read_text() == "x = 1\n"
         assert not left.exists()
