@@ -52,6 +52,6 @@ if [ $# -eq 0 ] && [ "${MICAKIT_TEST_CLOUD:-1}" != 0 ]; then
     [ -x "$cloud/bin/python" ] || "$VENV/bin/python" -m venv "$cloud"
     "$cloud/bin/python" -m pip install -q -e "$ROOT[cloud,dev]"
     env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$cloud/bin/python" -m pytest \
-        tests/unit/cloud tests/cli/test_cloud.py || rc=$?
+        tests/unit/cloud tests/cli/test_cloud.py tests/cli/test_cloud_fleet.py || rc=$?
 fi
 exit "$rc"
