@@ -57,6 +57,13 @@ _HOURS = click.option(
 )
 
 
+def _fleet(command: options.F) -> options.F:
+    """The options that say what to rent, shared by `cloud plan` and `cloud run`."""
+    for option in reversed((_MACHINES, _CARD, _INSTANCE, _SPOT, _INFRA, _HOURS, _ALSO, _IDLE)):
+        command = option(command)
+    return command
+
+
 @click.group()
 def cloud() -> None:
     """Reproduce on rented cards through SkyPilot (pip install 'micakit[cloud]').
@@ -94,14 +101,7 @@ def _run_args(
 
 
 @cloud.command("plan")
-@_MACHINES
-@_CARD
-@_INSTANCE
-@_SPOT
-@_INFRA
-@_HOURS
-@_ALSO
-@_IDLE
+@_fleet
 @options.verbosity
 def plan_cmd(
     machines: int,
@@ -129,14 +129,7 @@ def plan_cmd(
 
 
 @cloud.command("run")
-@_MACHINES
-@_CARD
-@_INSTANCE
-@_SPOT
-@_INFRA
-@_HOURS
-@_ALSO
-@_IDLE
+@_fleet
 @click.option("--digests", type=click.Path(path_type=Path), help="The release's digests.json.")
 @click.option("--image", "runner", help="The runner image by digest (REPO@sha256:...).")
 @click.option("--pytorch-image", "pytorch", help="PyTorch's measured image by digest.")

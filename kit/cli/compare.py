@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from kit.cli import options
 from kit.errors import ExitCode, UserError
+
+
+def _percent(name: str, help: str) -> Callable[[options.F], options.F]:
+    """An option in percent, above 0 and below 100; unset by default."""
+    kind = click.FloatRange(0, 100, max_open=True)
+    return click.option(name, type=kind, default=None, metavar="PCT", help=help)
 
 
 @click.command("compare")
@@ -25,20 +32,14 @@ from kit.errors import ExitCode, UserError
     is_flag=True,
     help="Show times whose correctness check has not passed, labelled preparation (rule 6).",
 )
-@click.option(
+@_percent(
     "--threshold",
-    type=click.FloatRange(0, 100, max_open=True),
-    default=None,
-    metavar="PCT",
-    help="The smallest difference worth a word, in percent "
+    "The smallest difference worth a word, in percent "
     "[default: the protocol's [diagnostics] threshold].",
 )
-@click.option(
+@_percent(
     "--fail-slower",
-    type=click.FloatRange(0, 100, max_open=True),
-    default=None,
-    metavar="PCT",
-    help="A gate for CI: exit 5 when any configuration of B is slower than A by more than PCT "
+    "A gate for CI: exit 5 when any configuration of B is slower than A by more than PCT "
     "percent, its interval (below 5 runs a side, its range) clear of it; exit 6 when B lacks "
     "a configuration or a time A has (B's runs failed, were void or ran out of memory). Where "
     "it cannot decide (runs flagged, an A/A not level, a difference the runs cannot resolve) "

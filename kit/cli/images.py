@@ -8,12 +8,20 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from kit.cli import options
 from kit.errors import ExitCode
+
+KINDS = ["pytorch", "mica", "runner"]  # the images, as the user names them
+
+
+def _only(help: str) -> Callable[[options.F], options.F]:
+    """--only, the images a command works on."""
+    return click.option("--only", "kinds", multiple=True, type=click.Choice(KINDS), help=help)
 
 
 @click.group()
@@ -22,13 +30,7 @@ def images() -> None:
 
 
 @images.command("build")
-@click.option(
-    "--only",
-    "kinds",
-    multiple=True,
-    type=click.Choice(["pytorch", "mica", "runner"]),
-    help="Build only these (default: pytorch and runner, and mica with --contender).",
-)
+@_only("Build only these (default: pytorch and runner, and mica with --contender).")
 @click.option("--base", help="The base image (e.g. micakit-base:bookworm, made by ci-setup.sh).")
 @click.option(
     "--wheelhouse",
@@ -129,13 +131,7 @@ def images_build(
     required=True,
     help="Where to: HOST[:PORT]/NAMESPACE, e.g. ghcr.io/OWNER (lower case).",
 )
-@click.option(
-    "--only",
-    "kinds",
-    multiple=True,
-    type=click.Choice(["pytorch", "mica", "runner"]),
-    help="Push only these (default: every image built under the tag).",
-)
+@_only("Push only these (default: every image built under the tag).")
 @click.option("--tag", "suffix", help="The images' tag (default: <kit version>-<protocol hash>).")
 @click.option(
     "--also-tag",

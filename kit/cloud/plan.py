@@ -74,40 +74,6 @@ def check_series_id(series_id: str) -> str:
     return series_id
 
 
-def machines(
-    series_id: str,
-    count: int,
-    card: str,
-    instance_type: str | None,
-    spot: bool,
-    infra: str = "gcp",
-    also: Sequence[str] = (),
-) -> tuple[Machine, ...]:
-    """The fleet's clusters, micakit-<series-id>-1 to micakit-<series-id>-N."""
-    if count < 1:
-        raise UserError(f"--machines {count}: a fleet has at least one machine", "--machines 1")
-    check_series_id(series_id)
-    if instance_type is None:
-        instance_type = DEFAULT_INSTANCE.get((infra.split("/")[0], card))
-    if also and instance_type is None:
-        raise UserError(
-            f"--also {also[0]} is a fallback for --instance-type, which is not given",
-            f"name the first choice: --instance-type TYPE --also {also[0]}",
-        )
-    return tuple(
-        Machine(
-            f"{skypilot.PREFIX}{series_id}-{i}",
-            series_id,
-            infra,
-            card,
-            instance_type,
-            spot,
-            also=tuple(also),
-        )
-        for i in range(1, count + 1)
-    )
-
-
 def price(m: Machine) -> Price:
     """`m`'s hourly price from SkyPilot's catalog; "price unknown" where it cannot be read."""
     try:
@@ -155,12 +121,35 @@ def make(
     idle_minutes: int = IDLE_MINUTES,
     also: Sequence[str] = (),
 ) -> Plan:
+    """The fleet's machines, micakit-<series-id>-1 to micakit-<series-id>-N, each priced from
+    SkyPilot's catalog; the options' faults refused before anything is asked."""
     if idle_minutes < 1:
         raise UserError(
             f"--idle-minutes {idle_minutes}: autodown needs at least 1 idle minute",
             f"--idle-minutes {IDLE_MINUTES} (the default) covers the pull of a results directory",
         )
-    ms = machines(series_id, count, card, instance_type, spot, infra, also)
+    if count < 1:
+        raise UserError(f"--machines {count}: a fleet has at least one machine", "--machines 1")
+    check_series_id(series_id)
+    if instance_type is None:
+        instance_type = DEFAULT_INSTANCE.get((infra.split("/")[0], card))
+    if also and instance_type is None:
+        raise UserError(
+            f"--also {also[0]} is a fallback for --instance-type, which is not given",
+            f"name the first choice: --instance-type TYPE --also {also[0]}",
+        )
+    ms = tuple(
+        Machine(
+            f"{skypilot.PREFIX}{series_id}-{i}",
+            series_id,
+            infra,
+            card,
+            instance_type,
+            spot,
+            also=tuple(also),
+        )
+        for i in range(1, count + 1)
+    )
     first = price(ms[0])  # one fleet, one kind of machine: priced once
     return Plan(series_id, ms, tuple(first for _ in ms), idle_minutes, hours)
 

@@ -104,7 +104,8 @@ class CheckRunner(Kind[CheckRun]):
         """Every planned run without a finished record, in order; then the verdict."""
         self.engine.run()
         grammars = {side: self._grammar(side) for side in (PYTORCH, CONTENDER)}
-        return check_verdict.judge(self.rd, self.p, self.spec, self.plan, grammars)
+        v = check_verdict.evaluate(self.rd, self.p, self.spec, self.plan, grammars)
+        return check_verdict.keep(self.rd, self.p, self.spec, v)
 
     # -- what the engine asks of a check ----------------------------------------------------------
 

@@ -138,15 +138,8 @@ def plot(rd: ResultsDir, p: Protocol, s: CheckSpec, v: Verdict, where: Path) -> 
     )
 
 
-def judge(
-    rd: ResultsDir,
-    p: Protocol,
-    s: CheckSpec,
-    plan: Sequence[CheckRun],
-    grammars: Mapping[str, Grammar],
-) -> Verdict:
-    """The verdict over every run's curve: its record (checks.jsonl), plot and tables."""
-    v = evaluate(rd, p, s, plan, grammars)
+def keep(rd: ResultsDir, p: Protocol, s: CheckSpec, v: Verdict) -> Verdict:
+    """The verdict `evaluate` came to, kept: its record (checks.jsonl), plot and tables."""
     record = dataclasses.replace(v.record, date_utc=now())
     plot(rd, p, s, v, rd.root)
     for name, df in v.tables.items():

@@ -48,6 +48,20 @@ PLOTS = "plots"  # the same PNGs as files, so they can be checked and reused (§
 # The page: report.md converted, then enriched as an element tree (never by editing HTML text).
 
 
+def _holding(tag: str, text: str, **attrs: str) -> ET.Element:
+    """An element holding plain text."""
+    e = ET.Element(tag, attrs)
+    e.text = text
+    return e
+
+
+def _para(pieces: Sequence[Piece]) -> ET.Element:
+    """A paragraph of caption pieces."""
+    p = ET.Element("p")
+    _add(p, pieces)
+    return p
+
+
 def _add(parent: ET.Element, pieces: Sequence[Piece]) -> None:
     """Append caption pieces to an element: text, and links as <a> (escaped on output)."""
     last: ET.Element | None = None
@@ -161,26 +175,19 @@ class _Enrich(Treeprocessor):
     # -- the added sections -------------------------------------------------------------------
 
     def _plots(self) -> list[ET.Element]:
-        h2 = ET.Element("h2", id="plots")
-        h2.text = "Plots"
-        intro = ET.Element("p")
-        _add(
-            intro,
+        h2 = _holding("h2", "Plots", id="plots")
+        intro = _para(
             [
                 "Drawn from the raw files each caption names; the same images are in ",
                 (f"{PLOTS}/", f"{PLOTS}/"),
                 ".",
-            ],
+            ]
         )
         out = [h2, intro]
         for s in self.secs:
-            h3 = ET.Element("h3")
-            h3.text = s.title
-            out.append(h3)
+            out.append(_holding("h3", s.title))
             if s.note:
-                p = ET.Element("p", {"class": "note"})
-                p.text = s.note
-                out.append(p)
+                out.append(_holding("p", s.note, **{"class": "note"}))
             for plot in s.plots:
                 fig = ET.Element("figure", id=plot.name.removesuffix(".png"))
                 data = base64.b64encode(plot.png).decode("ascii")
@@ -191,25 +198,18 @@ class _Enrich(Treeprocessor):
         return out
 
     def _tail(self) -> list[ET.Element]:
-        h2 = ET.Element("h2", id="rerun")
-        h2.text = "Rerun and recompute"
-        p = ET.Element("p")
-        if not self.rerun:  # linked, not inlined: pages of shell would bury the report
-            _add(p, [file_link("rerun.sh"), " runs this series again on another machine and "
-                     "recomputes it, every command in it."])  # fmt: skip
-        else:
-            _add(
-                p,
-                [
-                    file_link("rerun.sh"),
-                    " runs this series again on another machine and "
-                    "recomputes it; these are its commands:",
-                ],
-            )
+        h2 = _holding("h2", "Rerun and recompute", id="rerun")
+        # linked, not inlined, where it has no commands: pages of shell would bury the report
+        said = "; these are its commands:" if self.rerun else ", every command in it."
+        p = _para(
+            [
+                file_link("rerun.sh"),
+                f" runs this series again on another machine and recomputes it{said}",
+            ]
+        )
         pre = ET.Element("pre")
         ET.SubElement(pre, "code").text = self.rerun
-        h2b = ET.Element("h2", id="raw-files")
-        h2b.text = "Raw files (§3 rule 7)"
+        h2b = _holding("h2", "Raw files (§3 rule 7)", id="raw-files")
         ul = ET.Element("ul")
         for name, what in RAW_FILES:
             # report.md is published with this page, so listed before it is written

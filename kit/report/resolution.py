@@ -162,13 +162,5 @@ def published_with(rd: ResultsDir) -> bool:
     """Whether this directory's publication carries the resolution: it does unless its
     summary.json was written before summary.json's schema 2 (a directory published by an
     earlier kit, whose report `verify` must render as it was made)."""
-    path = rd.root / "summary.json"
-    if not path.is_file():
-        return True
-    try:
-        published = json.loads(path.read_text("utf-8"))
-        # the version key: "schema_version" since summary.json's schema 3, "schema" before
-        schema = published.get("schema_version", published.get("schema"))
-    except (ValueError, AttributeError, OSError):
-        return True  # unreadable: verify names the file as differing
-    return not isinstance(schema, int) or schema >= FIRST_SCHEMA
+    schema = _published_schema(rd)  # unreadable: verify names the file as differing
+    return schema is None or schema >= FIRST_SCHEMA
