@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -155,6 +156,49 @@ def series_once(root: Path, args: Sequence[object], **fake: object) -> Path:
         made = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     assert made.exit_code == 0, made.output
     return Path(str(args[args.index("--out") + 1])) if "--out" in args else root
+
+
+def preview_series(root: Path, protocol: Path, *extra: str) -> tuple[Path, str]:
+    """A small contender-only series of the fakes (2 ms steps) in root/r, made once for a
+    module and published as a preview (rule 6 withholds unchecked times; the preview publishes
+    the numbers the tests read and edit); with what the series printed."""
+    out = root / "r"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 2.0}, "state": str(root / "st")}))
+        mp.setenv("MICAKIT_CACHE", str(root / "cache"))
+        args = contender_args(out, protocol, *extra)
+        made = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert made.exit_code == 0, made.output
+    published = CliRunner().invoke(main, ["publish", str(out), "--preview"])
+    assert published.exit_code == 0, published.output
+    return out, made.output
+
+
+def alive(marker: str) -> list[int]:
+    """The pids of the processes whose command line holds `marker`, zombies left out."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def run_py(*args: object, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python run.py ARGS`, the documented invocation, in a process of its own with the kit's
+    interpreter: its exit code, stdout and stderr kept whole."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *map(str, args)],
+        env=None if env is None else dict(env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def copied(series: Path, tmp_path: Path) -> Path:

@@ -38,15 +38,22 @@ def series_args(out: Path, protocol: Path, program: Path) -> list:
     ]  # fmt: skip
 
 
-def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
-    tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
-):
+def stopped_series(tmp_path: Path, protocol: Path, program: Path, cli, monkeypatch):
+    """A series of the block-buffered contender (2 ms steps) in tmp_path/r, which it stops
+    (exit 3): its folder and click's result."""
     monkeypatch.delenv("FAKE_STDOUT", raising=False)
     monkeypatch.setenv("FAKE_STEP_MS", "2")
     out = tmp_path / "r"
-    res = cli(*series_args(out, fast_protocol, buffered_contender))
-    # a run ended the series (exit 3), as a crash does: it is recorded, and resume runs it again
+    res = cli(*series_args(out, protocol, program))
     assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    return out, res
+
+
+def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
+    tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
+):
+    out, res = stopped_series(tmp_path, fast_protocol, buffered_contender, cli, monkeypatch)
+    # a run ended the series (exit 3), as a crash does: it is recorded, and resume runs it again
     assert "run 0 of shakespeare-char/float32/contender/mica is void" in res.output
     assert "its output is buffered: 8 of 8 step lines arrived in bursts" in res.output
     assert "§5 needs every line to leave when written" in res.output
@@ -81,12 +88,8 @@ def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
 def test_a_buffered_contender_that_trains_when_asked_its_version_stops_the_series_first(
     tmp_path, fast_protocol, buffered_contender, cli, monkeypatch
 ):
-    monkeypatch.delenv("FAKE_STDOUT", raising=False)
     monkeypatch.setenv("FAKE_INFO", "none")  # it knows no `+mica info -mica`: it trains
-    monkeypatch.setenv("FAKE_STEP_MS", "2")
-    out = tmp_path / "r"
-    res = cli(*series_args(out, fast_protocol, buffered_contender))
-    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    out, res = stopped_series(tmp_path, fast_protocol, buffered_contender, cli, monkeypatch)
     assert "asked its version (+mica info -mica), the contender trained instead" in res.output
     assert "its output is buffered: 40 of 40 step lines arrived in bursts" in res.output
     assert "series stops before its first run" in res.output

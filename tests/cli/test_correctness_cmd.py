@@ -569,16 +569,23 @@ def test_checks_for_series_gives_a_verdict_only_where_both_methods_passed(tmp_pa
         gate.checks_for_series(series, [series])
 
 
+def smoke_series(tmp_path: Path, cli, tree: Path, protocol: Path, contender: Path = CONTENDER):
+    """A CPU smoke series of a nanoGPT tree and a contender, with the fakes as the caller set
+    them, in tmp_path/series: (its folder, click's result)."""
+    out = tmp_path / "series"
+    made = cli(
+        "series", "--out", out, "--protocol", protocol, "--smoke", "--device", "cpu",
+        "--executor", "local", "--nanogpt", tree, "--input", TEXT_INPUT, "--contender",
+        contender, "--model", "shakespeare-char", "--precision", "float32",
+    )  # fmt: skip
+    return out, made
+
+
 def smoke_series_of_both_sides(tmp_path: Path, cli):
     """A CPU smoke series of the stand-in nanoGPT and the fake contender, with the fakes as the
     caller set them: (its folder, the nanoGPT tree, the protocol, click's result)."""
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
-    series = tmp_path / "series"
-    made = cli(
-        "series", "--out", series, "--protocol", protocol, "--smoke", "--device", "cpu",
-        "--executor", "local", "--nanogpt", tree, "--input", TEXT_INPUT, "--contender",
-        CONTENDER, "--model", "shakespeare-char", "--precision", "float32",
-    )  # fmt: skip
+    series, made = smoke_series(tmp_path, cli, tree, protocol)
     assert made.exit_code == 0, made.output
     return series, tree, protocol, made
 

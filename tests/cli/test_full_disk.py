@@ -11,7 +11,6 @@ import json
 import os
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,12 @@ from kit.errors import ExitCode
 from kit.results import store
 from kit.sides import nanogpt
 from tests.conftest import (
-    ROOT,
     contender_args,
     fake_nanogpt_protocol,
     flat,
     pytorch_args,
     records,
+    run_py,
 )
 
 pytestmark = pytest.mark.slow
@@ -34,14 +33,7 @@ pytestmark = pytest.mark.slow
 
 def _run_py(args: list, env: dict | None = None) -> subprocess.CompletedProcess:
     """`python run.py ARGS`, the documented invocation, its stderr kept whole (the reader's too)."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *map(str, args)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_py(*args, env=env)
 
 
 def _said_full(code: int, err: str, disk: Path, elsewhere: str, then: str) -> None:

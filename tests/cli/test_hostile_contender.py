@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kit.errors import ExitCode
-from tests.conftest import contender_args, records, write_protocol
+from tests.conftest import contender_args, preview_series, records, write_protocol
 
 pytestmark = pytest.mark.slow  # whole series
 
@@ -57,21 +57,9 @@ def test_an_own_clock_that_goes_back_voids_the_run_with_the_step_named(tmp_path,
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
-    from click.testing import CliRunner
-
-    from kit.cli.main import main
-
     root = tmp_path_factory.mktemp("series")
     protocol = write_protocol(root / "protocol.toml", runs=2)
-    out = root / "r"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 2.0}, "state": str(root / "st")}))
-        args = contender_args(out, protocol, "--precision", "float32")
-        res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    published = CliRunner().invoke(main, ["publish", str(out), "--preview"])
-    assert published.exit_code == 0, published.output
-    return out
+    return preview_series(root, protocol, "--precision", "float32")[0]
 
 
 @pytest.fixture

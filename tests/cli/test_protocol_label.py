@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kit.errors import ExitCode
-from tests.conftest import contender_args, write_protocol
+from tests.conftest import preview_series, write_protocol
 
 pytestmark = pytest.mark.slow  # one small series
 
@@ -24,21 +24,9 @@ LOOSENED = "`timing.cross_check_tolerance`: 0.4 here, 0.01 shipped"
 def loosened(tmp_path_factory) -> tuple[Path, str]:
     """A series passed a protocol whose cross-check tolerance is 40% (legitimately, with
     --protocol), published as a preview; and what the series printed."""
-    from click.testing import CliRunner
-
-    from kit.cli.main import main
-
     root = tmp_path_factory.mktemp("loosened")
     protocol = write_protocol(root / "protocol.toml", runs=2, tolerance=0.40)
-    out = root / "r"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 2.0}, "state": str(root / "st")}))
-        args = contender_args(out, protocol, "--precision", "float32")
-        res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    published = CliRunner().invoke(main, ["publish", str(out), "--preview"])
-    assert published.exit_code == 0, published.output
-    return out, res.output
+    return preview_series(root, protocol, "--precision", "float32")
 
 
 def test_report_md_and_html_say_so_at_the_top(loosened):

@@ -348,12 +348,19 @@ def test_a_passed_check_publishes_that_build_alone(made, tmp_path):
     assert row["verdict"] == "no verdict: no PyTorch mode is complete"  # a contender series
 
 
-def test_the_preview_labels_the_title_every_table_caption_and_every_plot(made, tmp_path):
-    d = copy(made["torch"], tmp_path / "d")
+def preview_labelled(series: Path, to: Path, label: str) -> tuple[Path, str]:
+    """A copy of `series` published as a preview, whose report.md carries `label` in its title
+    and every table's caption: the copy and report.md."""
+    d = copy(series, to)
     assert invoke("publish", d, "--preview").exit_code == 0
     md = (d / "report.md").read_text()
-    assert states.PREVIEW in md.splitlines()[0]
-    assert_every_table_captioned(md, states.PREVIEW)
+    assert label in md.splitlines()[0]
+    assert_every_table_captioned(md, label)
+    return d, md
+
+
+def test_the_preview_labels_the_title_every_table_caption_and_every_plot(made, tmp_path):
+    d, md = preview_labelled(made["torch"], tmp_path / "d", states.PREVIEW)
     assert re.search(r"\| \d+\.\d{3} ", md)  # the times are shown
     page = parse(d / "report.html")
     assert states.PREVIEW in (d / "report.html").read_text().split("</title>")[0]
@@ -402,11 +409,7 @@ def relabel(src: Path, dest: Path, card: str) -> Path:
 
 
 def test_a_card_the_protocol_does_not_name_says_so_wherever_its_numbers_appear(made, tmp_path):
-    d = copy(made["oom"], tmp_path / "cpu")
-    assert invoke("publish", d, "--preview").exit_code == 0
-    md = (d / "report.md").read_text()
-    assert states.NOT_NAMED in md.splitlines()[0]
-    assert_every_table_captioned(md, states.NOT_NAMED)
+    d, md = preview_labelled(made["oom"], tmp_path / "cpu", states.NOT_NAMED)
     assert all(states.NOT_NAMED in c for c in parse(d / "report.html").captions)
     assert set(comparison(d)["card_named"].astype(str)) == {"False"}
     merge.merge([d], tmp_path / "release")

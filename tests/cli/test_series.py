@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -239,14 +240,20 @@ def _limits(tmp_path, stall_s: float, factor: float = 3.0):
     )
 
 
+def _stopped(tmp_path: Path, cli, protocol: Path):
+    """A contender series the kit stops at a run (exit 3): its folder, click's result and the
+    stopped run's record."""
+    out = tmp_path / "r"
+    res = cli(*contender_args(out, protocol, "--precision", "float32"))
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    return out, res, records(out)[-1]
+
+
 @pytest.mark.slow  # runs whole series: more than a few seconds
 def test_a_hang_is_stopped_recorded_as_failed_and_resume_runs_it_again(tmp_path, fake_env, cli):
     protocol = _limits(tmp_path, stall_s=2.0)
     fake_env(step_ms={"*": 2.0}, events={"mica#1": "hang-midway"})
-    out = tmp_path / "r"
-    res = cli(*contender_args(out, protocol, "--precision", "float32"))
-    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
-    failed = records(out)[-1]
+    out, res, failed = _stopped(tmp_path, cli, protocol)
     assert failed["status"] == "failed" and "no output line for 2 s" in failed["reason"]
     assert failed["stopped"] == failed["reason"]
     assert "step 40 loss" in res.output  # the output's tail, in the series' message
@@ -257,10 +264,7 @@ def test_a_hang_is_stopped_recorded_as_failed_and_resume_runs_it_again(tmp_path,
 def test_a_timed_run_past_the_whole_run_limit_is_stopped(tmp_path, fake_env, cli):
     protocol = _limits(tmp_path, stall_s=1.5, factor=2.0)
     fake_env(step_ms={"*": 2.0}, events={"mica#2": "slow"})
-    out = tmp_path / "r"
-    res = cli(*contender_args(out, protocol, "--precision", "float32"))
-    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
-    failed = records(out)[-1]
+    out, res, failed = _stopped(tmp_path, cli, protocol)
     assert failed["kind"] == "timed" and "whole-run limit" in failed["reason"]
     discarded = records(out)[0]
     limit_s = max(2.0 * (discarded["end_ns"] - discarded["start_ns"]) / 1e9, 1.5)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 import uuid
 from pathlib import Path
@@ -16,8 +15,13 @@ import pytest
 from kit.errors import ExitCode
 from kit.executors.base import RunSpec
 from kit.executors.local import LocalExecutor
-from tests.cli.test_correctness_cmd import STAND_IN_MODEL, check_args, nanogpt_tree
-from tests.conftest import FAKES, TEXT_INPUT, records
+from tests.cli.test_correctness_cmd import (
+    STAND_IN_MODEL,
+    check_args,
+    nanogpt_tree,
+    smoke_series,
+)
+from tests.conftest import FAKES, alive, records
 
 pytestmark = pytest.mark.slow  # whole series and checks
 
@@ -33,13 +37,21 @@ def _confined() -> bool:
 
 
 def _series(tmp_path: Path, cli, tree: Path, protocol: Path):
-    out = tmp_path / "series"
-    made = cli(
-        "series", "--out", out, "--protocol", protocol, "--smoke", "--device", "cpu",
-        "--executor", "local", "--nanogpt", tree, "--input", TEXT_INPUT, "--contender",
-        HOSTILE, "--model", "shakespeare-char", "--precision", "float32",
-    )  # fmt: skip
-    return out, made
+    """A smoke series of the hostile contender, doing what $HOSTILE says."""
+    return smoke_series(tmp_path, cli, tree, protocol, HOSTILE)
+
+
+def confined_series(tmp_path: Path, fake_env, cli, monkeypatch, form: str) -> Path:
+    """A smoke series of the hostile contender doing `form` (tests/fakes/hostile_contender.py),
+    confined; skipped where the machine allows no user namespaces. It must end with exit 0."""
+    if not _confined():
+        pytest.skip("this machine allows no user namespaces")
+    fake_env(step_ms={"*": 0.2})
+    monkeypatch.setenv("HOSTILE", form)
+    tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
+    out, made = _series(tmp_path, cli, tree, protocol)
+    assert made.exit_code == 0, made.output
+    return out
 
 
 def _ran(out: Path) -> list[dict]:
@@ -52,13 +64,7 @@ def _train_py(out: Path) -> list[str]:
 
 
 def test_a_confined_contender_cannot_edit_pytorchs_code(tmp_path, fake_env, cli, monkeypatch):
-    if not _confined():
-        pytest.skip("this machine allows no user namespaces")
-    fake_env(step_ms={"*": 0.2})
-    monkeypatch.setenv("HOSTILE", "edit")
-    tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
-    out, made = _series(tmp_path, cli, tree, protocol)
-    assert made.exit_code == 0, made.output
+    out = confined_series(tmp_path, fake_env, cli, monkeypatch, "edit")
     assert all(not t.startswith("import time") for t in _train_py(out))
     contender = _ran(out)
     assert contender and all(r["isolation"].startswith("namespaces") for r in contender)
@@ -106,17 +112,7 @@ def test_verify_names_a_tree_edited_after_the_series(tmp_path, fake_env, cli):
     assert "work/nanogpt/workspace.json: changed" in res.output
 
 
-def _sleeping(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
+_sleeping = alive  # the daemons a test leaves behind: `sleep MARKER`
 
 
 @pytest.mark.parametrize(

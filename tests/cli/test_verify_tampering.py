@@ -20,7 +20,13 @@ import pytest
 
 from kit.errors import ExitCode
 from kit.results.tablefile import TABLE_SCHEMA
-from tests.conftest import ROOT, contender_args, raw_records, records, write_protocol
+from tests.conftest import (
+    ROOT,
+    preview_series,
+    raw_records,
+    records,
+    write_protocol,
+)
 
 pytestmark = pytest.mark.slow  # the module's series takes seconds; every test copies it
 
@@ -28,23 +34,9 @@ pytestmark = pytest.mark.slow  # the module's series takes seconds; every test c
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """One small finished series, copied by each test before it alters the copy."""
-    from click.testing import CliRunner
-
-    from kit.cli.main import main
-
     root = tmp_path_factory.mktemp("series")
     protocol = write_protocol(root / "protocol.toml", runs=3)
-    out = root / "r"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MICAKIT_FAKE", json.dumps({"step_ms": {"*": 2.0}, "state": str(root / "state")}))
-        res = CliRunner().invoke(
-            main, [str(a) for a in contender_args(out, protocol)], catch_exceptions=False
-        )
-    assert res.exit_code == 0, res.output
-    # rule 6 withholds unchecked times: the preview publishes the numbers the tests edit
-    published = CliRunner().invoke(main, ["publish", str(out), "--preview"])
-    assert published.exit_code == 0, published.output
-    return out
+    return preview_series(root, protocol)[0]
 
 
 @pytest.fixture

@@ -83,17 +83,22 @@ def daemon(keep: bool) -> None:
     os.wait()
 
 
+def _append(path: str, line: str, done: str, verb: str) -> None:
+    """Appends `line` to `path`, saying on stderr whether it could."""
+    try:
+        with open(path, "a") as f:
+            f.write(line)
+        print(f"{done} {path}", file=sys.stderr)
+    except OSError as e:
+        print(f"cannot {verb} {path}: {e.strerror}", file=sys.stderr)
+
+
 def reach() -> None:
     """Say, on stderr, what it reaches outside the results directory: each file $HOSTILE_TARGET
     names (os.pathsep between them), appended a line where it may, a file left in /tmp
     ($HOSTILE_SLEEP names it), and how many processes it sees."""
     for target in filter(None, os.environ.get("HOSTILE_TARGET", "").split(os.pathsep)):
-        try:
-            with open(target, "a") as f:
-                f.write("written by the contender\n")
-            print(f"reach: may write {target}", file=sys.stderr)
-        except OSError as e:
-            print(f"reach: cannot write {target}: {e.strerror}", file=sys.stderr)
+        _append(target, "written by the contender\n", "reach: may write", "write")
     left = f"/tmp/hostile-{os.environ['HOSTILE_SLEEP']}"
     try:
         Path(left).write_text("left by the contender\n")
@@ -148,12 +153,7 @@ def rewrite(argv: list[str]) -> int:
     existed = os.path.exists(products)
     code = contender.main(argv)
     if existed:
-        try:
-            with open(products, "a") as f:
-                f.write("rewritten by a timed run\n")
-            print(f"rewrote {products}", file=sys.stderr)
-        except OSError as e:
-            print(f"cannot rewrite {products}: {e.strerror}", file=sys.stderr)
+        _append(products, "rewritten by a timed run\n", "rewrote", "rewrite")
     return code
 
 

@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from tests.conftest import (
     edit_protocol,
     pin_fake_nanogpt,
     records,
+    run_py,
     write_protocol,
 )
 from tests.integration.conftest import Sshd, attestations, loopback_sshd
@@ -53,14 +53,7 @@ DIRECTORY = "machine-1"
 
 
 def kit(*args: object, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=600,
-    )
+    return run_py(*args, env=env)
 
 
 @pytest.fixture(scope="module")

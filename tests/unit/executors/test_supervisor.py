@@ -14,42 +14,21 @@ import pytest
 
 from kit.executors.base import Mount, RunSpec
 from kit.executors.local import LocalExecutor
+from tests.conftest import FAKES, alive
 
-# A contender that leaves a daemon: it double-forks, the middle child calls setsid (a session
-# of its own, out of the run's process group), and the grandchild sleeps on. KEEP: whether the
-# daemon keeps the run's stdout open or sends its output to /dev/null.
-DAEMON = """
-import os, sys, time
-marker, keep = sys.argv[1], sys.argv[2] == "keep"
+# A contender that leaves a daemon, as tests/fakes/hostile_contender.py makes one: it
+# double-forks, the middle child calls setsid (a session of its own, out of the run's process
+# group), and the grandchild sleeps on. KEEP: whether the daemon keeps the run's stdout open or
+# sends its output to /dev/null.
+DAEMON = f"""
+import os, sys
+sys.path.insert(0, {str(FAKES)!r})
+os.environ["HOSTILE_SLEEP"] = sys.argv[1]
+from hostile_contender import daemon
 print("step 0 loss 4.0 time_ms 0", flush=True)
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        if not keep:
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
-        os.execvp("sleep", ["sleep", marker])
-    os._exit(0)
-os.wait()
+daemon(sys.argv[2] == "keep")
 print("done", flush=True)
 """
-
-
-def _running(marker: str) -> list[int]:
-    """The pids of the processes whose command line holds `marker`, zombies left out."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 def _namespaces_allowed(tmp_path: Path) -> bool:
@@ -77,7 +56,7 @@ def test_a_double_forked_daemon_is_stopped_named_and_gone(tmp_path, keep, confin
     assert took < 30, took
     assert outcome.outlived is not None
     assert outcome.outlived.startswith("1 process outlived the program and was stopped (sleep")
-    assert _running(marker) == []
+    assert alive(marker) == []
     assert b"done" in (tmp_path / "logs" / "stdout.log").read_bytes()
 
 

@@ -3,15 +3,14 @@ each clock-event reason, its step time in cycles, and what the clocks say beside
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from kit.report import clocks, sidetables
-from kit.telemetry.recorded import FakeCard
 from kit.telemetry.samples import summarize_samples
+from tests.unit.telemetry.test_telemetry import recorded_run
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "nvml"
 WINDOW = {"start_ns": 0, "end_ns": 9 * 10**9}
@@ -19,19 +18,8 @@ WINDOW = {"start_ns": 0, "end_ns": 9 * 10**9}
 
 def _samples(tmp_path: Path, fixture: str) -> Path:
     """A samples file as the sampler leaves a 10-second run, stamped 1 s apart from t = 0."""
-    card = FakeCard.from_file(FIXTURES / fixture)
-    if fixture == "steady_run.json":  # its first three seconds are the warm-up, outside §5's window
-        for _ in range(3):
-            card.sample()
-    records = [{"kind": "header", "schema": "micakit.samples", "version": 1, "t_ns": 0}]
-    records += [
-        {"kind": "sample", "t_ns": second * 10**9, **card.sample().to_dict()}
-        for second in range(10)
-    ]
-    records.append({"kind": "end", "t_ns": 10 * 10**9})
-    path = tmp_path / f"{Path(fixture).name}.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
+    # steady_run.json's first three seconds are the warm-up, outside §5's window
+    return recorded_run(tmp_path, fixture, 10, skip=3 if fixture == "steady_run.json" else 0)
 
 
 def _runs(tmp_path: Path, fixtures: list[str], step_s: list[float]) -> pd.DataFrame:

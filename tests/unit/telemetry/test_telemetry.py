@@ -171,22 +171,25 @@ def test_stop_is_idempotent_and_a_sampler_samples_once(tmp_path: Path) -> None:
 # -- summarize_samples ----------------------------------------------------------------------------
 
 
-def _recorded_run(tmp_path: Path, fixture: str) -> Path:
-    """A samples file as the sampler leaves a 20-second run, stamped 1 s apart from t = 0."""
+def recorded_run(tmp_path: Path, fixture: str, seconds: int = 20, skip: int = 0) -> Path:
+    """A samples file as the sampler leaves a run of `seconds`, stamped 1 s apart from t = 0,
+    of the recorded card's samples after its first `skip`."""
     card = FakeCard.from_file(FIXTURES / fixture)
+    for _ in range(skip):
+        card.sample()
     records = [{"kind": "header", "schema": "micakit.samples", "version": 1, "t_ns": 0}]
     records += [
         {"kind": "sample", "t_ns": second * 10**9, **card.sample().to_dict()}
-        for second in range(20)
+        for second in range(seconds)
     ]
-    records.append({"kind": "end", "t_ns": 20 * 10**9})
-    path = tmp_path / f"{fixture}.jsonl"
+    records.append({"kind": "end", "t_ns": seconds * 10**9})
+    path = tmp_path / f"{Path(fixture).name}.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
 
 
 def test_summary_of_a_throttling_episode(tmp_path: Path) -> None:
-    path = _recorded_run(tmp_path, "throttle_run.json")
+    path = recorded_run(tmp_path, "throttle_run.json")
     whole = summarize_samples(path)
     assert whole.sample_count == 20
     assert whole.peak_memory_bytes == int(18.3 * GiB)
@@ -201,7 +204,7 @@ def test_summary_of_a_throttling_episode(tmp_path: Path) -> None:
 
 
 def test_summary_of_a_steady_run(tmp_path: Path) -> None:
-    summary = summarize_samples(_recorded_run(tmp_path, "steady_run.json"), start_ns=3 * 10**9)
+    summary = summarize_samples(recorded_run(tmp_path, "steady_run.json"), start_ns=3 * 10**9)
     assert summary.sm_clock_median_mhz == 2730
     assert summary.thermal_event_samples == summary.power_event_samples == 0
     assert summary.errors == () and not summary.sampling_stopped
@@ -209,7 +212,7 @@ def test_summary_of_a_steady_run(tmp_path: Path) -> None:
 
 
 def test_a_killed_run_keeps_its_samples(tmp_path: Path) -> None:
-    path = _recorded_run(tmp_path, "steady_run.json")
+    path = recorded_run(tmp_path, "steady_run.json")
     lines = path.read_text().splitlines()[:-1]  # no end record
     path.write_text("\n".join(lines) + '\n{"kind":"sam')  # and a half-written line
     summary = summarize_samples(path)
@@ -240,8 +243,8 @@ def test_a_newer_or_foreign_samples_file_is_refused(tmp_path: Path) -> None:
 
 def test_throttling_run_is_flagged_among_steady_ones(tmp_path: Path) -> None:
     window = {"start_ns": 3 * 10**9, "end_ns": 19 * 10**9}
-    steady = summarize_samples(_recorded_run(tmp_path, "steady_run.json"), **window)
-    throttled = summarize_samples(_recorded_run(tmp_path, "throttle_run.json"), **window)
+    steady = summarize_samples(recorded_run(tmp_path, "steady_run.json"), **window)
+    throttled = summarize_samples(recorded_run(tmp_path, "throttle_run.json"), **window)
     rows = [steady] * 4 + [throttled]
     runs = pd.DataFrame(
         [
