@@ -114,8 +114,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
         lambda e, c: (
             f"{c.cluster} no longer exists (preempted, or deleted by autodown or by hand): "
             f"{first_line(e)}",
-            "what it had not handed back is gone; rent it again (`micakit cloud run`), or "
-            "with --spot as a managed job that SkyPilot brings back on its own",
+            "what it had not handed back is gone; rent it again (`micakit cloud run`), "
+            "without --spot where a preempted machine is what ended it",
         ),
     ),
     (
