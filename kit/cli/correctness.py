@@ -29,7 +29,7 @@ from kit.errors import ExitCode, Interrupted, UserError
 from kit.protocol.load import Protocol, load
 from kit.results import links, store
 from kit.results.lock import LOCK
-from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.planned import CONTENDER, SIDES
 from kit.results.run_options import CheckOptions
 from kit.results.store import ResultsDir
 
@@ -169,7 +169,7 @@ def resolve(args: CheckArgs) -> CheckOptions:
         card_info=card_info,
         device=device,
         smoke=smoke,
-        sides=(PYTORCH, CONTENDER),
+        sides=SIDES,
         contender=_path(contender),
         nanogpt=_path(args.nanogpt),
         input=_path(args.input),

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from kit.protocol.load import Protocol
-from kit.results.planned import CONTENDER, PYTORCH, Config
+from kit.results.planned import PYTORCH, SIDES, Config
 from kit.results.run_options import CheckOptions
 
 KIND = "correctness"  # the manifest's kind: a check's results directory, not a series'
@@ -58,7 +58,7 @@ def plan_runs(spec: CheckSpec) -> list[CheckRun]:
     """§7 A: each seed on both sides; §7 B: the shared start, then one run a side."""
     runs = [CheckRun(0, SHARED_START, PYTORCH, spec.seeds[0])] if spec.method == "B" else []
     for seed in spec.seeds:
-        for side in (PYTORCH, CONTENDER):
+        for side in SIDES:
             runs.append(CheckRun(len(runs), TRAINING, side, seed))
     return runs
 

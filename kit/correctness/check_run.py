@@ -41,7 +41,7 @@ from kit.measure import timing
 from kit.measure.stamped import read_stamped
 from kit.protocol.load import Grammar, Protocol
 from kit.results import store
-from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.planned import CONTENDER, PYTORCH, SIDES
 from kit.results.records import RunRecord
 from kit.results.run_options import CheckOptions
 from kit.results.store import ResultsDir
@@ -103,7 +103,7 @@ class CheckRunner(Kind[CheckRun]):
     def run(self) -> check_verdict.Verdict:
         """Every planned run without a finished record, in order; then the verdict."""
         self.engine.run()
-        grammars = {side: self._grammar(side) for side in (PYTORCH, CONTENDER)}
+        grammars = {side: self._grammar(side) for side in SIDES}
         v = check_verdict.evaluate(self.rd, self.p, self.spec, self.plan, grammars)
         return check_verdict.keep(self.rd, self.p, self.spec, v)
 

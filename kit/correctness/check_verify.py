@@ -24,7 +24,7 @@ from kit.errors import UserError
 from kit.protocol.load import Protocol
 from kit.results import judging, store, trees
 from kit.results.differences import file_differences, frame_differences
-from kit.results.planned import CONTENDER, PYTORCH
+from kit.results.planned import SIDES
 from kit.results.run_options import CheckOptions
 from kit.results.store import ResultsDir
 from kit.results.tablefile import csv_text
@@ -69,7 +69,7 @@ def recompute(root: Path, outputs: bool = True) -> Recomputed:
     if problems:
         problems.append("not recomputed: the records and raw files above come first")
         return Recomputed(rd, protocol, spec, options, None, problems)
-    grammars = {side: judging.grammar(protocol, side) for side in (PYTORCH, CONTENDER)}
+    grammars = {side: judging.grammar(protocol, side) for side in SIDES}
     try:
         v = check_verdict.evaluate(rd, protocol, spec, plan, grammars)
     except (UserError, ValueError) as e:

@@ -26,8 +26,6 @@ EVAL_LINE_REGEX = (
 )
 EVAL_LINE_PREFIX = r"^step \d+:"  # a line that starts like an evaluation but breaks the grammar
 
-PYTORCH, CONTENDER = "pytorch", "contender"
-SIDES = (PYTORCH, CONTENDER)
 
 EvalCurve: TypeAlias = "pd.DataFrame | Sequence[tuple[int, float, float]]"
 TrainCurve: TypeAlias = "pd.DataFrame | Sequence[tuple[int, float]]"

@@ -21,9 +21,6 @@ import numpy as np
 import pandas as pd
 
 from kit.correctness.curves import (
-    CONTENDER,
-    PYTORCH,
-    SIDES,
     SideCurves,
     TrainCurve,
     check_curve,
@@ -35,6 +32,7 @@ from kit.correctness.curves import (
 )
 from kit.errors import UserError
 from kit.protocol.load import Protocol
+from kit.results.planned import CONTENDER, PYTORCH, SIDES
 
 # The defaults of the pure functions below are §7's reference values, for direct use; the runner
 # always passes the protocol file's (its correctness table), and the windows of amendment 6, the

@@ -16,8 +16,9 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from kit.correctness.curves import CONTENDER, PYTORCH, TrainCurve, train_frame
+from kit.correctness.curves import TrainCurve, train_frame
 from kit.correctness.methods import STEP0_TOLERANCE, STEP_TOLERANCE, MethodAResult
+from kit.results.planned import CONTENDER, PYTORCH, SIDES
 
 SIDE_LABELS = {PYTORCH: "PyTorch (nanoGPT)", CONTENDER: "Mica program"}
 SIDE_COLOURS = {PYTORCH: "Blues", CONTENDER: "Oranges"}  # one family of shades a side
@@ -57,7 +58,7 @@ def plot_method_a(result: MethodAResult, path: Path, title: str = "") -> Path:
         pad = 0.1 * max(float(np.ptp(judged["val_loss"])), 1e-3)
         inset.set_ylim(judged["val_loss"].min() - pad, judged["val_loss"].max() + pad)
         inset.set_xlim(result.from_step, last)
-    for side in (PYTORCH, CONTENDER):
+    for side in SIDES:
         mine = curves[curves["side"] == side]
         seeds = sorted(mine["seed"].unique())
         style = "-" if side == PYTORCH else "--"

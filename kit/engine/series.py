@@ -31,6 +31,7 @@ from kit.results.planned import (
     GRAPH_BREAKS,
     PROFILE,
     PYTORCH,
+    SIDES,
     TIMED,
     Config,
     PlannedRun,
@@ -60,7 +61,7 @@ class SeriesSpec:
     card: str  # the card's name as NVML gives it, or "cpu"
     compute_capability: float | None = None
     smoke: bool = False
-    sides: tuple[str, ...] = ("pytorch", "contender")
+    sides: tuple[str, ...] = SIDES
     separate_records: bool = True  # §6: profiled runs and graph-break runs after the rounds
     aa: tuple[str, ...] = ()  # `--aa`: the configurations of the A/A rounds (primary, all, ids)
     extra: dict[str, Any] = field(default_factory=dict)  # side inputs: paths, hashes, images

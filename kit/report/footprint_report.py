@@ -13,9 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from kit.executors.docker import footprint
+from kit.results.planned import SIDE_LABELS
 
 FOLDER = "footprint"
-SIDE_NAMES = {"pytorch": "PyTorch", "contender": "the contender", "mica": "Mica"}
+# a series' folders by side; "mica": the contender's image as `micakit footprint OUT` names it
+SIDE_NAMES = {**SIDE_LABELS, "mica": "Mica"}
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ def measured(root: Path) -> list[Measured]:
     """The measured images a results directory (or `micakit footprint OUT`) recorded."""
     out = []
     folder = root / FOLDER
-    for side in ("pytorch", "contender", "mica"):
+    for side in SIDE_NAMES:
         record = folder / side / footprint.JSON_NAME
         if not record.is_file():
             continue

@@ -25,6 +25,7 @@ from typing import Any
 
 from kit.results import store
 from kit.results.documents import Manifest
+from kit.results.planned import SIDES
 from kit.results.store import ResultsDir
 
 RERUN = "rerun.sh"
@@ -101,7 +102,7 @@ def options(manifest: Manifest) -> dict[str, Any]:
     o.setdefault("precisions", spec.get("precisions") or [])
     o.setdefault("device", spec.get("device"))
     o.setdefault("smoke", bool(spec.get("smoke")))
-    o.setdefault("sides", spec.get("sides") or ["pytorch", "contender"])
+    o.setdefault("sides", spec.get("sides") or list(SIDES))
     contender = (spec.get("extra") or {}).get("contender")
     o.setdefault("contender", None if contender in (None, "none given") else contender)
     return o

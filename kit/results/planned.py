@@ -10,6 +10,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 PYTORCH, CONTENDER = "pytorch", "contender"
+# The sides, each by its one code name, in the order every table and plot gives them. The
+# contender is "contender" in code, whatever build it runs ("mica" is its image's and its
+# default build's name, where the user meets it).
+SIDES = (PYTORCH, CONTENDER)
+SIDE_LABELS = {PYTORCH: "PyTorch", CONTENDER: "the contender"}
 
 
 @dataclass(frozen=True)
