@@ -51,9 +51,15 @@ def build_stamper(binary: Path) -> None:
         print("warning: no C compiler: the outside clock stamps in Python", file=sys.stderr)
         return
     binary.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([cc, "-O2", "-o", str(binary), str(source)], check=False)
+    # built beside, then renamed over the old one: a series running the old stamper (an
+    # editable install made again) never starts a half-written one
+    building = binary.with_name(f".{binary.name}.{os.getpid()}")
+    done = subprocess.run([cc, "-O2", "-o", str(building), str(source)], check=False)
     if done.returncode != 0:
+        building.unlink(missing_ok=True)
         print("warning: stamper.c did not build: the clock stamps in Python", file=sys.stderr)
+        return
+    os.replace(building, binary)
 
 
 class BinaryDistribution(Distribution):

@@ -35,35 +35,32 @@ suite() { env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$VENV/bin/python" -m pyt
 # `micakit cloud`'s boundary is held against the real SkyPilot SDK: the extra micakit[cloud]
 # (about 460 MB with its dependencies, from PyPI) in a venv of its own, so that the kit's venv
 # stays without it and the suite passes where SkyPilot is not installed. The whole suite only
-# (no arguments); MICAKIT_TEST_CLOUD=0 skips it. Its venv is made while the suite runs.
+# (no arguments); MICAKIT_TEST_CLOUD=0 skips it. Made, and its tests run, while the rest of the
+# suite runs; their output follows the rest's.
 cloud=${MICAKIT_CLOUD_VENV:-$ROOT/.venv-cloud}
-cloud_tests=0
+cloud_suite=
 if [ $# -eq 0 ] && [ "${MICAKIT_TEST_CLOUD:-1}" != 0 ]; then
-    cloud_tests=1
-    # its dependencies only: the kit itself is installed there once the suite is done, as its
-    # editable install builds the clock's stamper beside its source, which the suite runs
-    "$VENV/bin/python" - >"$scratch/cloud-requirements.txt" <<'PY'
-import tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-extra = project["optional-dependencies"]
-print("\n".join(project["dependencies"] + extra["cloud"] + extra["dev"]))
-PY
     (
+        set -e
         [ -x "$cloud/bin/python" ] || "$VENV/bin/python" -m venv "$cloud"
-        "$cloud/bin/python" -m pip install -q -r "$scratch/cloud-requirements.txt"
-    ) >"$scratch/cloud-venv.log" 2>&1 &
-    cloud_venv=$!
+        "$cloud/bin/python" -m pip install -q -e "$ROOT[cloud,dev]"
+        env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$cloud/bin/python" -m pytest \
+            -p no:cacheprovider --basetemp "$scratch/cloud-tests" \
+            tests/unit/cloud tests/cli/test_cloud.py tests/cli/test_cloud_fleet.py
+    ) >"$scratch/cloud.log" 2>&1 &
+    cloud_suite=$!
 fi
 if [ $# -eq 0 ]; then
-    # The whole suite in two parts at once. The tests that drive the Docker engine, one at a
-    # time (they share the engine's tags, its registry and the disk), in the background: most
-    # of their time is the engine building, pushing and pulling. Beside them the tests that need
+    # The whole suite in parts at once. The tests that drive the Docker engine, one at a time
+    # (they share the engine's tags, its registry and the disk), in the background: most of
+    # their time is the engine building, pushing and pulling. Beside them the tests that need
     # no engine, in four workers (pytest-xdist; most of their time is fake programs sleeping
     # through their steps, so they share two cores well; a worker that is done takes tests
     # queued for another, so one long test does not hold the end). Each part has a folder of
     # its own for its temporary files; the Docker part's output follows the other's.
-    echo "test.sh: the tests that drive Docker run meanwhile; their output follows" >&2
-    suite -m docker --basetemp "$scratch/docker-tests" >"$scratch/docker.log" 2>&1 &
+    echo "test.sh: the tests that drive Docker (and the cloud's) run meanwhile; their output follows" >&2
+    suite -m docker -p no:cacheprovider --basetemp "$scratch/docker-tests" \
+        >"$scratch/docker.log" 2>&1 &
     docker_suite=$!
     suite -m "not docker" -n "${MICAKIT_TEST_WORKERS:-4}" --dist worksteal \
         --basetemp "$scratch/tests" || rc=$?
@@ -74,15 +71,10 @@ if [ $# -eq 0 ]; then
 else
     suite "$@" || rc=$?
 fi
-
-if [ "$cloud_tests" = 1 ]; then
-    if ! wait "$cloud_venv"; then
-        cat "$scratch/cloud-venv.log" >&2
-        echo "test.sh: the cloud venv could not be made (above)" >&2
-        exit 1
-    fi
-    "$cloud/bin/python" -m pip install -q --no-deps -e "$ROOT"
-    env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$cloud/bin/python" -m pytest \
-        tests/unit/cloud tests/cli/test_cloud.py tests/cli/test_cloud_fleet.py || rc=$?
+if [ -n "$cloud_suite" ]; then
+    cloud_rc=0
+    wait "$cloud_suite" || cloud_rc=$?
+    cat "$scratch/cloud.log"
+    [ "$cloud_rc" -eq 0 ] || rc=$cloud_rc
 fi
 exit "$rc"

@@ -27,7 +27,9 @@ _AT_THE_TOP = {".git", ".venv", "results", "build", "dist", "wheelhouse"}
 
 
 def NOT_SOURCES(folder: str, names: list[str]) -> set[str]:
-    top = _AT_THE_TOP & set(names) if Path(folder) == ROOT else set()
+    # every virtual environment at the top (.venv, .venv-cloud, ...)
+    at_top = {n for n in names if n in _AT_THE_TOP or n.startswith(".venv")}
+    top = at_top if Path(folder) == ROOT else set()
     return set(_ANYWHERE(folder, names)) | top
 
 
