@@ -175,6 +175,7 @@ class _Writer(threading.Thread):
         self._tail: collections.deque[bytes] = collections.deque()
         self._written = self._held = self._dropped = self._seen = 0
         self._cut_stamp = b""
+        self._ended = False  # whether the queue's end (None) has been taken
 
     def _put(self, item: bytes) -> None:
         """Write an item of stamped lines, or hold it past the cap's first half."""
@@ -209,7 +210,9 @@ class _Writer(threading.Thread):
             self._write()
         except OSError as e:
             self.error = e
-            while self.queue.get() is not None:  # what arrives after is read, and dropped
+            # what arrives after is read, and dropped, up to the end; a write that failed once
+            # the end had come (the last flush on a full disk) has nothing more to wait for
+            while not self._ended and self.queue.get() is not None:
                 pass
 
     def _write(self) -> None:
@@ -226,6 +229,7 @@ class _Writer(threading.Thread):
                 self._f.flush()
                 continue
             break
+        self._ended = True  # the end (None) is taken: nothing more will come
         self._end()
         self._f.flush()
         os.fsync(self._f.fileno())

@@ -1,6 +1,7 @@
 """The outside clock: lines stamped as they arrive, streams apart, chunks and frames split."""
 
 import errno
+import io
 import os
 import queue
 import struct
@@ -197,3 +198,25 @@ def test_a_full_disk_ends_the_reader_quietly_and_the_run_says_which(small_disk, 
     assert raised.value.errno == errno.ENOSPC
     assert raised.value.filename == str(small_disk.root / "logs")
     assert "Traceback" not in capfd.readouterr().err
+
+
+class _FullDisk(io.BytesIO):
+    """A log whose writes are buffered and whose flush finds the disk full."""
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def fileno(self) -> int:  # pragma: no cover - never reached: the flush fails first
+        raise OSError(errno.EBADF, "no file")
+
+
+def test_a_writer_whose_last_flush_fails_ends_and_says_why():
+    """The end (None) is taken before the last flush finds the disk full: the writer must not
+    wait for another end that never comes (the reader joined it for ever)."""
+    writer = clock._Writer(_FullDisk())
+    writer.queue.put(b"1 a line\n")
+    writer.queue.put(None)  # both there before it starts: the inner loop takes the end
+    writer.start()
+    writer.join(10)
+    assert not writer.is_alive(), "the writer waits for an end it already took"
+    assert writer.error is not None and writer.error.errno == errno.ENOSPC
