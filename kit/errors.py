@@ -66,23 +66,38 @@ class Interrupted(Exception):
     """
 
 
+# SIGTERM's arrivals while a command runs: the exception its handler raises is lost where it
+# lands in code whose exceptions Python ignores (a weakref's callback, __del__, at import), so
+# the series looks again before each run (`raise_if_stopped`)
+_STOPS: list[int] = []
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    _STOPS.append(signum)
+    raise KeyboardInterrupt
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM stops what runs the way Ctrl-C does (KeyboardInterrupt): the unfinished run is
     rerun on resume, and a stop before the first run leaves nothing measured."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = signal.signal(signal.SIGTERM, _stop)
     except ValueError:  # not the main thread (tests driving a series from a thread)
         yield
         return
+    if previous is not _stop:  # the outermost: a command's own count
+        _STOPS.clear()
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def raise_if_stopped() -> None:
+    """Raise the KeyboardInterrupt of a SIGTERM that came and whose exception was lost."""
+    if _STOPS:
+        raise KeyboardInterrupt
 
 
 class DirectoryDiffers(UserError):

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -300,10 +301,12 @@ class SmallDisk:
 
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    """A real full disk to write on: an 8 MiB tmpfs mounted (mount(2), through ctypes) under
-    tmp_path, unmounted after; skipped, saying why, where this process may not mount one."""
-    root = tmp_path / "disk"
-    root.mkdir()
+    """A real full disk to write on: an 8 MiB tmpfs mounted (mount(2), through ctypes), unmounted
+    after; skipped, saying why, where this process may not mount one. It is mounted outside
+    /tmp (in /var/tmp, where there is one): a mount under /tmp keeps a confined run of another
+    test from making /tmp its own (the kernel refuses an overlay over locked mounts)."""
+    beside = Path("/var/tmp") if Path("/var/tmp").is_dir() else tmp_path
+    root = Path(tempfile.mkdtemp(prefix="micakit-small-disk-", dir=beside))
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         mounted = libc.mount(b"tmpfs", os.fsencode(root), b"tmpfs", 0, b"size=8m") == 0
@@ -311,11 +314,13 @@ def small_disk(tmp_path: Path):
     except AttributeError:  # no mount(2): not Linux
         mounted, why = False, "no mount(2) on this system"
     if not mounted:
+        root.rmdir()
         pytest.skip(f"cannot mount a tmpfs ({why}): a full disk needs root or CAP_SYS_ADMIN")
     try:
         yield SmallDisk(root)
     finally:
         libc.umount2(os.fsencode(root), 2)  # MNT_DETACH: a process still in it lets go later
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def fake_nanogpt_protocol(path: Path, runs: int = 5, tolerance: float = 0.10) -> Path:

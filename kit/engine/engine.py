@@ -30,6 +30,7 @@ from kit.errors import (
     Interrupted,
     SeriesFailed,
     UserError,
+    raise_if_stopped,
     sigterm_as_interrupt,
     writing,
 )
@@ -268,6 +269,7 @@ class Engine(Generic[R]):
         for position, run in enumerate(self.plan):
             if run.run_id in done or self.kind.passed_over(run, latest):
                 continue
+            raise_if_stopped()  # a stop whose exception was lost on its way: this run waits
             self._inputs_unchanged()
             record = latest[run.run_id] = self._run_one(run, position)
             if self.kind.after(run, record):

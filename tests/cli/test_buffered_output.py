@@ -3,6 +3,7 @@ stdout is block-buffered (stdio's default on a pipe) is found out, and the serie
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,6 +39,17 @@ def series_args(out: Path, protocol: Path, program: Path) -> list:
     ]  # fmt: skip
 
 
+def bursts(said: str, lines: int) -> bool:
+    """Whether `said` finds the output buffered: of at least `lines` step lines seen (what a
+    stop saw; on a loaded machine it may see a few more), at least half in bursts (the kit's
+    threshold; a line that opens a read of its own, late, is in none)."""
+    found = re.search(r"its output is buffered: (\d+) of (\d+) step lines arrived in bursts", said)
+    if found is None:
+        return False
+    held, told = map(int, found.groups())
+    return told >= lines and held * 2 >= told
+
+
 def stopped_series(tmp_path: Path, protocol: Path, program: Path, cli, monkeypatch):
     """A series of the block-buffered contender (2 ms steps) in tmp_path/r, which it stops
     (exit 3): its folder and click's result."""
@@ -55,7 +67,7 @@ def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
     out, res = stopped_series(tmp_path, fast_protocol, buffered_contender, cli, monkeypatch)
     # a run ended the series (exit 3), as a crash does: it is recorded, and resume runs it again
     assert "run 0 of shakespeare-char/float32/contender/mica is void" in res.output
-    assert "its output is buffered: 8 of 8 step lines arrived in bursts" in res.output
+    assert bursts(res.output, 8)
     assert "§5 needs every line to leave when written" in res.output
     assert "fix: make its stdout line-buffered: `stdbuf -oL`" in res.output
     assert "+mica stdout=line -mica" in res.output
@@ -63,7 +75,7 @@ def test_a_buffered_contender_stops_the_series_at_its_first_run_and_resumes(
     # the discarded run alone ran: no round was spent on a program every run of which is void
     recs = records(out)
     assert [(r["run_id"], r["status"]) for r in recs] == [(0, "void")]
-    assert recs[0]["reason"].startswith("its output is buffered: 8 of 8 step lines")
+    assert bursts(recs[0]["reason"], 8)
 
     # `verify` judges it again from its raw stamped log alone, to the same reason
     protocol = load(out / "protocol.toml")
@@ -91,7 +103,7 @@ def test_a_buffered_contender_that_trains_when_asked_its_version_stops_the_serie
     monkeypatch.setenv("FAKE_INFO", "none")  # it knows no `+mica info -mica`: it trains
     out, res = stopped_series(tmp_path, fast_protocol, buffered_contender, cli, monkeypatch)
     assert "asked its version (+mica info -mica), the contender trained instead" in res.output
-    assert "its output is buffered: 40 of 40 step lines arrived in bursts" in res.output
+    assert bursts(res.output, 40)
     assert "series stops before its first run" in res.output
     assert "fix: make its stdout line-buffered" in res.output
     assert records(out) == []  # no run was spent on it

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 
 import pytest
 
+from kit import errors
 from kit.errors import MachineError, machine_error, writing
 
 
@@ -44,3 +46,21 @@ def test_any_other_oserror_is_a_bug_and_keeps_its_traceback(tmp_path):
     assert not isinstance(raised.value, MachineError)
     with pytest.raises(MachineError), writing(tmp_path):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_sigterm_whose_exception_was_lost_is_raised_again_before_the_next_run():
+    """SIGTERM's KeyboardInterrupt can land where Python ignores exceptions (a weakref's
+    callback during an import, as a series' start-up once showed): the stop is kept, and the
+    engine raises it before its next run."""
+    with errors.sigterm_as_interrupt():
+        errors.raise_if_stopped()  # nothing asked yet
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler)
+        try:
+            handler(signal.SIGTERM, None)
+        except KeyboardInterrupt:
+            pass  # lost, as in a callback whose exceptions are ignored
+        with pytest.raises(KeyboardInterrupt):
+            errors.raise_if_stopped()
+    with errors.sigterm_as_interrupt():  # the next command counts its own
+        errors.raise_if_stopped()
