@@ -185,6 +185,11 @@ def grow(out: Path) -> int:
                 data = STAMP.sub(logs, data)
             elif rel.endswith(".jsonl"):
                 data = SAMPLE_STAMP.sub(sampled, data)
+            elif rel.endswith("/run.json"):  # what the run's start said, as its record says it
+                started = json.loads(data)
+                started["start_ns"] += offset
+                started["end_ns"] += offset
+                data = (json.dumps(started, indent=2) + "\n").encode()
             new = log_dir + rel[len(src["log_dir"]) :]
             path = out / new
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,15 +14,24 @@ def found(root: Path | str) -> list[str]:
     """Every symbolic link in the directory, named: a results directory holds its own files
     (D6), and one replaced by a link (a raw log, runs/, runs.jsonl) is no longer the directory
     its hashes vouch for, whatever the link's target holds. No link is followed."""
-    out = []
-    for here, folders, files in os.walk(root):  # followlinks=False: a linked folder stays shut
-        for name in sorted(folders + files):
-            path = os.path.join(here, name)
-            if os.path.islink(path) and not _workspace_link(here, name, path):
-                out.append(
-                    f"{os.path.relpath(path, root)}: a symbolic link (to {os.readlink(path)}): a "
-                    "results directory holds its own files, never a link"
-                )
+    out: list[str] = []
+    pending = [os.fspath(root)]
+    while pending:  # each folder's links by name, then its folders; a linked folder stays shut
+        here = pending.pop()
+        with os.scandir(here) as listed:  # the entries' types as the listing gave them: no stat
+            entries = sorted(listed, key=lambda e: e.name)
+        folders = []
+        for entry in entries:
+            if entry.is_symlink():
+                if not _workspace_link(here, entry.name, entry.path):
+                    out.append(
+                        f"{os.path.relpath(entry.path, root)}: a symbolic link (to "
+                        f"{os.readlink(entry.path)}): a results directory holds its own files, "
+                        "never a link"
+                    )
+            elif entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+        pending.extend(reversed(folders))  # taken from the end: in the order of their names
     return out
 
 
