@@ -8,7 +8,7 @@ kit.telemetry.recorded replays a recorded card, so that tests and benchmarks run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,6 +42,13 @@ def clock_event_names(bitmask: int) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _plain(record: CardInfo | Sample, **sequences: Iterable[object]) -> dict[str, object]:
+    """A record's fields as JSON takes them, each of `sequences` as a list."""
+    data = asdict(record)
+    data.update({name: list(value) for name, value in sequences.items()})
+    return data
+
+
 class CardError(Exception):
     """NVML failed while the card was being read (GPU lost, driver reloaded, ...).
 
@@ -67,9 +74,7 @@ class CardInfo:
     vbios_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["compute_capability"] = list(self.compute_capability)
-        return data
+        return _plain(self, compute_capability=self.compute_capability)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CardInfo:
@@ -138,9 +143,7 @@ class Sample:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["clock_events"] = list(self.clock_events)
-        return data
+        return _plain(self, clock_events=self.clock_events)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Sample:
