@@ -272,20 +272,18 @@ def test_parse_contender_eval_lines_beside_its_step_lines():
     assert df["val_loss"].iloc[-1] == 4.1842
 
 
+def _train_lines(fixture: str, grammar):
+    """A fixture's training lines, parsed in a side's grammar."""
+    lines = (FIXTURES / fixture).read_text().splitlines()
+    return curves.parse_train_lines(lines, grammar.line_regex, grammar.step_prefix)
+
+
 def test_parse_train_lines_of_both_sides():
-    nano = curves.parse_train_lines(
-        (FIXTURES / "nanogpt_stdout.txt").read_text().splitlines(),
-        P.pytorch.line_regex,
-        P.pytorch.step_prefix,
-    )
+    nano = _train_lines("nanogpt_stdout.txt", P.pytorch)
     assert nano["step"].tolist() == list(range(13))
     assert nano["loss"].iloc[0] == 4.1761
     assert nano["loss_resolution"].iloc[0] == pytest.approx(1e-4)  # nanoGPT prints .4f
-    mica = curves.parse_train_lines(
-        (FIXTURES / "contender_stdout.txt").read_text().splitlines(),
-        P.contender.line_regex,
-        P.contender.step_prefix,
-    )
+    mica = _train_lines("contender_stdout.txt", P.contender)
     assert mica["step"].tolist() == list(range(13))
     assert mica["loss"].iloc[1] == 4.17947388
     assert mica["loss_resolution"].iloc[1] == pytest.approx(1e-8)

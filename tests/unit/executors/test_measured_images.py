@@ -28,18 +28,17 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _inputs(tmp_path: Path, **given: object) -> SideInputs:
+    """A series' side inputs for shakespeare-char on the shipped text, with `given`."""
+    shared = {"models": ("shakespeare-char",), "data_dir": str(tmp_path / "data")}
+    return SideInputs(**shared, input=str(TEXT_INPUT), **given)  # type: ignore[arg-type]
+
+
 def contender(tmp_path: Path, image: FakeImage, name: str = "mica") -> ContenderSide:
     program = tmp_path / name
     program.write_bytes(PROGRAM)
     p = load(write_protocol(tmp_path / "protocol.toml"))
-    o = SideInputs(
-        sides=("contender",),
-        models=("shakespeare-char",),
-        data_dir=str(tmp_path / "data"),
-        contender=str(program),
-        input=str(TEXT_INPUT),
-        mica_image="m:1",
-    )
+    o = _inputs(tmp_path, sides=("contender",), contender=str(program), mica_image="m:1")
     ex = DockerExecutor(FakeEngine({"m:1": image}).client(), "s")  # type: ignore[arg-type]
     (side,) = assemble.build_sides(p, o, tmp_path / "work", ex)
     assert isinstance(side, ContenderSide)
@@ -87,13 +86,8 @@ def test_an_image_of_another_program_is_refused_before_any_run(
 
 def test_a_pytorch_image_without_python_is_refused_before_any_run(tmp_path: Path) -> None:
     p = load(fake_nanogpt_protocol(tmp_path / "protocol.toml"))
-    o = SideInputs(
-        sides=("pytorch",),
-        models=("shakespeare-char",),
-        data_dir=str(tmp_path / "data"),
-        nanogpt=str(FAKE_NANOGPT),
-        input=str(TEXT_INPUT),
-        pytorch_image="micakit-pytorch:t",
+    o = _inputs(
+        tmp_path, sides=("pytorch",), nanogpt=str(FAKE_NANOGPT), pytorch_image="micakit-pytorch:t"
     )
     bare = FakeImage(files={"/usr/bin/sh": LINK.encode() + b"dash"})
     ex = DockerExecutor(FakeEngine({"micakit-pytorch:t": bare}).client(), "s")  # type: ignore[arg-type]

@@ -63,15 +63,19 @@ def _runs(rd: FakeRd, rows) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _costs(tmp_path, made: list) -> pd.DataFrame:
+    """The compile-cost table, by variant, of the runs `_runs` makes of `made`."""
+    rd = FakeRd(tmp_path)
+    return compile_cost.compile_costs(rd, _runs(rd, made), GRAMMAR).set_index("variant")
+
+
 def test_warmup_is_the_time_to_the_first_step_line(tmp_path):
     # eager: its first line after 0.5 and 0.7 s, 10 ms steps; default: 30 and 40 s, 5 ms steps
-    rd = FakeRd(tmp_path)
-    runs = _runs(
-        rd,
+    t = _costs(
+        tmp_path,
         [("eager", 0.5, 0.010), ("eager", 0.7, 0.010), ("default", 40.0, 0.005),
          ("default", 30.0, 0.005)],
     )  # fmt: skip
-    t = compile_cost.compile_costs(rd, runs, GRAMMAR).set_index("variant")
     assert t.loc["eager", "median_warmup_s"] == pytest.approx(0.6)
     assert t.loc["default", "min_warmup_s"] == pytest.approx(30.0)
     assert t.loc["default", "max_warmup_s"] == pytest.approx(40.0)
@@ -109,26 +113,22 @@ def test_a_busy_machine_makes_no_negative_warmup_and_no_break_even(tmp_path):
 
 
 def test_a_cost_apart_with_steps_that_overlap_has_a_cost_and_no_break_even(tmp_path):
-    rd = FakeRd(tmp_path)
-    runs = _runs(
-        rd,
+    t = _costs(
+        tmp_path,
         [("eager", 1.0, 0.010), ("eager", 1.2, 0.012), ("default", 9.0, 0.011),
          ("default", 9.5, 0.0105)],
     )  # fmt: skip
-    t = compile_cost.compile_costs(rd, runs, GRAMMAR).set_index("variant")
     assert t.loc["default", "extra_warmup_vs_eager_s"] == pytest.approx(9.25 - 1.1)
     assert math.isnan(t.loc["default", "break_even_steps_vs_eager"])
     assert t.loc["default", "break_even_why"] == compile_cost.STEPS_OVERLAP
 
 
 def test_a_mode_with_slower_steps_never_pays_and_an_incomplete_one_has_no_figure(tmp_path):
-    rd = FakeRd(tmp_path)
-    runs = _runs(
-        rd,
+    t = _costs(
+        tmp_path,
         [("eager", 1.5, 0.010), ("max-autotune", 60.0, 0.012), ("default", 10.0, 0.005),
          ("default", 9.0, 0.005, "void")],
     )  # fmt: skip
-    t = compile_cost.compile_costs(rd, runs, GRAMMAR).set_index("variant")
     assert math.isinf(t.loc["max-autotune", "break_even_steps_vs_eager"])
     assert t.loc["max-autotune", "break_even_why"] == compile_cost.NEVER
     assert "default" not in t.index  # a void run: the configuration is not complete

@@ -15,6 +15,7 @@ from kit.report import markdown, sidetables
 from kit.results import rawfiles
 from kit.telemetry import machine
 from kit.telemetry.procfs import ProcFiles, parse_stat
+from tests.unit.telemetry.test_telemetry import FakeTime
 
 KIT = 500  # the kit's pid in the fake /proc
 CONTAINER = "c0ffee" * 10 + "abcd"
@@ -137,26 +138,15 @@ class ScriptedWatcher:
         return machine.Look(share, ("stress (pid 4242): 97% of a CPU",), 3.2, None, 2)
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.ns = 0
-
-    def clock(self) -> int:
-        return self.ns
-
-    def sleep(self, seconds: float) -> None:
-        self.ns += int(seconds * 1e9)
-
-
 def test_the_check_waits_for_a_busy_machine_then_lets_the_run_go_on_marked() -> None:
     t = FakeTime()
     found = machine.wait_until_quiet(
-        ScriptedWatcher(0.9, 0.8, 0.1), 0.25, 0.5, timeout_s=60, clock=t.clock, sleep=t.sleep
+        ScriptedWatcher(0.9, 0.8, 0.1), 0.25, 0.5, timeout_s=60, clock=t, sleep=t.sleep
     )
     assert (found.busy, found.polls, found.waited_s) == (False, 3, 3.5)  # 3 looks, 2 pauses
     t = FakeTime()
     watcher = ScriptedWatcher(0.9)
-    found = machine.wait_until_quiet(watcher, 0.25, 0.5, timeout_s=10, clock=t.clock, sleep=t.sleep)
+    found = machine.wait_until_quiet(watcher, 0.25, 0.5, timeout_s=10, clock=t, sleep=t.sleep)
     assert found.busy and found.waited_s == pytest.approx(10.5) and watcher.looks == 8
     record = found.to_dict()
     assert record["busy_share"] == 0.25 and record["load_1m"] == 3.2
@@ -168,14 +158,14 @@ def test_a_wait_for_a_busy_machine_is_said_once_as_it_begins() -> None:
     said: list[str] = []
     around = conditions.MachineConditions(Conditions(), idle_timeout_s=60, said=said.append)
     found = machine.wait_until_quiet(
-        ScriptedWatcher(0.99), 0.25, 0.5, timeout_s=60, clock=t.clock, sleep=t.sleep,
+        ScriptedWatcher(0.99), 0.25, 0.5, timeout_s=60, clock=t, sleep=t.sleep,
         waiting=around._waiting,
     )  # fmt: skip
     assert found.busy and found.polls > 2
     assert said == ["waiting up to 60 s: others use 99% of the CPUs"]
     quiet: list[str] = []
     machine.wait_until_quiet(
-        ScriptedWatcher(0.1), 0.25, clock=FakeTime().clock, sleep=t.sleep,
+        ScriptedWatcher(0.1), 0.25, clock=FakeTime(), sleep=t.sleep,
         waiting=lambda *a: quiet.append("said"),
     )  # fmt: skip
     assert quiet == []  # a quiet machine: no wait, nothing said
@@ -185,7 +175,7 @@ def test_refuse_busy_refuses_at_once_naming_the_busiest() -> None:
     t = FakeTime()
     watcher = ScriptedWatcher(0.9)
     with pytest.raises(machine.MachineBusy) as raised:
-        machine.wait_until_quiet(watcher, 0.25, refuse_at_once=True, clock=t.clock, sleep=t.sleep)
+        machine.wait_until_quiet(watcher, 0.25, refuse_at_once=True, clock=t, sleep=t.sleep)
     assert watcher.looks == 1
     assert "90% of the CPUs" in raised.value.message and "stress (pid 4242)" in raised.value.message
     assert "--refuse-busy" in str(raised.value.fix)
