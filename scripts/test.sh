@@ -58,7 +58,8 @@ if [ $# -eq 0 ]; then
     # through their steps, so they share two cores well; a worker that is done takes tests
     # queued for another, so one long test does not hold the end). Each part has a folder of
     # its own for its temporary files; the Docker part's output follows the other's.
-    echo "test.sh: the tests that drive Docker (and the cloud's) run meanwhile; their output follows" >&2
+    echo "test.sh: the tests that drive Docker${cloud_suite:+ and the cloud tests} run meanwhile;" \
+        "their output follows" >&2
     suite -m docker -p no:cacheprovider --basetemp "$scratch/docker-tests" \
         >"$scratch/docker.log" 2>&1 &
     docker_suite=$!

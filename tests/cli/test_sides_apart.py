@@ -112,9 +112,6 @@ def test_verify_names_a_tree_edited_after_the_series(tmp_path, fake_env, cli):
     assert "work/nanogpt/workspace.json: changed" in res.output
 
 
-_sleeping = alive  # the daemons a test leaves behind: `sleep MARKER`
-
-
 @pytest.mark.parametrize(
     ("form", "confine"),
     [("daemon", "1"), ("daemon-null", "0")],
@@ -136,7 +133,7 @@ def test_daemons_a_contender_leaves_are_stopped_and_named(
     for r in contender:
         assert r["status"] == "ok"
         assert r["outlived"].startswith("1 process outlived the program and was stopped (sleep")
-    assert _sleeping(marker) == []  # none left after the series
+    assert alive(marker) == []  # none left after the series
 
 
 def test_method_b_cannot_be_copied_or_is_marked(tmp_path, fake_env, cli, monkeypatch):

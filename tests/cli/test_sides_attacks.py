@@ -20,10 +20,9 @@ from tests.cli.test_sides_apart import (
     _confined,
     _ran,
     _series,
-    _sleeping,
     confined_series,
 )
-from tests.conftest import records
+from tests.conftest import alive, records
 
 pytestmark = pytest.mark.slow  # whole series
 
@@ -59,7 +58,7 @@ def test_a_forged_supervisor_report_claims_nothing(
             assert form == "forge-dead" or r["status"] != "ok"
     finally:
         # with its supervisor killed, the daemon outlives the run: no subreaper is left
-        for pid in _sleeping(marker):
+        for pid in alive(marker):
             os.kill(pid, signal.SIGKILL)
 
 
