@@ -100,6 +100,13 @@ def raise_if_stopped() -> None:
         raise KeyboardInterrupt
 
 
+def stopped() -> bool:
+    """Whether a SIGTERM came while this command ran: an error that follows it is the stop's
+    (a KeyboardInterrupt raised inside an extension module's import comes out as an
+    ImportError, "initialization failed", with the interrupt as its cause)."""
+    return bool(_STOPS)
+
+
 class DirectoryDiffers(UserError):
     """A results directory that is no longer what its series wrote: `verify` names each part."""
 

@@ -19,6 +19,7 @@ from kit.errors import (
     UserError,
     machine_error,
     sigterm_as_interrupt,
+    stopped,
 )
 
 
@@ -95,28 +96,54 @@ class KitGroup(click.Group):
             unnamed = hint and not e.filename
             said = machine_error(e, hint, elsewhere="--out") if unnamed else machine_error(e)
             if said is None:
+                if _a_stop(e):
+                    _interrupted(ctx, "")  # the stop's, not a bug
                 raise  # a bug keeps its traceback
             again = _again(ctx)
             _say_error(said.message, f"{said.fix}, then {again}" if again else said.fix)
             ctx.exit(int(ExitCode.USER_ERROR))
         except (KeyboardInterrupt, Interrupted) as e:
-            where = f" during {e}" if str(e) else ""
-            hint = ctx.meta.get("resume_hint")
-            if hint and not _started(ctx):
-                # README: a series stopped before its manifest was written measured nothing
-                click.echo(f"micakit: interrupted{where}, before its first run.", err=True)
-                click.echo("  nothing was measured yet: the same command starts it again", err=True)
-            else:
-                click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)
-                if hint:
-                    resume = f"micakit {ctx.invoked_subcommand} --resume {hint}"
-                    click.echo(f"  resume with: {resume}", err=True)
-            ctx.exit(int(ExitCode.INTERRUPTED))
+            _interrupted(ctx, str(e))
+        except Exception as e:
+            if isinstance(e, click.exceptions.Exit) or not _a_stop(e):
+                raise  # a bug keeps its traceback
+            # Ctrl-C's or SIGTERM's interrupt that came out as another error (an extension
+            # module's import turns it into ImportError): the stop, said as any other
+            _interrupted(ctx, "")
         finally:
             # the one writer's locks, where a command took one (its module is then imported)
             lock = sys.modules.get("kit.results.lock")
             if lock is not None:
                 lock.release_all()
+
+
+def _a_stop(e: BaseException) -> bool:
+    """Whether `e` is a stop's: a SIGTERM came while the command ran (kit.errors.stopped), or a
+    KeyboardInterrupt is in its chain of causes (Ctrl-C inside an extension module's import)."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return stopped()
+
+
+def _interrupted(ctx: click.Context, during: str) -> NoReturn:
+    """Ctrl-C or SIGTERM: what was kept and how to go on, exit 130 (ExitCode.INTERRUPTED)."""
+    where = f" during {during}" if during else ""
+    hint = ctx.meta.get("resume_hint")
+    if hint and not _started(ctx):
+        # README: a series stopped before its manifest was written measured nothing
+        click.echo(f"micakit: interrupted{where}, before its first run.", err=True)
+        click.echo("  nothing was measured yet: the same command starts it again", err=True)
+    else:
+        click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)
+        if hint:
+            resume = f"micakit {ctx.invoked_subcommand} --resume {hint}"
+            click.echo(f"  resume with: {resume}", err=True)
+    ctx.exit(int(ExitCode.INTERRUPTED))
 
 
 def _usage(ctx: click.Context, e: click.UsageError) -> NoReturn:

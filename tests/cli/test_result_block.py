@@ -82,9 +82,9 @@ def test_a_smoke_series_ends_with_the_result_and_its_commands_lead_to_a_verdict(
     # a smoke report's title: one disclaimer; its amendments named, not each in full
     title = md.splitlines()[0]
     # (the tests' protocol is not the shipped one, which the title says after it)
-    assert (
-        "CPU smoke series — preparation: not a protocol result (scaled-down models)" in title
-    ), title
+    assert "CPU smoke series — preparation: not a protocol result (scaled-down models)" in title, (
+        title
+    )
     amendments = md.split("## Amendments in force")[1]
     assert amendments.strip().startswith("Amendments 1, ") and "- Amendment " not in amendments
     assert f"## {next_steps.WAY_OUT}" in md
