@@ -18,6 +18,7 @@ from kit.correctness import checks, curves, methods
 from kit.correctness.check_plan import SHARED_START, TRAINING, CheckRun, CheckSpec, method_b_windows
 from kit.engine.engine import now
 from kit.errors import UserError
+from kit.executors import supervised
 from kit.protocol.load import Grammar, Protocol
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.records import RunRecord
@@ -98,12 +99,12 @@ def evaluate(
 
 def isolated(ok: Mapping[int, RunRecord], plan: Sequence[CheckRun]) -> bool | None:
     """Whether every contender run was kept from the other side's files (its record's
-    isolation: a container, or namespaces of its own); None where no record says (an older
-    kit's)."""
+    isolation: a container, or namespaces that hid the machine, kit.executors.supervised.hidden);
+    None where no record says (an older kit's)."""
     said = [ok[r.run_id].isolation for r in plan if r.side == CONTENDER and r.run_id in ok]
     if not said or any(x is None for x in said):
         return None
-    return all(str(x).startswith(("container", "namespaces")) for x in said)
+    return all(supervised.hidden(x) for x in said)
 
 
 def identity(rd: ResultsDir) -> dict[str, str]:

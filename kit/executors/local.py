@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import UserError
-from kit.executors import supervised, supervisor
+from kit.executors import sight, supervised, supervisor
 from kit.executors.base import Executor, Limits, Mount, RunOutcome, RunSpec
 from kit.measure import clock
+from kit.results.planned import CONTENDER
 
 _PR_SET_PDEATHSIG = 1
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
@@ -125,7 +126,7 @@ class LocalExecutor(Executor):
         env, libraries_dir = _environment(spec, log_dir, cache)
         launch = _Launch()
         report_r, report_w = os.pipe()
-        wrapped = self._supervised(spec, env, libraries_dir, cache, report_w)
+        wrapped, beside = self._supervised(spec, env, libraries_dir, cache, report_w)
         try:
             with held_signals():
                 proc, reader, start_ns = _start(wrapped, stdout_log, stderr_log, launch, report_w)
@@ -179,7 +180,7 @@ class LocalExecutor(Executor):
             stderr_log=stderr_log,
             libraries_dir=libraries_dir,
             stopped=stopped,
-            isolation=supervised.isolation(spec, report),
+            isolation=supervised.isolation(spec, report, beside),
             outlived=supervised.outlived(report),
         )
 
@@ -190,34 +191,42 @@ class LocalExecutor(Executor):
         libraries_dir: Path | None,
         cache: Path | None,
         report_w: int,
-    ) -> RunSpec:
+    ) -> tuple[RunSpec, str | None]:
         """The run as its supervisor starts it: the program, its environment, folder and
         mounts in the request; the supervisor itself under the kit's own environment (no
         LD_DEBUG: amendment 2's trace is the program's alone). A confined run sees the machine
-        read-only but for its writable mounts, and /tmp and /dev/shm as its own."""
-        mounts = [{"host": os.path.realpath(m.host), "read_only": m.read_only} for m in spec.mounts]
-        for writable in (libraries_dir, cache):
-            if writable is not None:
-                mounts.append({"host": os.path.realpath(writable), "read_only": False})
+        read-only but for its writable mounts, and /tmp and /dev/shm as its own; a confined
+        contender sees no more of it than the system's folders and what it reads
+        (kit.executors.sight). With it, what stays readable beside the results directory."""
+        hosts = [(os.path.realpath(m.host), m.read_only) for m in spec.mounts]
+        hosts += [(os.path.realpath(w), False) for w in (libraries_dir, cache) if w is not None]
+        mounts = [{"host": host, "read_only": read_only} for host, read_only in hosts]
         confined = bool(spec.confine) and self.confine
+        roots = [os.path.realpath(p) for p in spec.confine] if confined else []
         request = {
             "argv": list(spec.argv),
             "env": dict(env),
             "cwd": os.path.abspath(spec.workdir) if spec.workdir else os.getcwd(),
-            "confine": [os.path.realpath(p) for p in spec.confine] if confined else [],
+            "confine": roots,
             "private": list(PRIVATE) if confined else [],
             "read_only": confined,
             "mounts": mounts,
             "grace_s": self.grace_s,
             "report_fd": report_w,
         }
+        beside = None
+        if confined and spec.side == CONTENDER:
+            seen = sight.sight(spec.argv[0], env, [host for host, _ in hosts], roots)
+            request.update(hide=True, reads=seen.reads, covers=seen.covers)
+            beside = seen.beside
         own = {k: v for k, v in os.environ.items() if not k.startswith("LD_DEBUG")}
-        return dataclasses.replace(
+        wrapped = dataclasses.replace(
             spec,
             argv=(sys.executable, supervisor.__file__, json.dumps(request)),
             env=own,
             workdir=None,
         )
+        return wrapped, beside
 
     def _stop_s(self) -> float:
         """How long a stopped run's supervisor gets to stop what its program left: its own

@@ -11,10 +11,12 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from kit.executors import supervisor
+from kit.executors import confine, supervisor
 from kit.executors.base import RunSpec
 
 NAMESPACES = "namespaces: a private user, mount and PID namespace"
+HIDDEN = "the machine hidden but the system's folders, the folders it reads and its mounts"
+NOT_HIDDEN = confine.NOT_HIDDEN
 
 
 def report(fd: int) -> dict:
@@ -36,21 +38,36 @@ def report(fd: int) -> dict:
     return report if isinstance(report, dict) else {}
 
 
-def isolation(spec: RunSpec, report: Mapping[str, object]) -> str | None:
-    """What kept the run from the rest of the results directory, in the record's words."""
+def isolation(spec: RunSpec, report: Mapping[str, object], beside: str | None = None) -> str | None:
+    """What kept the run from the rest of the results directory, in the record's words; for a
+    contender whose results directory lies directly in a folder it reads, `beside` says so."""
     if not spec.confine:
         return None
     said = report.get("isolation")
     if said == "namespaces":
         return f"{NAMESPACES}; only the run's mounts writable, /tmp and /dev/shm its own"
+    if said == "namespaces; hidden":
+        words = f"{NAMESPACES}; {HIDDEN}; only the run's mounts writable, /tmp and /dev/shm its own"
+        if beside:
+            return f"{words}; what lies beside its results directory {NOT_HIDDEN} ({beside})"
+        return words
     if isinstance(said, str) and said.startswith("namespaces; "):
-        # what the kernel refused (kit.executors.supervisor._confine), in the supervisor's words
+        # what the kernel refused (kit.executors.confine), in the supervisor's words
         return f"{NAMESPACES}; {said.removeprefix('namespaces; ')[:300]}"
     if isinstance(report.get("error"), str):
         return f"none: {report['error']}"
     if isinstance(said, str) and said.startswith("none (") and said.endswith(")"):
         return f"none: the machine refused namespaces ({said[6:-1]})"
     return "none"
+
+
+def hidden(isolation: str | None) -> bool:
+    """Whether a contender run's record says it was kept from the other side's files: in a
+    container, or in namespaces that hid the machine (a record of an older kit, which said
+    only "namespaces", is read as it was judged then)."""
+    said = str(isolation)
+    hid = said.startswith("namespaces") and NOT_HIDDEN not in said
+    return said.startswith("container") or hid
 
 
 def own_report(report: Mapping[str, object], returncode: int | None) -> bool:

@@ -20,7 +20,6 @@ status, and the processes that outlived it.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import select
@@ -28,139 +27,20 @@ import signal
 import sys
 import time
 
+try:  # as a script (the local executor's way): this folder is first on sys.path
+    import confine  # type: ignore[import-not-found,no-redef,unused-ignore]
+except ImportError:  # imported by the kit
+    from kit.executors import confine
+
 LINGER_S = 2.0  # what a program's descendants get to end by themselves once it has exited
 _NAMED = 50  # processes named in the report at most (its pipe must not fill)
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
-_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
-_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
-# statvfs's flags -> mount's: a read-only remount in a user namespace keeps the locked ones
-_KEPT = {2: _MS_NOSUID, 4: _MS_NODEV, 8: _MS_NOEXEC, 1024: _MS_NOATIME, 2048: _MS_NODIRATIME,
-         4096: _MS_RELATIME}  # fmt: skip
 _STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-# mount_setattr(2): the syscall's number (x86_64 and the generic table alike), its flags
-_SYS_MOUNT_SETATTR, _AT_FDCWD, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 0x1
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
-    enc = [None if s is None else s.encode() for s in (source, target, fstype)]
-    _check(_libc.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), None), f"mount {target}")
 
 
 def _prctl(option: int, value: int) -> None:
-    _check(_libc.prctl(option, value, 0, 0, 0), f"prctl {option}")
-
-
-# -- the namespaces ---------------------------------------------------------------------------
-
-
-def _enter_namespaces() -> None:
-    """A user, mount and PID namespace of its own; the next child is the PID namespace's first.
-
-    The run's uid inside is the caller's, or 1 where the caller is root, so the program holds no
-    capability in the namespace once it execs: it cannot undo the covers.
-    """
-    uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID), "unshare")
-    inner_uid, inner_gid = uid or 1, gid or 1
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{inner_uid} {uid} 1"),
-                       ("gid_map", f"{inner_gid} {gid} 1")):  # fmt: skip
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
-
-
-def _setattr(path: str, *, set_: int = 0, clear: int = 0) -> None:
-    """mount_setattr(2) (Linux 5.12): the flags of a mount and of every mount below it."""
-    attr = (ctypes.c_uint64 * 4)(set_, clear, 0, 0)  # struct mount_attr
-    done = _libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, path.encode(), _AT_RECURSIVE, attr, 32)
-    _check(done, f"mount_setattr {path}")
-
-
-def _confine(req: dict) -> str:
-    """Inside the namespaces: /proc its own, the machine read-only, /tmp and /dev/shm private
-    (_private), each root covered by an empty tmpfs, the run's mounts bound back. What held."""
-    roots, mounts = req["confine"], req["mounts"]
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing here reaches the host's mounts
-    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    # held open before a cover hides them, bound back through /proc/self/fd
-    held = [(m, os.open(m["host"], os.O_PATH)) for m in mounts if os.path.exists(m["host"])]
-    said = "namespaces"
-    read_only = False
-    if req.get("read_only"):
-        try:
-            _setattr("/", set_=_MOUNT_ATTR_RDONLY)
-            read_only = True
-        except OSError as e:
-            said = f"namespaces; the machine stays writable ({e.strerror or e})"
-    if req.get("private"):
-        said += _private(read_only)
-    # outside the roots first (one may hold a root: a program's folder that holds the results
-    # directory), then the roots covered, then what lies under a root bound back onto its cover
-    ordered = sorted(held, key=lambda x: x[0]["host"].count("/"))
-    under = [(m, fd) for m, fd in ordered if any(_inside(m["host"], r) for r in roots)]
-    for m, fd in ordered:
-        if read_only and (m, fd) not in under:
-            _bind_back(m, fd, read_only)
-    for root in roots:
-        os.makedirs(root, exist_ok=True)
-        _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV)
-    for m, fd in under:
-        _bind_back(m, fd, read_only)
-    for _, fd in held:
-        os.close(fd)
-    for root in roots:
-        if not any(m["host"] == root for m, _ in held):
-            _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    return said
-
-
-def _private(read_only: bool) -> str:
-    """/dev/shm empty and the run's own; /tmp an overlay whose upper layer lies in it. Where the
-    kernel refuses the overlay, /tmp stays the machine's, writable: said after a semicolon."""
-    _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV)
-    layer = "/dev/shm/.tmp-layer"
-    os.makedirs(f"{layer}/upper", mode=0o1777)
-    os.makedirs(f"{layer}/work")
-    # the run reads what /tmp holds; what it writes there lands in its own layer, gone with it
-    options = f"lowerdir=/tmp,upperdir={layer}/upper,workdir={layer}/work".encode()
-    if not _libc.mount(b"overlay", b"/tmp", b"overlay", ctypes.c_ulong(_MS_NOSUID), options):
-        return ""
-    why = os.strerror(ctypes.get_errno())
-    if read_only:  # /tmp as before: the machine's, and writable
-        _mount("/tmp", "/tmp", None, _MS_BIND | _MS_REC)
-        _setattr("/tmp", clear=_MOUNT_ATTR_RDONLY)
-    return f"; /tmp the machine's (no overlay: {why})"
-
-
-def _bind_back(m: dict, fd: int, read_only: bool) -> None:
-    """One of the run's mounts bound back at its own path, read-only or writable as marked."""
-    target = m["host"]
-    if os.path.isdir(f"/proc/self/fd/{fd}"):
-        os.makedirs(target, exist_ok=True)
-    elif not os.path.exists(target):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        open(target, "a").close()
-    _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
-    if m["read_only"]:
-        kept = os.statvfs(target).f_flag
-        flags = sum(v for k, v in _KEPT.items() if kept & k)
-        _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
-    elif read_only:  # the bind took the read-only flag of the mount it came from
-        _setattr(target, clear=_MOUNT_ATTR_RDONLY)
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
+    confine.check(confine.libc.prctl(option, value, 0, 0, 0), f"prctl {option}")
 
 
 # -- the processes ----------------------------------------------------------------------------
@@ -268,7 +148,8 @@ def _start_program(req: dict) -> tuple[int, int]:
             for sig in _STOPS:
                 signal.signal(sig, signal.SIG_DFL)
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            os.chdir(req["cwd"] if os.path.isdir(req["cwd"]) else "/")
+            # a hidden machine may lack the kit's folder: then /tmp, the run's own
+            os.chdir(next(d for d in (req["cwd"], "/tmp", "/") if os.path.isdir(d)))
             os.execvpe(req["argv"][0], req["argv"], req["env"])
         except OSError as e:
             os.write(err_w, json.dumps([e.errno or 0, e.strerror or str(e)]).encode())
@@ -348,7 +229,7 @@ def _relay(child: int, report_r: int) -> dict:
 def main(argv: list[str]) -> int:
     if argv[1] == "--probe":  # whether this machine gives a run namespaces: exit 0 if so
         try:
-            _enter_namespaces()
+            confine.enter_namespaces()
         except OSError:
             return 1
         return 0
@@ -359,7 +240,7 @@ def main(argv: list[str]) -> int:
     isolation = "none"
     if req.get("confine"):
         try:
-            _enter_namespaces()
+            confine.enter_namespaces()
             isolation = "namespaces"
         except OSError as e:
             isolation = f"none ({e.strerror or e})"
@@ -370,7 +251,7 @@ def main(argv: list[str]) -> int:
             os.close(report_r)
             try:
                 _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-                report = supervise(req, _confine(req))
+                report = supervise(req, confine.confine(req))
             except BaseException as e:  # noqa: BLE001 - said in the report, never lost
                 report = {"error": f"confining the run failed: {e}"}
             os.write(report_w, json.dumps(report).encode())
