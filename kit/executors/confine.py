@@ -9,7 +9,8 @@ Two ways, as the request says:
 - **The machine hidden** (`hide`: the contender, the side the kit does not trust): a new root
   that holds the system's folders (SYSTEM: programs, libraries, configuration), the folders the
   run reads (`reads`: its interpreter's, its libraries', what MICAKIT_CONTENDER_READS names),
-  its mounts, /dev, /sys (read-only) and a /proc of its own, with /tmp and /dev/shm empty. All
+  its mounts, the devices a program needs (DEVICES and the NVIDIA driver's, no disk), /sys
+  (read-only) and a /proc of its own, with /tmp and /dev/shm empty. All
   of it is read-only but its writable mounts; where a folder it reads holds the results
   directory, the folder that leads there is covered (`covers`, kit.executors.sight). Nothing
   else of the machine is there: not HOME, not /tmp's contents, not another results directory.
@@ -33,6 +34,11 @@ SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"
 STAGE = "/tmp"
 NOT_HIDDEN = "readable to it"  # in a record's words wherever a contender could read more
 READABLE = f"the rest of the machine {NOT_HIDDEN}"  # the report's, where it was not hidden
+# the devices of a hidden machine (bubblewrap's --dev gives the same), the NVIDIA driver's
+# (/dev/nvidia*, nvidia-caps) added where the machine has them; no disk, no console
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+DEV_LINKS = {"/dev/fd": "/proc/self/fd", "/dev/stdin": "/proc/self/fd/0",
+             "/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2"}  # fmt: skip
 
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
@@ -113,7 +119,7 @@ def _hidden(req: dict, held: list[tuple[dict, int]]) -> str:
     links = [p for p in seen if os.path.islink(p) and p in SYSTEM]  # /bin -> usr/bin
     reads = [({"host": p, "read_only": True}, os.open(p, os.O_PATH)) for p in seen
              if p not in links]  # fmt: skip
-    system = [(p, os.open(p, os.O_PATH)) for p in ("/dev", "/sys")]
+    system = [(p, os.open(p, os.O_PATH)) for p in _devices()]
     try:
         _mount("tmpfs", STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV)
         try:
@@ -129,7 +135,13 @@ def _hidden(req: dict, held: list[tuple[dict, int]]) -> str:
                     if inside(m["host"], cover):
                         _bind(fd, STAGE + m["host"], m["read_only"])
                 _mount(None, STAGE + cover, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-            for path, fd in system:  # the devices as they are; /sys read-only
+            # a /dev of the devices a program needs alone: the machine's disks are the kit's
+            # user's, whom the run is outside its namespace, so none of them is there
+            _empty(STAGE + "/dev")
+            for link, to in DEV_LINKS.items():
+                os.symlink(to, STAGE + link)
+            for path, fd in system:  # /sys read-only (with what is mounted below it: a user
+                # namespace may not bind a folder without the mounts locked below it)
                 _bind(fd, STAGE + path, path == "/sys")
             _empty(STAGE + "/dev/shm")
             os.makedirs(STAGE + "/proc")
@@ -156,14 +168,15 @@ def _empty(target: str) -> None:
     _mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV)
 
 
+def _devices() -> list[str]:
+    """The device nodes a hidden run gets (DEVICES, the NVIDIA driver's among them), and /sys."""
+    nvidia = [f"/dev/{n}" for n in os.listdir("/dev") if n.startswith("nvidia")]
+    return [p for p in (*DEVICES, *sorted(nvidia), "/sys") if os.path.exists(p)]
+
+
 def _bind(fd: int, target: str, read_only: bool) -> None:
     """What `fd` holds bound at `target` with all below it, read-only (recursively) if asked."""
-    if os.path.isdir(f"/proc/self/fd/{fd}"):
-        os.makedirs(target, exist_ok=True)
-    elif not os.path.exists(target):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        open(target, "a").close()
-    _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
+    _bind_at(fd, target)
     if read_only:
         _setattr(target, set_=_MOUNT_ATTR_RDONLY)
 
@@ -221,18 +234,23 @@ def _private(read_only: bool) -> str:
 def _bind_back(m: dict, fd: int, read_only: bool) -> None:
     """One of the run's mounts bound back at its own path, read-only or writable as marked."""
     target = m["host"]
-    if os.path.isdir(f"/proc/self/fd/{fd}"):
-        os.makedirs(target, exist_ok=True)
-    elif not os.path.exists(target):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        open(target, "a").close()
-    _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
+    _bind_at(fd, target)
     if m["read_only"]:
         kept = os.statvfs(target).f_flag
         flags = sum(v for k, v in _KEPT.items() if kept & k)
         _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
     elif read_only:  # the bind took the read-only flag of the mount it came from
         _setattr(target, clear=_MOUNT_ATTR_RDONLY)
+
+
+def _bind_at(fd: int, target: str) -> None:
+    """What `fd` holds (a folder or a file) bound at `target`, made where it is missing."""
+    if os.path.isdir(f"/proc/self/fd/{fd}"):
+        os.makedirs(target, exist_ok=True)
+    elif not os.path.exists(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    _mount(f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
 
 
 def inside(path: str, root: str) -> bool:

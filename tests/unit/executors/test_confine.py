@@ -21,7 +21,7 @@ LOOK = """
 import os, sys
 def attempt(name, fn):
     try:
-        print(name, "allowed", repr(fn())[:60], flush=True)
+        print(name, "allowed", repr(fn())[:300], flush=True)
     except OSError as e:
         print(name, "refused", e.strerror, flush=True)
 attempt("sibling-log", lambda: open(sys.argv[1]).read())
@@ -33,6 +33,8 @@ attempt("write-products", lambda: open(sys.argv[5], "w").write("x"))
 attempt("write-tmp", lambda: open("/tmp/left", "w").write("x"))
 attempt("write-system", lambda: open("/etc/left", "w").write("x"))
 attempt("system", lambda: os.path.exists("/usr/lib") or 1 / 0)
+attempt("devices", lambda: " ".join(sorted(os.listdir("/dev"))))
+attempt("null", lambda: open("/dev/null", "w").write("x"))
 """
 
 
@@ -91,6 +93,8 @@ def test_a_contender_sees_no_other_results_directory_no_home_and_no_tmp(tmp_path
         "write-tmp": "allowed",
         "write-system": "refused",
         "system": "allowed",
+        "devices": "allowed",
+        "null": "allowed",
     }, said
     assert "the machine hidden" in isolation and hidden(isolation), isolation
     stdout = (tmp_path / "results" / "b2" / "runs" / "look" / "stdout.log").read_text()
@@ -98,6 +102,15 @@ def test_a_contender_sees_no_other_results_directory_no_home_and_no_tmp(tmp_path
     ways = {Path(*p.parts[:3]).name for p in (tmp_path,) if p.parts[1] == "tmp"}
     assert f"tmp allowed {sorted(ways)}" in stdout, stdout
     assert not Path("/tmp/left").exists()
+    # no disk (the kit's user owns them, whom the run is outside its namespace), no console
+    (devices,) = [ln for ln in stdout.splitlines() if " devices " in ln]
+    shown = set(devices.split(" allowed ")[1].strip("'").split())
+    needed = {"fd", "stdin", "stdout", "stderr", "shm"}
+    needed |= {
+        n for n in ("null", "zero", "full", "random", "urandom", "tty") if Path("/dev", n).exists()
+    }
+    nvidia = {n for n in shown if n.startswith("nvidia")}
+    assert shown - nvidia == needed, shown
     assert (tmp_path / "results" / "b2" / "work" / "products" / "p.products").read_text() == "x"
 
 
