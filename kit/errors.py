@@ -66,9 +66,9 @@ class Interrupted(Exception):
     """
 
 
-# SIGTERM's arrivals while a command runs: the exception its handler raises is lost where it
-# lands in code whose exceptions Python ignores (a weakref's callback, __del__, at import), so
-# the series looks again before each run (`raise_if_stopped`)
+# SIGTERM's and Ctrl-C's arrivals while a command runs: the exception a handler raises is lost
+# where it lands in code whose exceptions Python ignores (a weakref's callback, __del__, at
+# import), so the series looks again before each run (`raise_if_stopped`)
 _STOPS: list[int] = []
 
 
@@ -80,18 +80,24 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM stops what runs the way Ctrl-C does (KeyboardInterrupt): the unfinished run is
-    rerun on resume, and a stop before the first run leaves nothing measured."""
+    rerun on resume, and a stop before the first run leaves nothing measured. Ctrl-C, where
+    Python's own handler has it, is counted the same way, so that neither is lost."""
     try:
         previous = signal.signal(signal.SIGTERM, _stop)
     except ValueError:  # not the main thread (tests driving a series from a thread)
         yield
         return
+    interrupt = signal.getsignal(signal.SIGINT)
+    if interrupt is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _stop)
     if previous is not _stop:  # the outermost: a command's own count
         _STOPS.clear()
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if interrupt is signal.default_int_handler:
+            signal.signal(signal.SIGINT, interrupt)
 
 
 def raise_if_stopped() -> None:

@@ -64,3 +64,27 @@ def test_a_sigterm_whose_exception_was_lost_is_raised_again_before_the_next_run(
             errors.raise_if_stopped()
     with errors.sigterm_as_interrupt():  # the next command counts its own
         errors.raise_if_stopped()
+
+
+def test_a_ctrl_c_whose_exception_was_lost_is_raised_again_too():
+    """Python's own Ctrl-C handler is the kit's while a command runs (as SIGTERM's), so a
+    KeyboardInterrupt lost in an ignored callback still stops the series; it is Python's
+    again after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # a worker may ignore it
+    try:
+        _ctrl_c_lost_and_raised()
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _ctrl_c_lost_and_raised() -> None:
+    with errors.sigterm_as_interrupt():
+        handler = signal.getsignal(signal.SIGINT)
+        assert callable(handler) and handler is not signal.default_int_handler
+        try:
+            handler(signal.SIGINT, None)
+        except KeyboardInterrupt:
+            pass  # lost
+        with pytest.raises(KeyboardInterrupt):
+            errors.raise_if_stopped()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
