@@ -34,6 +34,7 @@ from kit.errors import (
     sigterm_as_interrupt,
     writing,
 )
+from kit.executors import supervised
 from kit.executors.base import Executor, RunOutcome, RunSpec
 from kit.measure import clock, stamped
 from kit.protocol.load import Protocol as ProtocolFile
@@ -277,8 +278,8 @@ class Engine(Generic[R]):
             if not self.kind.done(record):
                 raise SeriesFailed(
                     self._failure(run, record),
-                    f"fix the cause shown above, then "
-                    f"`micakit {self.kind.command} --resume {self.rd.root}`",
+                    f"fix the cause shown above{supervised.hidden_hint(record, self.rd.root)}, "
+                    f"then `micakit {self.kind.command} --resume {self.rd.root}`",
                 )
         return False
 

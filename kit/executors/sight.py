@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -49,13 +50,17 @@ def sight(argv0: str, env: Mapping[str, str], mounts: Sequence[str], roots: Sequ
 def _reads(argv0: str, env: Mapping[str, str]) -> list[str]:
     """The program's own prefix and that of the interpreter it names (`#!`), each as the path
     says it and as it resolves (a venv's python, then the Python it was made from); the
-    loader's folders (LD_LIBRARY_PATH); what MICAKIT_CONTENDER_READS adds."""
+    kit's own Python; the loader's folders (LD_LIBRARY_PATH); what MICAKIT_CONTENDER_READS
+    adds."""
     found: list[str] = []
     program = argv0 if os.sep in argv0 else shutil.which(argv0, path=env.get("PATH")) or argv0
     for interpreter in (program, *_interpreters(program, env)):
         for path in (interpreter, os.path.realpath(interpreter)):
             folder = os.path.dirname(path)
             found.append(os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder)
+    # the kit's own Python (a contender written in Python, or a wrapper, may run it); it
+    # holds no results directory
+    found += [sys.prefix, sys.base_prefix]
     for name in ("LD_LIBRARY_PATH", ENV):
         source = os.environ if name == ENV else env
         found += [p for p in source.get(name, "").split(os.pathsep) if p]

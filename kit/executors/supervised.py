@@ -10,9 +10,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
-from kit.executors import confine, supervisor
+from kit.executors import confine, sight, supervisor
 from kit.executors.base import RunSpec
+from kit.measure import stamped
+from kit.results.records import RunRecord
 
 NAMESPACES = "namespaces: a private user, mount and PID namespace"
 HIDDEN = "the machine hidden but the system's folders, the folders it reads and its mounts"
@@ -68,6 +71,20 @@ def hidden(isolation: str | None) -> bool:
     said = str(isolation)
     hid = said.startswith("namespaces") and NOT_HIDDEN not in said
     return said.startswith("container") or hid
+
+
+def hidden_hint(record: RunRecord, root: Path) -> str:
+    """Where a run that saw the machine hidden (a local contender) could not start a program or
+    find a file (its exit code, the tail of its output in `root`), what lets it see more."""
+    if HIDDEN not in str(record.isolation):
+        return ""
+    tail = stamped.tail_block(root / record.log_dir)
+    if record.exit_code not in (126, 127) and "No such file" not in tail:
+        return ""
+    return (
+        " (the contender saw the machine hidden but for the system's folders, what it reads "
+        f"and its mounts: name what else it reads in {sight.ENV}, separated as PATH is)"
+    )
 
 
 def own_report(report: Mapping[str, object], returncode: int | None) -> bool:

@@ -128,6 +128,9 @@ def test_a_resume_by_a_relative_path_hands_every_run_absolute_paths(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.setenv("FAKE_CHDIR", str(elsewhere))
+    # a confined contender sees the machine hidden: the folder it moves to is named as one it
+    # reads (docs/internals.md)
+    monkeypatch.setenv("MICAKIT_CONTENDER_READS", str(elsewhere))
     # the discarded run, which writes the products record and traces the loader, fails first
     fake_env(step_ms={"*": 1.0}, events={"mica#1": "crash"})
     args = contender_args(tmp_path / "r", fast_protocol, "--precision", "float32")

@@ -295,6 +295,9 @@ def test_a_contender_without_version_information_is_stopped_and_resumes(
     out = tmp_path / "r"
     args = contender_args(out, fast_protocol, "--precision", "float32")
     args[args.index("--contender") + 1] = _no_info_contender(tmp_path)
+    # the wrapper runs the fake contender from another folder: named as one it reads, for a
+    # confined contender sees the machine hidden (docs/internals.md)
+    monkeypatch.setenv("MICAKIT_CONTENDER_READS", str(CONTENDER.parent))
     assert cli(*args).exit_code == ExitCode.SERIES_FAILED
     found = json.loads((out / "versions.json").read_text())["contender"]
     assert found["says"] == "gave no version information"
@@ -303,3 +306,24 @@ def test_a_contender_without_version_information_is_stopped_and_resumes(
     # its answers differ at every start, and are never compared: the resume goes on
     res = cli("series", "--resume", out)
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.slow  # runs a series
+def test_a_hidden_contender_that_cannot_find_its_files_is_told_how_to_show_them(
+    tmp_path, fast_protocol, fake_env, cli, monkeypatch
+):
+    """A wrapper that runs a program from a folder the confined contender does not see fails,
+    and the fix names MICAKIT_CONTENDER_READS."""
+    from kit.sides import versions
+    from tests.unit.executors.test_supervisor import _namespaces_allowed
+
+    monkeypatch.setattr(versions, "ANSWER_S", 1.5)
+    if not _namespaces_allowed(tmp_path):
+        pytest.skip("this machine allows no user namespaces")
+    fake_env(step_ms={"*": 1.0})
+    args = contender_args(tmp_path / "r", fast_protocol, "--precision", "float32")
+    args[args.index("--contender") + 1] = _no_info_contender(tmp_path)
+    res = cli(*args)
+    assert res.exit_code == ExitCode.SERIES_FAILED, res.output
+    assert "No such file or directory" in res.output
+    assert "name what else it reads in MICAKIT_CONTENDER_READS" in res.output
