@@ -6,6 +6,7 @@ itself only when a subcommand asks it something: `micakit --help` never imports 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,13 @@ def plan_cmd(
 @click.option("--contender", type=click.Path(path_type=Path), help="The contender program.")
 @click.option("--series-id", help="The fleet's id (default: the UTC time).")
 @click.option("--out", type=click.Path(path_type=Path), help="Default: results/<series-id>.")
+@click.option(
+    "--recoveries",
+    type=click.IntRange(min=0),
+    default=None,
+    help=f"With --spot: how often a preempted machine is launched again, its series started "
+    f"anew on the new card (default {plan.RECOVERIES}; 0: a preempted machine is a failed one).",
+)
 @click.option("--yes", is_flag=True, help="Launch without asking.")
 @click.option(
     "--dry-run",
@@ -163,6 +171,13 @@ def run_cmd(**o: Any) -> None:
         series_id, o["machines"], o["card"], o["instance_type"], o["spot"], o["infra"],
         o["hours"], o["idle_minutes"], o["also"],
     )  # fmt: skip
+    if o["recoveries"] is not None and not o["spot"]:
+        raise UserError(
+            f"--recoveries {o['recoveries']} is for spot machines, and --spot is not given",
+            "add --spot, or leave --recoveries out (an on-demand machine is not preempted)",
+        )
+    recoveries = plan.RECOVERIES if o["recoveries"] is None else o["recoveries"]
+    p = dataclasses.replace(p, recoveries=recoveries if o["spot"] else 0)
     plan.check(p)  # a card, type or infra the catalog does not list: refused before renting
     if o["dry_run"]:
         _dry_run(p, imgs, o["contender"], list(o["series_args"]))
@@ -208,7 +223,10 @@ def _table(held: list[fleet.Held], p: plan.Plan, out: Path) -> None:
             pulled = "verified" if not h.differences else f"NOT verified ({len(h.differences)})"
             pulled = f"{h.directory}: {pulled}"
         money = "price unknown" if usd is None else f"${usd:.2f}" if usd >= 0.01 else f"${usd:.4f}"
-        table.add_row(h.machine.cluster, h.machine.card, h.state(), pulled, money)
+        state = h.state()
+        if h.preemptions:
+            state += f" (preempted {len(h.preemptions)}×, launched again)"
+        table.add_row(h.machine.cluster, h.machine.card, state, pulled, money)
     console = Console(file=sys.stdout, width=max(100, Console().width))  # results: stdout
     console.print(table)
 

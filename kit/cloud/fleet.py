@@ -17,6 +17,7 @@ what SkyPilot said and the fix. `micakit merge` reads it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -57,6 +58,11 @@ class Held:
     error: UserError | None = None  # what went wrong, as the user reads it
     skypilot_said: str | None = None  # SkyPilot's own words (the exception, its first line)
     interrupted: bool = False
+    # a spot machine preempted mid-series is launched again (`relaunch`) up to `recoveries`
+    # times; SkyPilot's words for each preemption, in order
+    relaunch: Callable[[], skypilot.RequestId] | None = field(default=None, repr=False)
+    recoveries: int = 0
+    preemptions: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -113,9 +119,11 @@ def run(
             for h in held:
                 envs = task.environment(imgs, h.directory, contender, series_args)
                 say(f"launching {h.machine.cluster} (autodown after {p.idle_minutes} idle minutes)")
-                requests[h.machine.cluster] = skypilot.submit(
-                    h.machine, task.run_command(), envs, mounts, p.idle_minutes
+                h.relaunch = functools.partial(
+                    skypilot.submit, h.machine, task.run_command(), envs, mounts, p.idle_minutes
                 )
+                h.recoveries = p.recoveries if h.machine.spot else 0
+                requests[h.machine.cluster] = h.relaunch()
                 h.submitted_s = time.time()
             follow_all(held, requests, out, say, verify)
     finally:
@@ -183,13 +191,19 @@ def follow(h: Held, request: skypilot.RequestId, out: Path, say: Say, verify: Ve
                 say(f"{m.cluster}: {h.error.message if h.error else ''}")
                 down_one(h, say)  # up "for debugging" without autodown: not on the kit's bill
                 return
-            where = h.launched.zone or h.launched.region or "zone unknown"
-            say(f"{m.cluster} is up ({where}); following its series")
-            try:
-                h.job = skypilot.follow_job(m, h.launched, log)
-            except Exception as e:
-                _failed(h, e)
-                say(f"{m.cluster}: {h.error.message if h.error else ''}")
+            while True:
+                where = h.launched.zone or h.launched.region or "zone unknown"
+                say(f"{m.cluster} is up ({where}); following its series")
+                try:
+                    h.job = skypilot.follow_job(m, h.launched, log)
+                except Exception as e:
+                    _failed(h, e)
+                    say(f"{m.cluster}: {h.error.message if h.error else ''}")
+                if not _preempted(h) or len(h.preemptions) >= h.recoveries:
+                    break
+                h.launched = _launched_again(h, say, log)
+                if h.launched is None:
+                    return
             _pull(h, out, say, verify, log)
         except KeyboardInterrupt:
             h.interrupted = True
@@ -198,6 +212,43 @@ def follow(h: Held, request: skypilot.RequestId, out: Path, say: Say, verify: Ve
             say(f"{m.cluster}: {h.error.message if h.error else ''}")
         if not h.interrupted:
             down_one(h, say)
+
+
+# what SkyPilot raises when a machine vanished under its job (kit/cloud/sky_failures.py)
+_VANISHED = ("ClusterDoesNotExist", "ClusterNotUpError", "CommandError")
+
+
+def _preempted(h: Held) -> bool:
+    """Whether a spot machine vanished under its series: the cloud took it back."""
+    said = (h.skypilot_said or "").split(":")[0]
+    return h.machine.spot and h.error is not None and said in _VANISHED
+
+
+def _launched_again(h: Held, say: Say, log: IO[str]) -> Launched | None:
+    """A preempted spot machine launched again under its name, its series started anew: a
+    series resumes only on the card it began on (versions.json's card; `series --resume`
+    refuses another), and what the preempted machine measured went with its disk (SkyPilot
+    makes a GCP spot VM with `instanceTerminationAction: DELETE`, sky/templates/
+    gcp-ray.yml.j2). None where the launch failed (recorded on `h`, the machine torn down)."""
+    assert h.relaunch is not None and h.skypilot_said is not None
+    h.preemptions.append(h.skypilot_said)
+    h.error = h.skypilot_said = None
+    m = h.machine
+    say(
+        f"{m.cluster}: preempted; launching it again ({len(h.preemptions)} of {h.recoveries} "
+        "relaunches), its series starts anew (a series resumes only on its own card)"
+    )
+    try:
+        skypilot.down(m.cluster)  # SkyPilot's record of the preempted machine, where it stays
+    except Exception:  # noqa: BLE001 - the launch below says what is wrong
+        pass
+    try:
+        return skypilot.wait_launched(m, h.relaunch(), log)
+    except Exception as e:
+        _failed(h, e)
+        say(f"{m.cluster}: {h.error.message if h.error else ''}")
+        down_one(h, say)
+        return None
 
 
 def _pull(h: Held, out: Path, say: Say, verify: Verify, log: IO[str]) -> None:
@@ -327,6 +378,7 @@ def write_record(p: Plan, held: Sequence[Held], out: Path) -> None:
                 "error": h.error.message if h.error else None,
                 "fix": h.error.fix if h.error else None,
                 "skypilot_said": h.skypilot_said,
+                "preemptions": list(h.preemptions),
                 "log": f"{LOGS}/{h.directory}.log",
             }
         )

@@ -23,6 +23,8 @@ UNKNOWN = "price unknown"
 # autodown's idle limit (--idle-minutes): the kit pulls a machine's results the moment its job
 # ends, so the limit only has to cover the pull (rsync of one results directory) and verify
 IDLE_MINUTES = 15
+# how often `cloud run --spot` launches a preempted machine again, its series started anew
+RECOVERIES = 2
 # the protocol's rented machine (§4, amendment 7): an L4 on Google Cloud is a g2-standard-8
 DEFAULT_INSTANCE = {("gcp", "L4"): "g2-standard-8"}
 _SERIES_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -52,6 +54,7 @@ class Plan:
     prices: tuple[Price, ...]
     idle_minutes: int
     hours: float | None  # how long the user expects a series to take (--hours)
+    recoveries: int = 0  # how often a preempted spot machine is launched again (--recoveries)
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -177,6 +180,12 @@ def lines(p: Plan, run_args: Sequence[str] = ()) -> list[str]:
         "ends, armed by SkyPilot once it is set up (also if this computer is gone); the kit "
         "pulls the results at the series' end and tears down a launch that fails"
     )
+    if p.recoveries:
+        out.append(
+            f"  preemption: a spot machine the cloud takes back is launched again, up to "
+            f"{p.recoveries} times, its series started anew (a series resumes only on its own "
+            "card); each relaunch is billed as a new machine"
+        )
     out += _regions(m)
     args = " ".join(run_args)
     out += [

@@ -7,6 +7,7 @@ Each test is a row of docs/reproduce.md's "what can go wrong on a rented fleet" 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -241,3 +242,51 @@ def test_idle_minutes_is_checked(sky: Sky, tmp_path: Path) -> None:
     res, _ = _run(tmp_path, "--idle-minutes", 0)
     assert res.exit_code == 2 and "autodown needs at least 1 idle minute" in _all(res)
     assert plan.IDLE_MINUTES == 15 and not sky.calls("launch")
+
+
+def test_a_preempted_spot_machine_is_launched_again_and_its_series_started_anew(
+    sky: Sky, series: Path, tmp_path: Path
+) -> None:
+    """--spot: machine 2 is taken back 3 minutes into its series (SkyPilot makes a GCP spot VM
+    with `instanceTerminationAction: DELETE`); the kit launches it again under its name, the
+    series starts anew there (a series resumes only on its own card), and is pulled and
+    verified; machine 1 goes on meanwhile. The plan says so before anything is rented."""
+    sky.script(
+        results=str(series), machines={M1: {"job_minutes": 8}, M2: {"job_minutes": 5,
+                                                                     "preempt_at": [3]}}
+    )  # fmt: skip
+    res, out = _run(tmp_path, "--spot")
+    assert res.exit_code == 0, res.output
+    assert _order(sky, "launch") == [M1, M2, M2]
+    assert all(c["resources"]["use_spot"] for c in sky.calls("launch"))
+    assert _order(sky, "preempted") == [M2] and sky.clusters() == {}
+    record = _fleet(out)
+    assert record[M2]["state"] == record[M1]["state"] == "delivered"
+    assert len(record[M2]["preemptions"]) == 1 and record[M1]["preemptions"] == []
+    assert record[M2]["preemptions"][0].startswith("ClusterDoesNotExist: Cluster")
+    assert f"{M2}: preempted; launching it again (1 of 2 relaunches)" in res.stderr
+    assert re.search(rf"^{M2} +L4 +delivered \(preempted 1×, launched again\)", res.stdout, re.M)
+
+
+def test_a_spot_machine_preempted_past_its_recoveries_is_a_failed_machine(
+    sky: Sky, series: Path, tmp_path: Path
+) -> None:
+    sky.script(results=str(series), machines={M1: {"job_minutes": 5, "preempt_at": [2, 2]}})
+    res, out = _run(tmp_path, "--spot", "--recoveries", 1, machines=1)
+    assert res.exit_code == 8, res.output  # ExitCode.FLEET_INCOMPLETE
+    assert _order(sky, "launch") == [M1, M1] and sky.clusters() == {}
+    record = _fleet(out)[M1]
+    assert record["state"].startswith(f"failed: {M1} no longer exists (preempted")
+    assert len(record["preemptions"]) == 1 and record["pulled"] is False
+
+
+def test_recoveries_is_for_spot_machines_and_the_plan_says_them(sky: Sky, tmp_path: Path) -> None:
+    res, _ = _run(tmp_path, "--recoveries", 1)
+    assert res.exit_code == 2 and "--recoveries 1 is for spot machines" in _all(res)
+    assert not sky.calls("launch")
+    p = plan.make("t1", 1, "L4", None, True)
+    assert not any("preemption:" in line for line in plan.lines(p))
+    said = plan.lines(dataclasses.replace(p, recoveries=plan.RECOVERIES))
+    assert any(
+        line.startswith("  preemption: a spot machine the cloud takes back") for line in said
+    )

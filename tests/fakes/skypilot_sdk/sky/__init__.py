@@ -11,7 +11,7 @@ Its state is a JSON file named by FAKE_SKY_STATE, so a kit killed mid-run leaves
 
 `script` says how the clouds behave, for the fleet or, under "machines": {NAME: {...}}, for one
 machine: "minute_s" (the clock), "provision_minutes", "job_minutes", "job": "SUCCEEDED" or
-"FAILED", "preempt_at" (minutes after it is up), "launch_error" (quota, capacity, disabled,
+"FAILED", "preempt_at" (minutes after it is up; a list: one a launch), "launch_error" (quota, capacity, disabled,
 nomachine, badtype, badregion, cloud, notsupported, credentials, api, network, prechecks,
 cancelled, filesync), "enabled_clouds", "down_fails" (clusters whose teardown fails),
 "api_start_s" (how long the first call takes to start the local API server), "in_stream_and_get":
@@ -223,11 +223,24 @@ def launch(
             "up_min": None,
             "job_minutes": _world.machine(state, cluster_name, "job_minutes", 3),
             "job_result": _world.machine(state, cluster_name, "job", "SUCCEEDED"),
-            "preempt_at": _world.machine(state, cluster_name, "preempt_at", None),
+            "preempt_at": _preempt_at(state, cluster_name),
             "region": "us-central1",
             "zone": "us-central1-a",
         }
     return request
+
+
+def _preempt_at(state: dict[str, Any], name: str) -> float | None:
+    """When the cloud takes this launch of `name` back: the script's "preempt_at", or, a list,
+    one entry a launch of the name: a spot VM's termination action is DELETE
+    (sky/templates/gcp-ray.yml.j2, `instanceTerminationAction: DELETE` with `provisioningModel:
+    SPOT`), so the name launched again is a new VM (sky/provision/gcp/instance.py,
+    run_instances), preempted or not on its own."""
+    at = _world.machine(state, name, "preempt_at", None)
+    if not isinstance(at, list):
+        return at
+    launches = sum(1 for fn, a in state["calls"] if fn == "launch" and a["cluster_name"] == name)
+    return at[launches - 1] if launches - 1 < len(at) else None
 
 
 def _launched(args: dict[str, Any], out: Any) -> tuple[int, Any]:
