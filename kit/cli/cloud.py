@@ -124,6 +124,7 @@ def plan_cmd(
     p = plan.make(
         plan.new_series_id(), machines, card, instance_type, spot, infra, hours, idle_minutes, also
     )
+    p = dataclasses.replace(p, recoveries=plan.RECOVERIES if spot else 0)  # run's default
     args = _run_args(machines, card, instance_type, spot, infra, also, idle_minutes)
     for line in plan.lines(p, [*args, "--digests digests.json"]):
         click.echo(line)
