@@ -4,6 +4,7 @@ beside its own, not HOME, not /tmp's contents; the PyTorch side still sees the m
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 from pathlib import Path
@@ -98,9 +99,12 @@ def test_a_contender_sees_no_other_results_directory_no_home_and_no_tmp(tmp_path
     }, said
     assert "the machine hidden" in isolation and hidden(isolation), isolation
     stdout = (tmp_path / "results" / "b2" / "runs" / "look" / "stdout.log").read_text()
-    # nothing of the machine's /tmp: its mounts' folders alone, where they lie in /tmp
-    ways = {Path(*p.parts[:3]).name for p in (tmp_path,) if p.parts[1] == "tmp"}
-    assert f"tmp allowed {sorted(ways)}" in stdout, stdout
+    # nothing of the machine's /tmp: the ways to its mounts and to the kit's Python alone,
+    # where they lie in /tmp (a checkout there)
+    bound = (tmp_path, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve())
+    ways = {p.parts[2] for p in bound if p.parts[1] == "tmp"}
+    (listed,) = [ln.split(" allowed ")[1] for ln in stdout.splitlines() if " tmp allowed " in ln]
+    assert set(ast.literal_eval(listed)) == ways, stdout
     assert not Path("/tmp/left").exists()
     # no disk (the kit's user owns them, whom the run is outside its namespace), no console
     (devices,) = [ln for ln in stdout.splitlines() if " devices " in ln]
