@@ -37,6 +37,10 @@ _NAMED = 50  # processes named in the report at most (its pipe must not fill)
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# what wakes the supervisor while its program runs: a stop, or a child's end (SIGCHLD, held
+# pending while blocked though its default is to be ignored); the timeout is only a safety net
+_WAKES = (*_STOPS, signal.SIGCHLD)
+_SAFETY_S = 5.0
 
 
 def _prctl(option: int, value: int) -> None:
@@ -144,7 +148,7 @@ def _start_program(req: dict) -> tuple[int, int]:
     if pid == 0:  # pragma: no cover - the program's process, until exec
         try:
             os.close(err_r)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _WAKES)
             for sig in _STOPS:
                 signal.signal(sig, signal.SIG_DFL)
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -161,12 +165,13 @@ def _start_program(req: dict) -> tuple[int, int]:
 def _wait_program(pid: int) -> int:
     """Wait for the program, reaping orphans as they end; a stop signal is passed on to it.
 
-    Each look is two system calls (no walk of /proc), five times a second, so a timed run
-    shares its machine with next to nothing.
+    It wakes only when a child ends or a stop comes (no timer while a timed run runs: a wake
+    at a random moment could land between the program's reading of its clock and its line),
+    and each look is two system calls (no walk of /proc).
     """
     while True:
-        got = signal.sigtimedwait(_STOPS, 0.2)
-        if got is not None:
+        got = signal.sigtimedwait(_WAKES, _SAFETY_S)
+        if got is not None and got.si_signo != signal.SIGCHLD:
             _signal(pid, got.si_signo)
         while True:  # every child that has ended: the program, or an orphan reparented here
             try:
@@ -208,8 +213,8 @@ def supervise(req: dict, isolation: str) -> dict:
 def _relay(child: int, report_r: int) -> dict:
     """Outside the PID namespace: wait for its first process, passing stop signals on."""
     while True:
-        got = signal.sigtimedwait(_STOPS, 0.2)
-        if got is not None:
+        got = signal.sigtimedwait(_WAKES, _SAFETY_S)
+        if got is not None and got.si_signo != signal.SIGCHLD:
             _signal(child, got.si_signo)  # the first process handles it: no default for it
         done, status = os.waitpid(child, os.WNOHANG)
         if done:
@@ -236,7 +241,7 @@ def main(argv: list[str]) -> int:
     req = json.loads(argv[1])
     report_fd = int(req["report_fd"])
     os.set_inheritable(report_fd, False)
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WAKES)
     isolation = "none"
     if req.get("confine"):
         try:
