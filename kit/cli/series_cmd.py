@@ -10,7 +10,7 @@ import click
 from kit.cli import options, reading
 from kit.cli.declared import takes
 from kit.cli.series_args import SeriesArgs
-from kit.errors import MachineError, UserError
+from kit.errors import DirectoryDiffers, Interrupted, MachineError, UserError
 
 if TYPE_CHECKING:
     from kit.report.tables import Tables
@@ -48,7 +48,7 @@ def run(args: SeriesArgs) -> None:
     quiet = options.level() == options.QUIET
     console = Console(stderr=True, quiet=quiet)
     s, hooks = assemble.series(args, sys.argv, console)
-    disk_failed = False
+    disk_failed = stopped = False
     published: Tables | None = None
     try:
         s.run()
@@ -59,12 +59,22 @@ def run(args: SeriesArgs) -> None:
         # that says so; `--resume` publishes once it is fixed
         disk_failed = True
         raise
+    except (KeyboardInterrupt, Interrupted):
+        stopped = True
+        raise
     finally:
         hooks.close()
         if s.rd.records() and not disk_failed:
             # D6: numbers only from what a series wrote
-            published = tables.tables(s.rd, listing=audit.refuse_if_altered(s.rd))
-            publish.write(s.rd, published)
+            try:
+                published = tables.tables(s.rd, listing=audit.refuse_if_altered(s.rd))
+                publish.write(s.rd, published)
+            except DirectoryDiffers:
+                if not stopped:
+                    raise
+                # a stop in the instant between a run's end and its record: its folder shows
+                # a finished run without one, which `--resume` runs again before it publishes
+                options.say("the report is left as it was: `--resume` publishes it")
         store.publish_modes(s.rd.root)  # whatever the umask, the results are readable (D6)
     if quiet or published is None:  # -q: the report's path alone, for scripts
         click.echo(f"{s.rd.root / 'report.md'}")
