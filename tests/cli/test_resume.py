@@ -218,10 +218,10 @@ def test_a_stop_between_a_runs_end_and_its_record_ends_as_a_stop_and_resumes(
     (as benchmarks/kit/faults.py lands one now and then): the run's folder shows a finished run
     without a record. The stopped series ends as a stop (exit 130, not as an altered directory),
     and `--resume` runs that run again; verify is clean."""
-    from kit.engine import series as engine_series
+    from kit.engine.series import Series
 
     fake_env(step_ms={"*": 1.0})
-    judge = engine_series.Series.judge
+    judge = Series.judge
     calls = {"n": 0}
 
     def stopped_once(self, run, spec, outcome, log_dir):
@@ -230,13 +230,13 @@ def test_a_stop_between_a_runs_end_and_its_record_ends_as_a_stop_and_resumes(
             raise KeyboardInterrupt
         return judge(self, run, spec, outcome, log_dir)
 
-    monkeypatch.setattr(engine_series.Series, "judge", stopped_once)
+    monkeypatch.setattr(Series, "judge", stopped_once)
     out = tmp_path / "r"
     res = cli(*contender_args(out, fast_protocol, "--precision", "float32"))
     assert res.exit_code == ExitCode.INTERRUPTED, res.output
     assert "resume with: micakit series --resume" in res.output
     assert len(records(out)) == 2
-    monkeypatch.setattr(engine_series.Series, "judge", judge)
+    monkeypatch.setattr(Series, "judge", judge)
     res = cli("series", "--resume", out)
     assert res.exit_code == 0, res.output
     assert cli("verify", out).exit_code == 0
