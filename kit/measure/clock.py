@@ -254,17 +254,16 @@ def stamp(
     """
     with open(stdout_path, "ab") as out_f, open(stderr_path, "ab") as err_f:
         sel = selectors.DefaultSelector()
-        # The stamper asks for the priority that wakes it first. This thread, which takes
-        # each chunk from it (or, without it, stamps), asks for the one below, so its work
-        # follows each line at once instead of landing, late, on the program's next one; the
-        # writer threads start before it asks and keep an ordinary priority, so their file
-        # writes never preempt the program (docs/benchmarks.md, "The outside clock under
-        # load": at one busy neighbour a core the worst p99 fell from 4.4 ms to the floor's).
+        # The stamper asks for the priority that wakes it first; this process then has only
+        # the writing to do, at the priority of everything else, and takes no CPU from the
+        # program or the stamper. Without it this process stamps, so it asks for that priority
+        # itself, before its writer threads start (they inherit it).
         chunks = stamper.start_on([fd for fd, _ in sources], sel)
+        if chunks is None:
+            _never_starved()
         writers = {STDOUT: _Writer(out_f), STDERR: _Writer(err_f, stderr_cap)}
         for w in writers.values():
             w.start()
-        _never_starved()
         splitters = {name: _Splitter(w.queue) for name, w in writers.items()}
         feeders: dict[int, _Splitter | _Demux] = {}
         for fd, kind in sources:
@@ -405,13 +404,11 @@ def start_reader(
 
 
 def _never_starved() -> None:
-    """Best effort: the calling thread wakes first when a line arrives, however busy the
-    machine (the stamper, where it runs, one priority above).
+    """Best effort: the reader wakes first when a line arrives, however busy the machine.
 
-    A real-time priority (root, or CAP_SYS_NICE) makes the kernel run the thread the moment
+    A real-time priority (root, or CAP_SYS_NICE) makes the kernel run the reader the moment
     its pipe becomes readable; it only ever blocks in select, so it cannot hog a core.
-    Elsewhere a higher nice value is the fallback, and plain priority the last resort. Linux
-    sets both per thread: threads started before keep theirs.
+    Elsewhere a higher nice value is the fallback, and plain priority the last resort.
     """
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
