@@ -31,6 +31,7 @@ from tests.conftest import (
     FAKE_NANOGPT,
     REAL_INPUT,
     ROOT,
+    STEADY_STEP_MS,
     TEXT_INPUT,
     flat,
     needs_real_input,
@@ -93,7 +94,7 @@ def stdout_of(out: Path, record: dict) -> list[str]:
 @pytest.fixture
 def fakes(fake_env):
     def set_fake(**cfg) -> dict:
-        return fake_env(step_ms={"*": 0.2}, **cfg)
+        return fake_env(step_ms=STEADY_STEP_MS, **cfg)
 
     return set_fake
 

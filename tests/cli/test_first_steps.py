@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from kit.cli.main import main
 from kit.errors import ExitCode, UserError
 from kit.telemetry import nvml
-from tests.conftest import CONTENDER, TEXT_INPUT
+from tests.conftest import CONTENDER, STEADY_STEP_MS, TEXT_INPUT
 
 
 def test_the_hint_for_a_machine_without_a_card_names_the_smoke_series(monkeypatch):
@@ -45,7 +45,7 @@ def test_full_cpu_is_said_in_the_help(cli):
 def test_full_cpu_runs_the_full_models_and_its_rerun_script_says_so(
     tmp_path, fast_protocol, fake_env, cli
 ):
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     out = tmp_path / "r"
     res = cli("series", "--out", out, "--protocol", fast_protocol, "--device", "cpu",
               "--full-cpu", "--no-pytorch", "--contender", CONTENDER, "--executor", "local",
@@ -69,7 +69,7 @@ def test_full_cpu_runs_the_full_models_and_its_rerun_script_says_so(
 def test_a_start_refused_before_its_first_run_leaves_nothing_behind(
     tmp_path, fast_protocol, fake_env, cli, wrong, said
 ):
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     out = tmp_path / "r"
     res = cli("series", "--out", out, "--protocol", fast_protocol, "--smoke", "--device", "cpu",
               "--contender", CONTENDER, "--executor", "local", "--input", TEXT_INPUT,

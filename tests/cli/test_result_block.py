@@ -17,12 +17,12 @@ import pytest
 from kit.cli import shown
 from kit.report import next_steps
 from tests.cli.test_correctness_cmd import smoke_series_of_both_sides
-from tests.conftest import ROOT, contender_args, write_protocol
+from tests.conftest import ROOT, STEADY_STEP_MS, contender_args, write_protocol
 
 
 def smoke_series(tmp_path, cli, fake_env):
     """A CPU smoke series of both sides (the fake nanoGPT and the fake contender)."""
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     series, _, _, made = smoke_series_of_both_sides(tmp_path, cli)
     return series, made
 
@@ -54,7 +54,8 @@ def test_a_smoke_series_ends_with_the_result_and_its_commands_lead_to_a_verdict(
     assert "[preparation: not a protocol result" in block  # a smoke series is a preview
     compared = pd.read_csv(series / "tables" / "comparison.csv").iloc[0]
     m, p = compared["contender_median_step_s"], compared["pytorch_median_step_s"]
-    assert f"median {m * 1e3:8.3f} ms/step" in block and f"median {p * 1e3:8.3f} ms/step" in block
+    assert f"median {m * 1e3:8.3f} ms/step" in block, block
+    assert f"median {p * 1e3:8.3f} ms/step" in block, block
     low, high = compared["contender_min_step_s"], compared["contender_max_step_s"]
     assert f"range {low * 1e3:.3f} … {high * 1e3:.3f} ms" in block
     assert f"ratio P/M {compared['ratio']:.3f}" in block

@@ -21,7 +21,7 @@ from tests.cli.test_correctness_cmd import (
     nanogpt_tree,
     smoke_series,
 )
-from tests.conftest import FAKES, alive, records
+from tests.conftest import FAKES, STEADY_STEP_MS, alive, records
 
 pytestmark = pytest.mark.slow  # whole series and checks
 
@@ -46,7 +46,7 @@ def confined_series(tmp_path: Path, fake_env, cli, monkeypatch, form: str) -> Pa
     confined; skipped where the machine allows no user namespaces. It must end with exit 0."""
     if not _confined():
         pytest.skip("this machine allows no user namespaces")
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     monkeypatch.setenv("HOSTILE", form)
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
     out, made = _series(tmp_path, cli, tree, protocol)
@@ -77,7 +77,7 @@ def test_a_confined_contender_cannot_edit_pytorchs_code(tmp_path, fake_env, cli,
 def test_an_edit_the_runs_could_make_stops_the_series_at_the_next_run(
     tmp_path, fake_env, cli, monkeypatch
 ):
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     monkeypatch.setenv("HOSTILE", "edit")
     monkeypatch.setenv("MICAKIT_LOCAL_CONFINE", "0")  # as on a machine without namespaces
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
@@ -92,7 +92,7 @@ def test_an_edit_the_runs_could_make_stops_the_series_at_the_next_run(
 
 
 def test_verify_names_a_tree_edited_after_the_series(tmp_path, fake_env, cli):
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
     out, made = _series(tmp_path, cli, tree, protocol)
     assert made.exit_code == 0, made.output
@@ -121,7 +121,7 @@ def test_daemons_a_contender_leaves_are_stopped_and_named(
     tmp_path, fake_env, cli, monkeypatch, form, confine
 ):
     marker = f"300.{uuid.uuid4().int % 10**12}"  # a sleep no other process runs
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     monkeypatch.setenv("HOSTILE", form)
     monkeypatch.setenv("HOSTILE_SLEEP", marker)
     monkeypatch.setenv("MICAKIT_LOCAL_CONFINE", confine)
@@ -139,7 +139,7 @@ def test_daemons_a_contender_leaves_are_stopped_and_named(
 def test_method_b_cannot_be_copied_or_is_marked(tmp_path, fake_env, cli, monkeypatch):
     """A contender that prints PyTorch's losses as its own: confined, it cannot read them and
     the check fails; unconfined, the check says so and gates nothing."""
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     monkeypatch.setenv("HOSTILE", "copy")
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
     args = ["--contender", HOSTILE]

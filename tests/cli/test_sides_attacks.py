@@ -21,7 +21,7 @@ from tests.cli.test_sides_apart import (
     _series,
     confined_series,
 )
-from tests.conftest import alive, records
+from tests.conftest import STEADY_STEP_MS, alive, records
 
 pytestmark = pytest.mark.slow  # whole series
 
@@ -43,7 +43,7 @@ def test_a_forged_supervisor_report_claims_nothing(
 ):
     """A contender without namespaces that forges its supervisor's report claims nothing."""
     marker = f"300.{uuid.uuid4().int % 10**12}"
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     monkeypatch.setenv("HOSTILE", form)
     monkeypatch.setenv("HOSTILE_SLEEP", marker)
     monkeypatch.setenv("MICAKIT_LOCAL_CONFINE", "0")  # as on a machine without namespaces
@@ -66,7 +66,7 @@ def test_method_b_cannot_be_copied_from_a_check_beside_it(tmp_path, fake_env, cl
     same shared start; a confined contender sees the machine hidden and cannot find it."""
     if not _confined():
         pytest.skip("this machine allows no user namespaces")
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     tree, protocol = nanogpt_tree(tmp_path, STAND_IN_MODEL)
     assert cli(*check_args(tmp_path / "b1", protocol, tree, "B")).exit_code == 0
     monkeypatch.setenv("HOSTILE", "copy-sibling")
@@ -94,7 +94,7 @@ def test_a_confined_contender_cannot_write_outside_its_directory(
     environment = Path(sysconfig.get_paths()["purelib"]) / f"hostile_probe_{marker}.py"
     for target in (beside, environment):
         target.write_text("x = 1\n")
-    fake_env(step_ms={"*": 0.2})
+    fake_env(step_ms=STEADY_STEP_MS)
     monkeypatch.setenv("HOSTILE", "reach")
     monkeypatch.setenv("HOSTILE_SLEEP", marker)
     monkeypatch.setenv("HOSTILE_TARGET", f"{beside}{os.pathsep}{environment}")
