@@ -16,6 +16,11 @@ from kit.executors.confine import SYSTEM, inside
 # its libraries', separated as PATH is: a CUDA toolkit in /opt, a runtime in HOME
 ENV = "MICAKIT_CONTENDER_READS"
 
+# a folder whose parent is the program's prefix: `bin`, and the `shims` of the version managers
+# (pyenv, asdf, rbenv: `~/.pyenv/shims/python3` is a script that execs
+# `~/.pyenv/libexec/pyenv exec python3`, which runs `~/.pyenv/versions/V/bin/python3`)
+PREFIXED = ("bin", "shims")
+
 
 @dataclass(frozen=True)
 class Sight:
@@ -57,7 +62,7 @@ def _reads(argv0: str, env: Mapping[str, str]) -> list[str]:
     for interpreter in (program, *_interpreters(program, env)):
         for path in (interpreter, os.path.realpath(interpreter)):
             folder = os.path.dirname(path)
-            found.append(os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder)
+            found.append(os.path.dirname(folder) if os.path.basename(folder) in PREFIXED else folder)
     # the kit's own Python (a contender written in Python, or a wrapper, may run it); it
     # holds no results directory
     found += [sys.prefix, sys.base_prefix]

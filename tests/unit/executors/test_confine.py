@@ -130,6 +130,28 @@ def test_a_contender_script_runs_by_the_interpreter_its_first_line_names(tmp_pat
     assert hidden(isolation)
 
 
+def test_a_script_whose_python_is_a_version_managers_shim_runs(tmp_path, monkeypatch):
+    """`#!/usr/bin/env python3` found as pyenv's shim (a script in ~/.pyenv/shims that execs
+    ~/.pyenv/libexec/pyenv, which runs a Python under ~/.pyenv/versions): the manager's whole
+    folder is in sight, so the contender runs."""
+    manager = tmp_path / "pyenv"
+    for name, body in (
+        ("shims/python3", f'exec "{manager}/libexec/pyenv" exec python3 "$@"'),
+        ("libexec/pyenv", f'shift 2; exec "{sys.executable}" "$@"'),
+    ):
+        (manager / name).parent.mkdir(parents=True, exist_ok=True)
+        (manager / name).write_text(f"#!/bin/sh\n{body}\n")
+        (manager / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{manager / 'shims'}{os.pathsep}{os.environ['PATH']}")
+    script = tmp_path / "prog" / "look.py"
+    script.parent.mkdir()
+    script.write_text(f"#!/usr/bin/env python3\n{LOOK}")
+    script.chmod(0o755)
+    said, isolation = _look(tmp_path, "contender", (str(script),))
+    assert said["sibling-log"] == "refused" and said["read-data"] == "allowed", said
+    assert hidden(isolation)
+
+
 def test_pytorchs_side_still_sees_the_machine_read_only(tmp_path):
     said, isolation = _look(tmp_path, "pytorch", (sys.executable, "-c", LOOK))
     assert said["sibling-log"] == "allowed" and said["write-system"] == "refused", said
