@@ -62,7 +62,8 @@ def _reads(argv0: str, env: Mapping[str, str]) -> list[str]:
     for interpreter in (program, *_interpreters(program, env)):
         for path in (interpreter, os.path.realpath(interpreter)):
             folder = os.path.dirname(path)
-            found.append(os.path.dirname(folder) if os.path.basename(folder) in PREFIXED else folder)
+            prefixed = os.path.basename(folder) in PREFIXED
+            found.append(os.path.dirname(folder) if prefixed else folder)
     # the kit's own Python (a contender written in Python, or a wrapper, may run it); it
     # holds no results directory
     found += [sys.prefix, sys.base_prefix]

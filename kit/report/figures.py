@@ -15,18 +15,18 @@ import io
 import math
 import textwrap
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.legend_handler import HandlerTuple
-from matplotlib.lines import Line2D
-from matplotlib.transforms import ScaledTranslation
 
 from kit.correctness.methods import PYTORCH
 from kit.telemetry.kernels import KERNEL_TIME_LABEL
+
+if TYPE_CHECKING:  # matplotlib loads where a plot is drawn (`micakit report` and `verify`
+    # name the plots without drawing them; importing it costs a third of a second)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 _DPI = 120
 # Okabe & Ito (2008): blue, vermilion, bluish green, reddish purple, orange, sky blue, black
@@ -68,8 +68,16 @@ def styles(keys: list[tuple[str, str]]) -> list[Style]:
     return out
 
 
+def _figure(figsize: tuple[float, float] | None = None) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize)
+
+
 def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG, without the Software entry: the same data give the same bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
@@ -114,7 +122,7 @@ def step_times_figure(rows: list[StepTimeRow], title: str, earlier: bool = False
     schema 3 drew it (a directory it published verifies as it was made).
     """
     n = max(len(rows), 1)
-    fig = Figure(figsize=(12, 1.6 + 0.62 * n))
+    fig = _figure(figsize=(12, 1.6 + 0.62 * n))
     ax = fig.add_subplot()
     ys = list(range(len(rows) - 1, -1, -1))  # the first row on top
     numbers = []
@@ -151,6 +159,10 @@ def step_times_figure(rows: list[StepTimeRow], title: str, earlier: bool = False
 def _legend(fig: Figure, ax: Axes, looks: list[Style], earlier: bool) -> None:
     """The step-time plot's legend, below the axis' label: a run, the median, the range; its
     swatches in the rows' own colours (`earlier`: grey, as a kit before drew them)."""
+    from matplotlib.legend_handler import HandlerTuple
+    from matplotlib.lines import Line2D
+    from matplotlib.transforms import ScaledTranslation
+
     handles = [
         Line2D([], [], marker="o", linestyle="", color="0.3", label="a timed run"),
         Line2D(
@@ -211,7 +223,7 @@ RUN_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 def conditions_png(traces: list[ConditionTrace], title: str) -> bytes:
     """The card's SM clock, temperature and power through each run; the window drawn bold."""
-    fig = Figure(figsize=(11, 5.4))
+    fig = _figure(figsize=(11, 5.4))
     axes = fig.subplots(3, 1, sharex=True)
     panels = [
         ("sm_clock_mhz", "SM clock (MHz)"),
@@ -270,7 +282,7 @@ def kernel_families_png(families: pd.DataFrame, title: str) -> bytes:
     order = families.groupby("family", sort=False)["total_time_ns"].max().sort_values(kind="stable")
     fams = list(order.index)
     bars = 0.22 * len(fams) * max(1, len(labels)) ** 0.7
-    fig = Figure(figsize=(12, 1.4 + max(bars, 0.42 * len(labels))))
+    fig = _figure(figsize=(12, 1.4 + max(bars, 0.42 * len(labels))))
     ax = fig.add_subplot()
     height = 0.8 / max(len(labels), 1)
     for j, (label, look) in enumerate(zip(labels, styles(keys))):
@@ -313,7 +325,7 @@ def loss_curves_png(curves: list[LossCurve], title: str) -> bytes:
     own (every k-th printed step, offset by its place): every curve shows, even one hidden
     under another.
     """
-    fig = Figure(figsize=(11, 5.5))
+    fig = _figure(figsize=(11, 5.5))
     ax = fig.add_subplot()
     n = max(len(curves), 1)
     looks = styles([(c.side, c.variant) for c in curves])
@@ -366,10 +378,10 @@ def compile_costs_figure(
     schema 3 drew it, from zero). `warm_up_only`: the warm-ups alone, where no compiled mode
     has a break-even to draw (eager alone ran)."""
     n = max(len(rows), 1)
-    fig = Figure(figsize=(12, 1.8 + 0.6 * n))
+    fig = _figure(figsize=(12, 1.8 + 0.6 * n))
     if warm_up_only:
         left = fig.subplots(1, 1)
-        right = Figure().subplots(1, 1)  # drawn on, never shown: the panel is left out
+        right = _figure().subplots(1, 1)  # drawn on, never shown: the panel is left out
     else:
         left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 2]})
     ys = list(range(len(rows) - 1, -1, -1))

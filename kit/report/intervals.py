@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 LEVEL = 0.95  # the intervals' confidence level
 RESAMPLES = 9999  # bootstrap resamples per interval
@@ -77,6 +76,9 @@ def _bootstrap(
 ) -> Interval:
     """The interval of `statistic` over `samples`: the same resamples, level, method and seed
     for every interval the report gives."""
+    from scipy import stats  # lazy: scipy.stats takes a second to import; a report with no
+    # comparison (a contender-only series) needs none
+
     ci = stats.bootstrap(
         samples,
         statistic,
@@ -131,6 +133,8 @@ def floor_paired_p(rounds: int) -> float:
     one side (the signed-rank test's exact floor is the same, 2 / 2**n)."""
     if rounds < 1:
         return 1.0
+    from scipy import stats  # lazy, as in _bootstrap
+
     return float(stats.binomtest(rounds, rounds, 0.5).pvalue)
 
 
@@ -139,6 +143,8 @@ def floor_unpaired_p(n: int, m: int) -> float:
     samples fully apart."""
     if n < 1 or m < 1:
         return 1.0
+    from scipy import stats  # lazy, as in _bootstrap
+
     apart = stats.mannwhitneyu(np.arange(n), np.arange(n, n + m), method="exact")
     return float(apart.pvalue)
 

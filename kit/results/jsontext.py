@@ -1,0 +1,70 @@
+"""`json.dumps(document, indent=2, allow_nan=False, default=str)`, byte for byte, at the C
+encoder's speed.
+
+With `indent` set, the standard library encodes in pure Python (`json.encoder`'s
+`_make_iterencode`: a call per value), which made summary.json of a 15,000-run series cost
+`verify` seconds. Its output is a dict or list whose members each stand on a line of their
+own, indented by the depth. A container that holds no container is written here by the C
+encoder in one call, its separators carrying the newline and the indent (`item_separator`
+may be any string, as `json.dumps`'s `separators` documents); a container that holds others is
+walked. Keys, numbers, strings, NaN's refusal and `default` (whose `str` gives no container) go
+through the same encoder, so
+every scalar reads as the standard library writes it (tests/unit/results/test_jsontext.py
+holds the two equal on random documents)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+INDENT = "  "
+_CONTAINERS = (dict, list, tuple)
+
+
+def dumps(document: Any) -> str:
+    """The text `json.dumps(document, indent=2, allow_nan=False, default=str)` gives."""
+    out: list[str] = []
+    _write(document, 0, out)
+    return "".join(out)
+
+
+def _scalar(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, default=str)
+
+
+def _key(key: Any) -> str:
+    """A key as the encoder writes it: a string quoted, a number or constant as its text,
+    anything else refused (as `json.dumps` refuses it)."""
+    if isinstance(key, str):
+        return json.dumps(key)
+    written = json.dumps({key: None}, allow_nan=False)  # '{"KEY": null}'
+    return written[1 : -len(": null}")]
+
+
+def _write(value: Any, depth: int, out: list[str]) -> None:
+    if isinstance(value, dict):
+        members: Any = value.values()
+    elif isinstance(value, (list, tuple)):
+        members = value
+    else:
+        out.append(_scalar(value))
+        return
+    if not value:
+        out.append("{}" if isinstance(value, dict) else "[]")
+        return
+    inner = "\n" + INDENT * (depth + 1)
+    close = "\n" + INDENT * depth + ("}" if isinstance(value, dict) else "]")
+    if not any(isinstance(m, _CONTAINERS) for m in members):
+        flat = json.dumps(value, allow_nan=False, default=str, separators=("," + inner, ": "))
+        out.append(flat[0] + inner + flat[1:-1] + close)  # "{" + members + "}" re-laid
+        return
+    out.append("{" if isinstance(value, dict) else "[")
+    if isinstance(value, dict):
+        for i, (k, v) in enumerate(value.items()):
+            out.append(("," if i else "") + inner + _key(k) + ": ")
+            _write(v, depth + 1, out)
+    else:
+        for i, v in enumerate(value):
+            out.append(("," if i else "") + inner)
+            _write(v, depth + 1, out)
+    out.append(close)
