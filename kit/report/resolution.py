@@ -12,9 +12,12 @@ A directory published before the resolution existed keeps its report without it
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import stat
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -141,10 +144,21 @@ def _published_schema(rd: ResultsDir) -> int | None:
     """The schema of the directory's summary.json; None where there is none or it does not read
     (verify then names the file as differing)."""
     path = rd.root / "summary.json"
-    if not path.is_file():
-        return None
     try:
-        published = json.loads(path.read_text("utf-8"))
+        st = path.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    # read once while the file is the same: a report asks it of every comparison, and a large
+    # series' summary.json takes a tenth of a second to parse
+    return _schema_of(str(path), (st.st_size, st.st_mtime_ns, st.st_ino))
+
+
+@functools.lru_cache(maxsize=8)
+def _schema_of(path: str, key: tuple[int, int, int]) -> int | None:
+    try:
+        published = json.loads(Path(path).read_text("utf-8"))
         schema = published.get("schema_version", published.get("schema"))
     except (ValueError, AttributeError, OSError):
         return None

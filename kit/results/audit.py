@@ -229,8 +229,8 @@ class Examination:
 
 
 def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
-    listing = rd.listing()
-    return listing, [*links.found(rd.root), *audit(rd, listing)]
+    named, listing = links.found_and_listed(rd.root)
+    return listing, [*named, *audit(rd, listing)]
 
 
 def _hashed_and_judged(
@@ -349,8 +349,11 @@ def refuse_if_altered(
 ) -> Mapping[str, frozenset[str]]:
     """No table is computed from a directory whose records or run folders were altered: the
     run folders' listing (`ResultsDir.listing`) that was audited, for `tables()`."""
-    listing = rd.listing() if listing is None else listing
-    problems = [*links.found(rd.root), *audit(rd, listing)]
+    if listing is None:
+        named, listing = links.found_and_listed(rd.root)
+    else:
+        named = links.found(rd.root)
+    problems = [*named, *audit(rd, listing)]
     problems += [
         p
         for _, r in _typed(rd, [])  # a line that is no record: the audit above named it
