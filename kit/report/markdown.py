@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from kit.correctness.gate import GatingJson
 from kit.protocol.load import Model, Protocol
 from kit.protocol.shipped import Shipped
 from kit.report import aa, next_steps, overview, resolution, sidetables, states
@@ -46,6 +46,9 @@ from kit.results.documents import Versions
 from kit.results.store import ResultsDir
 from kit.status import RunStatus
 from kit.telemetry import kernels
+
+if TYPE_CHECKING:  # the checks' module loads the engine: only its type is needed here
+    from kit.correctness.gate import GatingJson
 
 __all__ = ["markdown_report", "versions_line"]  # versions_line: rule 4's line, for callers
 
