@@ -1,0 +1,67 @@
+"""kit.measure.alone: a reader is alone only where no other live reader has marked the machine;
+a later reader lowers an earlier one's real-time priority; a dead reader's mark is removed."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from kit.measure import alone
+
+
+def test_the_first_reader_is_alone_and_a_second_is_not(tmp_path):
+    first = alone.mark(101, tmp_path)
+    assert first.alone
+    second = alone.mark(102, tmp_path)
+    assert not second.alone
+    first.close()
+    third = alone.mark(103, tmp_path)
+    assert not third.alone  # the second still reads
+    second.close()
+    third.close()
+    assert alone.mark(104, tmp_path).alone
+    assert [p.name for p in tmp_path.iterdir()] == [f"{os.getpid()}-104"]
+
+
+def test_a_dead_readers_mark_is_removed_and_not_counted(tmp_path):
+    (tmp_path / "999999-1").write_text("1")  # no one holds its lock: its reader died
+    presence = alone.mark(7, tmp_path)
+    assert presence.alone and not (tmp_path / "999999-1").exists()
+    presence.close()
+
+
+def test_a_folder_it_cannot_mark_counts_as_not_alone(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert not alone.mark(1, blocked).alone
+
+
+def test_a_later_reader_lowers_an_earlier_ones_real_time_priority(tmp_path):
+    started, done = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def reader() -> None:
+        tids.append(threading.get_native_id())
+        started.set()
+        done.wait(10)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    started.wait(10)
+    try:
+        try:
+            os.sched_setscheduler(tids[0], os.SCHED_FIFO, os.sched_param(1))
+        except PermissionError:
+            pytest.skip("no real-time priority here (root or CAP_SYS_NICE)")
+        first = alone.mark(tids[0], tmp_path)
+        assert first.alone
+        second = alone.mark(threading.get_native_id(), tmp_path)
+        assert not second.alone
+        assert os.sched_getscheduler(tids[0]) == os.SCHED_OTHER
+        first.close()
+        second.close()
+    finally:
+        done.set()
+        t.join()
