@@ -15,24 +15,24 @@ holds the two equal on random documents)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterable
 
 INDENT = "  "
 _CONTAINERS = (dict, list, tuple)
 
 
-def dumps(document: Any) -> str:
+def dumps(document: object) -> str:
     """The text `json.dumps(document, indent=2, allow_nan=False, default=str)` gives."""
     out: list[str] = []
     _write(document, 0, out)
     return "".join(out)
 
 
-def _scalar(value: Any) -> str:
+def _scalar(value: object) -> str:
     return json.dumps(value, allow_nan=False, default=str)
 
 
-def _key(key: Any) -> str:
+def _key(key: object) -> str:
     """A key as the encoder writes it: a string quoted, a number or constant as its text,
     anything else refused (as `json.dumps` refuses it)."""
     if isinstance(key, str):
@@ -41,9 +41,9 @@ def _key(key: Any) -> str:
     return written[1 : -len(": null}")]
 
 
-def _write(value: Any, depth: int, out: list[str]) -> None:
+def _write(value: object, depth: int, out: list[str]) -> None:
     if isinstance(value, dict):
-        members: Any = value.values()
+        members: Iterable[object] = value.values()
     elif isinstance(value, (list, tuple)):
         members = value
     else:
