@@ -256,12 +256,14 @@ def stamp(
         sel = selectors.DefaultSelector()
         # The stamper asks for the priority that wakes it first. Without it this process
         # stamps, so it asks for that priority itself, before its writer threads start (they
-        # inherit it). With it, this thread, which takes each chunk from the stamper, asks for
-        # the one below only where it is the machine's one reader (kit.measure.alone): its work
-        # then follows each line at once instead of landing, late, on the program's next one
-        # (at one busy neighbour a core the worst p99 fell from 3.2 ms to the floor's), while
-        # on a machine where other series run it would delay the programs they measure. The
-        # writer threads start before it asks and keep an ordinary priority.
+        # inherit it). With it, this thread, which takes each chunk from the stamper, keeps an
+        # ordinary priority unless MICAKIT_READER_REALTIME=1 asks for the one below the
+        # stamper's, and then only where it is the machine's one reader (kit.measure.alone):
+        # its work then follows each line at once (at one busy neighbour a core the worst p99
+        # halved), but with it the suite's timing tests, several series at once on a loaded
+        # two-core runner, failed in every CI run tried (docs/benchmarks.md). Every reader
+        # marks its presence, so one that asks sees the others. The writer threads start
+        # before it asks and keep an ordinary priority.
         chunks = stamper.start_on([fd for fd, _ in sources], sel)
         if chunks is None:
             _never_starved()
@@ -269,7 +271,7 @@ def stamp(
         for w in writers.values():
             w.start()
         presence = alone.mark(threading.get_native_id()) if chunks is not None else None
-        if presence is not None and presence.alone:
+        if presence is not None and presence.alone and os.environ.get(REALTIME_ENV) == "1":
             _never_starved()
         splitters = {name: _Splitter(w.queue) for name, w in writers.items()}
         feeders: dict[int, _Splitter | _Demux] = {}
@@ -412,6 +414,11 @@ def start_reader(
             check_written(reader, stdout_path.parent)  # a log it could not open
             raise RuntimeError(f"the outside clock's reader failed to start ({reader.returncode})")
     return reader
+
+
+# "1": the reader thread real-time where it is the machine's one reader (a machine measured
+# alone, e.g. a rented one); else ordinary
+REALTIME_ENV = "MICAKIT_READER_REALTIME"
 
 
 def _never_starved() -> None:

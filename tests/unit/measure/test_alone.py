@@ -4,6 +4,7 @@ a later reader lowers an earlier one's real-time priority; a dead reader's mark 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import pytest
@@ -65,3 +66,31 @@ def test_a_later_reader_lowers_an_earlier_ones_real_time_priority(tmp_path):
     finally:
         done.set()
         t.join()
+
+
+# a program that finds its run's reader (the process whose arguments name its stdout.log) and
+# prints the scheduling policy of the reader's main thread
+FIND_READER = """
+import os, sys
+log = sys.argv[1]
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if b"kit.measure.clock" in args and log.encode() in args:
+        print("reader", os.sched_getscheduler(int(pid)), flush=True)
+"""
+
+
+def test_by_default_the_reader_thread_keeps_an_ordinary_priority(tmp_path, monkeypatch):
+    from kit.executors.base import RunSpec
+    from kit.executors.local import LocalExecutor
+    from kit.measure import clock
+
+    monkeypatch.delenv(clock.REALTIME_ENV, raising=False)
+    folder = tmp_path / "run"
+    log = folder / "stdout.log"
+    LocalExecutor().run(RunSpec("look", (sys.executable, "-c", FIND_READER, str(log))), folder)
+    said = [ln.split()[-1] for ln in log.read_text().splitlines() if " reader " in ln]
+    assert said == [str(os.SCHED_OTHER)], log.read_text()
