@@ -7,17 +7,22 @@ import shutil
 
 import pytest
 
-from tests.conftest import contender_args, write_protocol
+from tests.conftest import contender_args, steady_series, write_protocol
 
 pytestmark = pytest.mark.slow  # every test runs series to compare: seconds each
 
 
 def _series(tmp_path, name, protocol, fake_env, cli, step_ms):
+    """A contender series of the fake at `step_ms`, made again where the machine stalled a run."""
     fake_env(step_ms={"*": step_ms}, state=str(tmp_path / f"state-{name}"))
     out = tmp_path / name
-    result = cli(*contender_args(out, protocol, "--precision", "float32"))
-    assert result.exit_code == 0, result.output
-    return out
+
+    def make():
+        result = cli(*contender_args(out, protocol, "--precision", "float32"))
+        assert result.exit_code == 0, result.output
+        return out
+
+    return steady_series(make)
 
 
 def test_compare_two_directories(tmp_path, fake_env, cli):
