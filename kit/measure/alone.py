@@ -93,7 +93,8 @@ def _lower_if_live(path: str) -> bool:
         except OSError as e:
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 return False
-            _ordinary(os.read(fd, 32))
+            if _a_readers_mark(path, os.fstat(fd).st_uid):
+                _ordinary(os.read(fd, 32), int(os.path.basename(path).split("-")[0]))
             return True
         with contextlib.suppress(OSError):  # no one holds it: its reader died
             os.unlink(path)
@@ -102,14 +103,32 @@ def _lower_if_live(path: str) -> bool:
         os.close(fd)
 
 
-def _ordinary(written: bytes) -> None:
-    """The thread whose id a live mark holds, at an ordinary priority: best effort (a thread of
-    another user's without the privilege, or one that just ended, is left as it is)."""
+def _a_readers_mark(path: str, owner: int) -> bool:
+    """Whether a mark names a reader of the kit's, made by that reader's own user: its file
+    is named `<pid>-<tid>`, owned by the user whose process `pid` is, and that process runs
+    `kit.measure.clock`. The folder is everyone's, so a mark anyone else made (naming some
+    other process's real-time thread) is never acted on."""
+    pid, _, tid = os.path.basename(path).partition("-")
+    if not (pid.isdigit() and tid.isdigit()):
+        return False
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != owner:
+            return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"kit.measure.clock" in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _ordinary(written: bytes, pid: int) -> None:
+    """The thread whose id a live mark holds, at an ordinary priority, where it is a thread of
+    the mark's process: best effort (a thread of another user's without the privilege, or one
+    that just ended, is left as it is)."""
     try:
         tid = int(written.decode() or "0")
     except ValueError:
         return
-    if tid <= 0:
+    if tid <= 0 or not os.path.exists(f"/proc/{pid}/task/{tid}"):
         return
     with contextlib.suppress(OSError, AttributeError):
         if os.sched_getscheduler(tid) in (os.SCHED_FIFO, os.SCHED_RR):

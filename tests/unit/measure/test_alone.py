@@ -4,6 +4,7 @@ a later reader lowers an earlier one's real-time priority; a dead reader's mark 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 
@@ -39,30 +40,66 @@ def test_a_folder_it_cannot_mark_counts_as_not_alone(tmp_path):
     assert not alone.mark(1, blocked).alone
 
 
+# a stand-in reader: a process whose arguments name kit.measure.clock, at a real-time
+# priority, marked; it says its thread's id and waits for its stdin to close
+READER = """
+import os, sys, threading
+from pathlib import Path
+from kit.measure import alone
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+presence = alone.mark(threading.get_native_id(), Path(sys.argv[1]))
+print(threading.get_native_id(), presence.alone, flush=True)
+sys.stdin.read()
+"""
+
+
+def _real_time_allowed() -> bool:
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except PermissionError:
+        return False
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    return True
+
+
 def test_a_later_reader_lowers_an_earlier_ones_real_time_priority(tmp_path):
+    if not _real_time_allowed():
+        pytest.skip("no real-time priority here (root or CAP_SYS_NICE)")
+    argv = [sys.executable, "-c", READER, str(tmp_path), "kit.measure.clock"]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as first:
+        tid, was_alone = first.stdout.readline().split()
+        assert was_alone == "True" and os.sched_getscheduler(int(tid)) == os.SCHED_FIFO
+        second = alone.mark(threading.get_native_id(), tmp_path)
+        assert not second.alone
+        assert os.sched_getscheduler(int(tid)) == os.SCHED_OTHER
+        second.close()
+        first.stdin.close()
+
+
+def test_a_mark_that_names_no_reader_of_the_kits_is_never_acted_on(tmp_path):
+    """The folder is everyone's: a mark naming some other real-time thread (here this test's
+    own, in a process that is no reader) counts as a reader but lowers nothing."""
+    if not _real_time_allowed():
+        pytest.skip("no real-time priority here (root or CAP_SYS_NICE)")
     started, done = threading.Event(), threading.Event()
     tids: list[int] = []
 
-    def reader() -> None:
+    def held() -> None:
         tids.append(threading.get_native_id())
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
         started.set()
         done.wait(10)
 
-    t = threading.Thread(target=reader)
+    t = threading.Thread(target=held)
     t.start()
     started.wait(10)
     try:
-        try:
-            os.sched_setscheduler(tids[0], os.SCHED_FIFO, os.sched_param(1))
-        except PermissionError:
-            pytest.skip("no real-time priority here (root or CAP_SYS_NICE)")
-        first = alone.mark(tids[0], tmp_path)
-        assert first.alone
-        second = alone.mark(threading.get_native_id(), tmp_path)
-        assert not second.alone
-        assert os.sched_getscheduler(tids[0]) == os.SCHED_OTHER
-        first.close()
-        second.close()
+        planted = alone.mark(tids[0], tmp_path)
+        later = alone.mark(threading.get_native_id(), tmp_path)
+        assert not later.alone
+        assert os.sched_getscheduler(tids[0]) == os.SCHED_FIFO
+        planted.close()
+        later.close()
     finally:
         done.set()
         t.join()
