@@ -25,14 +25,19 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
       micakit publish results/L4 --checks results/check-m1-A --checks results/check-m1-B-L4
       micakit publish results/L4 --preview
     """
+    from kit.results import audit  # lazy: the store (start-up speed)
+
+    rd = reading.series_dir(results)
+    # a large directory's folders are audited and its runs judged again by forked processes
+    # while the report's modules load (neither reads what is written below)
+    survey = audit.Survey(rd)
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.report import publish, tables
     from kit.results import store
 
-    rd = reading.series_dir(results)
     rd.write_json(tables.PUBLICATION, {"preview": preview})
     if check_dirs:  # the statuses and the checks (directory, program) that gave them
         rd.write_json(tables.GATING, reading.gating(results, check_dirs))
-    for path in publish.write(rd, reading.tables_of(rd, results)):
+    for path in publish.write(rd, reading.tables_of(rd, results, survey=survey)):
         click.echo(path)
     store.publish_modes(rd.root)

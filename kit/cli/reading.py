@@ -15,6 +15,7 @@ from kit.errors import UserError
 if TYPE_CHECKING:
     from kit.correctness.gate import GatingJson
     from kit.report.tables import Tables
+    from kit.results.audit import Survey
     from kit.results.store import ResultsDir
 
 
@@ -43,13 +44,18 @@ def tables_of(
     results: Path,
     checks: dict[str, str] | None = None,
     preview: bool | None = None,
+    survey: Survey | None = None,
 ) -> Tables:
-    """The tables of an audited directory (D6: numbers only from what a series wrote)."""
+    """The tables of an audited directory (D6: numbers only from what a series wrote).
+    `survey`: the audit and the judging already started (`audit.Survey`), else done here."""
     from kit.report import tables  # lazy: pandas (start-up speed)
     from kit.results import audit  # lazy: the store (start-up speed)
 
     try:
-        return tables.tables(rd, checks, preview, listing=audit.refuse_if_altered(rd))
+        if survey is None:
+            return tables.tables(rd, checks, preview, listing=audit.refuse_if_altered(rd))
+        listing, judged = survey.refused()
+        return tables.tables(rd, checks, preview, listing=listing, judged=judged)
     except ValueError as e:
         raise UserError(
             f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"

@@ -31,14 +31,18 @@ def report_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool, as_js
       micakit report results/smoke --json | jq '.configurations[].state'
     """
     options.reads_only()
-    # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.report import publish, summary
-    from kit.results import audit
+    from kit.results import audit  # lazy: the store (start-up speed)
 
     rd = reading.series_dir(results)
+    # a large directory's folders are audited and its runs judged again by forked processes
+    # while the report's modules load
+    survey = audit.Survey(rd)
+    # lazy: the report imports pandas and matplotlib (start-up speed)
+    from kit.report import publish, summary
+
     gating = reading.gating(results, check_dirs) if check_dirs else None
     checks = gating["statuses"] if gating else None
-    t = reading.tables_of(rd, results, checks, True if preview else None)
+    t = reading.tables_of(rd, results, checks, True if preview else None, survey)
     click.echo(summary.text(rd, t) if as_json else publish.report_md(rd, t, gating), nl=False)
     if not as_json and sys.stdout.isatty():  # on a terminal, the result block ends the report
         reading.result(rd, t)

@@ -26,6 +26,7 @@ from kit.results.store import (
     NOT_RUN,
     PLAN,
     RECORDS,
+    RUN_FILE,
     ResultsDir,
     load_protocol,
     sha256_file,
@@ -295,6 +296,65 @@ def _hashed_and_judged(
     return changed, judged, conditions
 
 
+class Survey:
+    """`report`'s first part, as `Examination` is verify's, hashing nothing: started at once,
+    in forked processes where the directory is large, while the report's modules load. One
+    lists the run folders and audits them as `refuse_if_altered` does; the others judge each
+    run's latest record again from its logs (D6), a slice of the records each, as `tables()`
+    would judge them itself. `refused()` waits: it raises as `refuse_if_altered` does, else
+    gives the audited listing and the judgements, for `tables()`."""
+
+    def __init__(self, rd: ResultsDir):
+        self._rd = rd
+        size = len(rd.records())
+        try:
+            rd.runs()  # typed once, here: every forked process reads them
+        except UserError:
+            pass  # the audit names each line that is no record
+        step = -(-size // min(fanout.cores(), 8)) or 1
+        jobs: list[Callable[[], Any]] = [functools.partial(_listed_and_refused, rd)]
+        jobs += [functools.partial(_judged_only, rd, lo, lo + step) for lo in range(0, size, step)]
+        self._children = fanout.Children(jobs, size=size)
+
+    def refused(self) -> tuple[dict[str, frozenset[str]], dict[int, timing.Outcome | str]]:
+        (listing, problems), *parts = self._children.result()
+        _refuse(self._rd, problems)
+        judged: dict[int, timing.Outcome | str] = {}
+        for part in parts:
+            judged.update(part)
+        return listing, judged
+
+
+def _listed_and_refused(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
+    named, listing = links.found_and_listed(rd.root)
+    return listing, [*named, *_altered(rd, listing)]
+
+
+def _judged_only(rd: ResultsDir, lo: int, hi: int) -> dict[int, timing.Outcome | str]:
+    """Records lo to hi: each run's latest record judged again from its raw logs, by the
+    record's line (0-based); a message where a log no longer parses. Left out, for `tables()`
+    to judge and say why: every run where a line is no record or the protocol or plan cannot
+    be read, and a run whose judging fails otherwise."""
+    size = len(rd.records())
+    typed = dict(_typed(rd, []))
+    judge = _judge(rd) if len(typed) == size else None
+    if judge is None:
+        return {}
+    latest = {r.run_id: number - 1 for number, r in sorted(typed.items())}
+    judged: dict[int, timing.Outcome | str] = {}
+    for i in range(lo, min(hi, size)):
+        record = typed[i + 1]
+        if latest[record.run_id] != i:
+            continue
+        try:
+            judged[i] = judge(record, {})
+        except ValueError as e:  # a raw log that no longer parses: `tables()` says so
+            judged[i] = str(e)
+        except Exception:  # noqa: BLE001 - left to `tables()`, which raises it where it says why
+            continue
+    return judged
+
+
 def _judge(rd: ResultsDir) -> Callable[[RunRecord, dict[str, bytes]], timing.Outcome] | None:
     """How a record is judged from bytes already read; None where the protocol or the plan
     cannot be read (`report` says why)."""
@@ -317,14 +377,14 @@ def _judge(rd: ResultsDir) -> Callable[[RunRecord, dict[str, bytes]], timing.Out
 
 def _read_and_hashed(root: str, record: RunRecord) -> tuple[list[str], dict[str, bytes]]:
     """A record's raw files that are gone or no longer hash as it recorded, and the bytes of
-    its stdout and stderr and of its conditions' files (by path), read once for the hash, the
-    judgement and the conditions. Any other file (a profile of hundreds of megabytes) is hashed
-    a block at a time."""
+    its stdout and stderr, its run.json and its conditions' files (by path), read once for the
+    hash, the judgement, the record's own fields and the conditions. Any other file (a profile
+    of hundreds of megabytes) is hashed a block at a time."""
     out: list[str] = []
     data: dict[str, bytes] = {}
     run_id, log_dir = record.run_id, record.log_dir
     # paths joined as text: os.path.join costs more, tens of thousands of times
-    kept = ("stdout.log", "stderr.log", *run_conditions.FILES)
+    kept = ("stdout.log", "stderr.log", RUN_FILE, *run_conditions.FILES)
     logs = tuple(f"{root}/{log_dir}/{name}" for name in kept)
     for rel, digest in record.files.items():
         path = f"{root}/{rel}"
@@ -353,13 +413,24 @@ def refuse_if_altered(
         named, listing = links.found_and_listed(rd.root)
     else:
         named = links.found(rd.root)
-    problems = [*named, *audit(rd, listing)]
+    _refuse(rd, [*named, *_altered(rd, listing)])
+    return listing
+
+
+def _altered(rd: ResultsDir, listing: Mapping[str, frozenset[str]]) -> list[str]:
+    """What `refuse_if_altered` refuses, the links aside: the audit's findings, and each raw
+    file a record lists that its folder no longer holds."""
+    problems = audit(rd, listing)
     problems += [
         p
         for _, r in _typed(rd, [])  # a line that is no record: the audit above named it
         if r.log_dir in listing
         for p in missing_files(r, listing[r.log_dir])
     ]
+    return problems
+
+
+def _refuse(rd: ResultsDir, problems: list[str]) -> None:
     if problems:
         shown = "\n  ".join(problems[:20]) + ("\n  …" if len(problems) > 20 else "")
         raise DirectoryDiffers(
@@ -367,7 +438,6 @@ def refuse_if_altered(
             f"`micakit verify {rd.root}` names every difference; restore the directory from "
             "its copy, or measure the series again",
         )
-    return listing
 
 
 def missing_files(record: RunRecord, held: frozenset[str]) -> list[str]:

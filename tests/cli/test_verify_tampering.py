@@ -209,6 +209,30 @@ def test_forked_workers_judge_and_hash_as_a_plain_loop_does(series, cli, monkeyp
     assert sorted(found.judged) == sorted(latest.values())
 
 
+def test_the_reports_survey_forked_reads_as_the_plain_report(series, cli, monkeypatch):
+    """`report` and `publish` audit the folders and judge the runs in forked workers while
+    their modules load (`audit.Survey`); forced here on a small series, the report is the same
+    as the plain loop's, every run's latest record is judged there, and an altered directory
+    is still refused."""
+    from kit.results import audit, fanout
+    from kit.results.store import ResultsDir
+
+    plain = cli("report", series, "--preview")
+    assert plain.exit_code == 0, plain.output
+    monkeypatch.setattr(fanout, "LEAST", 1)
+    forked = cli("report", series, "--preview")
+    assert forked.exit_code == 0 and forked.output == plain.output
+    listing, judged = audit.Survey(ResultsDir.open(series)).refused()
+    latest = {r["run_id"]: i for i, r in enumerate(records(series))}
+    assert sorted(judged) == sorted(latest.values())
+    assert listing == ResultsDir.open(series).listing()
+    gone = timed(series)[0]
+    shutil.rmtree(series / gone["log_dir"])
+    res = cli("report", series)
+    assert res.exit_code == ExitCode.VERIFY_MISMATCH and "Traceback" not in res.output
+    assert f"run {gone['run_id']}'s folder {gone['log_dir']} is missing" in res.output
+
+
 @pytest.mark.parametrize("least", [None, 1], ids=["plain", "forked"])
 def test_a_raw_log_that_no_longer_parses_is_named_not_a_traceback(series, cli, monkeypatch, least):
     """A log altered and its record's hash altered to match: the audit passes, the judgement
