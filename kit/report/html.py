@@ -14,10 +14,12 @@ Markdown (a contender's text about itself, say) is shown as text, never run.
 from __future__ import annotations
 
 import base64
+import functools
+import html
+import secrets
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 import markdown
 from markdown.extensions import Extension
@@ -27,6 +29,7 @@ from kit.report import overview
 from kit.report.html_sections import (
     Context,
     Piece,
+    Plot,
     Section,
     context,
     file_link,
@@ -36,7 +39,7 @@ from kit.report.html_sections import (
 )
 from kit.report.markdown import GRAPH_BREAKS, KERNEL_FAMILY
 from kit.report.tables import Tables
-from kit.results import store
+from kit.results import fanout, store
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.store import ResultsDir
 
@@ -83,9 +86,16 @@ class _Enrich(Treeprocessor):
     """Raw-log links in every table row that carries numbers (rule 4), the plots after the
     configurations, the rerun script and the raw files at the end (rule 7)."""
 
-    def __init__(self, md: markdown.Markdown, ctx: Context, secs: list[Section], rerun: str):
+    def __init__(
+        self,
+        md: markdown.Markdown,
+        ctx: Context,
+        secs: list[Section],
+        rerun: str,
+        src: Callable[[Plot], str],
+    ):
         super().__init__(md)
-        self.ctx, self.secs, self.rerun = ctx, secs, rerun
+        self.ctx, self.secs, self.rerun, self.src = ctx, secs, rerun, src
         self.comparisons: list[list[list[Piece]]] = []
 
     def run(self, root: ET.Element) -> None:
@@ -190,8 +200,7 @@ class _Enrich(Treeprocessor):
                 out.append(_holding("p", s.note, **{"class": "note"}))
             for plot in s.plots:
                 fig = ET.Element("figure", id=plot.name.removesuffix(".png"))
-                data = base64.b64encode(plot.png).decode("ascii")
-                ET.SubElement(fig, "img", src=f"data:image/png;base64,{data}", alt=plot.alt)
+                ET.SubElement(fig, "img", src=self.src(plot), alt=plot.alt)
                 image = f"{PLOTS}/{plot.name}"
                 _add(ET.SubElement(fig, "figcaption"), [*plot.caption, " Image: ", (image, image)])
                 out.append(fig)
@@ -263,9 +272,11 @@ def _body(table: ET.Element) -> list[ET.Element]:
 
 
 class _Extension(Extension):
-    def __init__(self, ctx: Context, secs: list[Section], rerun: str) -> None:
+    def __init__(
+        self, ctx: Context, secs: list[Section], rerun: str, src: Callable[[Plot], str]
+    ) -> None:
         super().__init__()
-        self.args = (ctx, secs, rerun)
+        self.args = (ctx, secs, rerun, src)
 
     def extendMarkdown(self, md: markdown.Markdown) -> None:  # noqa: N802 (the package's name)
         # raw HTML in the text (a contender's words about itself) is shown, never run
@@ -298,13 +309,29 @@ details > summary { cursor: pointer; font-weight: 600; }
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
-def page(ctx: Context, markdown_text: str, rerun: str, secs: list[Section]) -> str:
-    """The whole page: report.md's text as HTML, enriched, in a page that loads nothing."""
+def data_uri(png: bytes) -> str:
+    """A plot as the page holds it: the image itself, so the page loads nothing."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def page(
+    ctx: Context,
+    markdown_text: str,
+    rerun: str,
+    secs: list[Section],
+    src: Callable[[Plot], str] | None = None,
+) -> str:
+    """The whole page: report.md's text as HTML, enriched, in a page that loads nothing.
+    `src`: each plot's image source (by default the plot drawn, as a data: URI)."""
+    src = src or (lambda plot: data_uri(plot.png))
     body = markdown.markdown(
-        markdown_text, extensions=["tables", _Extension(ctx, secs, rerun)], output_format="html"
+        markdown_text,
+        extensions=["tables", _Extension(ctx, secs, rerun, src)],
+        output_format="html",
     )
     first = markdown_text.splitlines()[0].lstrip("# ").strip() if markdown_text else "report"
-    title = escape(first)
+    # &, < and > alone, as xml.sax's escape (which loads urllib) did
+    title = html.escape(first, quote=False)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
@@ -315,17 +342,66 @@ def page(ctx: Context, markdown_text: str, rerun: str, secs: list[Section]) -> s
     )
 
 
+class Drawing:
+    """report.html's plots, drawn in a forked process of their own (kit.results.fanout) while
+    the caller writes the report's text and the page around them, which holds a placeholder
+    for each image until `rendered` puts the drawn image in its place; where forking does not
+    pay or is not safe, each is drawn when its bytes are asked for, as before. Matplotlib is
+    imported, and the images drawn, in that process alone: most of a small report's time."""
+
+    def __init__(self, rd: ResultsDir, t: Tables, earlier: bool = False):
+        self.ctx = context(rd, t, earlier)
+        self.secs = sections(self.ctx)
+        self.plots = [plot for s in self.secs for plot in s.plots]
+        # a placeholder no report's own text holds: random, for this rendering alone
+        self._mark = f"micakit-plot-{secrets.token_hex(16)}-"
+        self._children = (
+            fanout.Children([functools.partial(_drawn, self.plots)], size=1, least=1)
+            if self.plots
+            else None
+        )
+
+    def placeholder(self, plot: Plot) -> str:
+        return f"{self._mark}{self.plots.index(plot):04d}"  # fixed width: none another's prefix
+
+    def pngs(self) -> dict[str, bytes]:
+        """Each plot's bytes by its name, once drawn."""
+        if self._children is not None:
+            (drawn,), self._children = self._children.result(), None
+            for plot, png in zip(self.plots, drawn):
+                plot.__dict__["png"] = png  # as functools.cached_property keeps it
+        return {plot.name: plot.png for plot in self.plots}
+
+    def page(self, markdown_text: str, rerun: str) -> str:
+        """`page`, the plots' images put in their places once drawn."""
+        text = page(self.ctx, markdown_text, rerun, self.secs, self.placeholder)
+        pngs = self.pngs()
+        for plot in self.plots:
+            text = text.replace(self.placeholder(plot), data_uri(pngs[plot.name]))
+        return text
+
+
+def _drawn(plots: list[Plot]) -> list[bytes]:
+    return [plot.draw() for plot in plots]
+
+
 def rendered(
-    rd: ResultsDir, t: Tables, markdown_text: str, rerun: str, earlier: bool = False
+    rd: ResultsDir,
+    t: Tables,
+    markdown_text: str,
+    rerun: str,
+    earlier: bool = False,
+    drawing: Drawing | None = None,
 ) -> dict[str, bytes]:
     """plots/*.png and report.html, by their paths in the directory, built in memory. The page
     links rerun.sh; `earlier`: as a kit before summary.json's schema 3 made them, rerun.sh's
-    commands inlined (a directory it published verifies as it was made)."""
-    ctx = context(rd, t, earlier)
-    secs = sections(ctx)
+    commands inlined (a directory it published verifies as it was made). `drawing`: the plots
+    already being drawn (`Drawing`, started before the report's text was written)."""
+    drawing = drawing or Drawing(rd, t, earlier)
     rerun = rerun if earlier else ""
-    out = {f"{PLOTS}/{plot.name}": plot.png for s in secs for plot in s.plots}
-    out[HTML] = page(ctx, markdown_text, rerun, secs).encode("utf-8")
+    text = drawing.page(markdown_text, rerun)
+    out = {f"{PLOTS}/{name}": png for name, png in drawing.pngs().items()}
+    out[HTML] = text.encode("utf-8")
     return out
 
 

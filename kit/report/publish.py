@@ -33,9 +33,11 @@ def render(
     verified without); `earlier`: the report as a kit before summary.json's schema 3 made
     it; `labelled`: a protocol other than the shipped one said at the top (schema 4).
     """
+    # the plots drawn in a process of their own while the text is written (html.Drawing)
+    drawing = html.Drawing(rd, t, earlier)
     text = markdown_report(rd, t, resolved=resolved, earlier=earlier, labelled=labelled)
     script = rerun.script(rd)
-    made = html.rendered(rd, t, text, script, earlier)
+    made = html.rendered(rd, t, text, script, earlier, drawing)
     if not earlier:
         text += plots_list(sorted(rel for rel in made if rel.startswith(f"{html.PLOTS}/")))
     return {

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cyclonedx.spdx import is_supported_id
-
 from kit import __version__
 from kit.executors.docker.footprint import INIT_LAYER, NAMED_PARTS, UNOWNED, absolute
 from kit.executors.docker.sbom_packages import Package, is_text, operating_system, packages
@@ -241,4 +239,7 @@ def _component(p: Package, held: list[int]) -> dict:
 
 
 def _license(name: str) -> dict[str, str]:
+    # lazy: the report reads this module's names, and CycloneDX's SPDX list loads slowly
+    from cyclonedx.spdx import is_supported_id
+
     return {"id": name} if is_supported_id(name) else {"name": name}

@@ -17,8 +17,6 @@ from email.parser import HeaderParser
 from email.utils import getaddresses, parseaddr
 from urllib.parse import quote
 
-from cyclonedx.spdx import fixup_id
-
 DPKG_STATUS, DPKG_INFO = "/var/lib/dpkg/status", "/var/lib/dpkg/info/"
 DOC = "/usr/share/doc/"
 OS_RELEASE = ("/etc/os-release", "/usr/lib/os-release")
@@ -281,6 +279,9 @@ def _spdx(name: str) -> str:
     mapped = DEBIAN_SPDX.get(name)
     if mapped is not None:
         return mapped or name
+    # lazy: the report reads the SBOM's names, and CycloneDX's SPDX list loads slowly
+    from cyclonedx.spdx import fixup_id
+
     return fixup_id(name) or name
 
 
