@@ -33,13 +33,15 @@ def strays(
 def differences(root: str, record: RunRecord, number: int, data: dict[str, bytes]) -> list[str]:
     """Each field of a record that the run itself gave (its start, end, exit, executor) that
     differs from its folder's run.json (a record from before run.json: none), and a start or
-    end that does not hold the stamps of its logs between them (the same outside clock, §5)."""
+    end that does not hold the stamps of its logs between them (the same outside clock, §5).
+    `data`: the raw files' bytes verify read for their hashes, by path."""
     where = f"{RECORDS} line {number}: run {record.run_id}'s"
     out = []
     rel = f"{record.log_dir}/{RUN_FILE}"
     if rel in record.files:
         try:
-            ran = json.loads(stamped.read_bytes(f"{root}/{rel}"))
+            held = data.get(f"{root}/{rel}")  # read for its hash already (verify)
+            ran = json.loads(stamped.read_bytes(f"{root}/{rel}") if held is None else held)
         except OSError:
             return []  # gone, with its folder or alone: the audit and the hashes name it
         except ValueError:
@@ -66,13 +68,15 @@ def differences(root: str, record: RunRecord, number: int, data: dict[str, bytes
 
 
 def _first_and_last_stamp(log: bytes) -> list[int]:
-    """The stamps of a stamped log's first and last lines (kit.measure.clock); none if empty."""
-    lines = log.strip().split(b"\n")
+    """The stamps of a stamped log's first and last lines (kit.measure.clock); none if empty
+    (or not a stamped log: a JSON file read beside the logs)."""
+    text = log.strip()
+    if not text:
+        return []
+    # the first and the last line alone: a log of a long run holds hundreds of thousands
+    end, start = text.find(b"\n"), text.rfind(b"\n") + 1
+    first, last = text[: end if end >= 0 else len(text)], text[start:]
     try:
-        return (
-            [int(lines[0].split(b" ", 1)[0]), int(lines[-1].split(b" ", 1)[0])]
-            if log.strip()
-            else []
-        )
+        return [int(first.split(b" ", 1)[0]), int(last.split(b" ", 1)[0])]
     except ValueError:
         return []  # a log that is not stamped: judging it says so

@@ -35,6 +35,7 @@ _ENVELOPE = frozenset(
      "exit_code", "stopped", "status", "reason", "executor", "files", "outputs", "isolation",
      "outlived", "non_finite", "stderr_cut", "conditions")
 )  # fmt: skip
+_KNOWN = _ENVELOPE | {RUN, JUDGED}  # every field of a record of schema 2 and later
 # "non_finite": each value JSON cannot hold (NaN, an infinity) by its dotted path, with what it
 # was; the value itself is stored as null (kit.results.store.finite)
 # Schema 1's judgement, by name: every field a schema-1 kit wrote after the reason (a timed
@@ -155,9 +156,9 @@ class RunRecord:
             )
         try:
             if schema >= 2:
-                unknown = sorted(set(d) - {*_ENVELOPE, RUN, JUDGED})
+                unknown = d.keys() - _KNOWN
                 if unknown:
-                    raise ValueError(f"unknown field {unknown[0]!r}")
+                    raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
                 head, judged = d[RUN], d.get(JUDGED, {})
                 if not isinstance(head, Mapping) or not isinstance(judged, Mapping):
                     raise TypeError(f'"{RUN}" and "{JUDGED}" are objects')

@@ -21,15 +21,15 @@ The load average is recorded but judges nothing: it counts the kit's own last ru
 
 from __future__ import annotations
 
+import bisect
 import json
+import statistics
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
-
-import numpy as np
 
 from kit.errors import UserError
 from kit.telemetry.procfs import Process, ProcFiles, Reading, own_pids
@@ -299,9 +299,10 @@ def summarize_machine(
             "upgrade micakit to read this results directory",
         )
     samples = [r for r in records if r.get("kind") == "sample"]
-    stamps = np.array([r["t_ns"] for r in samples], dtype=np.int64)
-    first = int(np.searchsorted(stamps, start_ns, side="left")) if start_ns is not None else 0
-    last = int(np.searchsorted(stamps, end_ns, side="right")) if end_ns is not None else len(stamps)
+    # a run's few samples: bisect and statistics, not numpy (verify reads thousands of runs')
+    stamps = [int(r["t_ns"]) for r in samples]
+    first = bisect.bisect_left(stamps, start_ns) if start_ns is not None else 0
+    last = bisect.bisect_right(stamps, end_ns) if end_ns is not None else len(stamps)
     if last - first < 2:
         # a window shorter than two samples apart: the samples around it. The last may come
         # after the run's end, where a container's last moments are no longer told from
@@ -319,6 +320,6 @@ def summarize_machine(
     return MachineSummary(
         others_cpu_share=share,
         load_1m_max=max(loads) if loads else None,
-        cpu_mhz_median=float(np.median(mhz)) if mhz else None,
+        cpu_mhz_median=float(statistics.median(mhz)) if mhz else None,
         sample_count=len(window),
     )
