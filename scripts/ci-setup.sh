@@ -10,7 +10,13 @@
 #   MICAKIT_DEBIAN_MIRROR Debian mirror for debootstrap (default http://deb.debian.org/debian)
 #   MICAKIT_DOCKERD_LOG   where a dockerd started here logs (default /var/log/micakit-dockerd.log)
 #   MICAKIT_WHEELHOUSE    the wheel folder               (default <repo>/wheelhouse)
+#   MICAKIT_ROOTFS_TAR    the base image's Debian root, kept between runs
+#                                                        (default <repo>/.cache/base-rootfs.tar)
 #   PYTHON                the Python that runs the kit   (default python3)
+#
+# `ci-setup.sh --prepare` does the steps that need no Python of the kit's: Debian's packages and
+# the base image's root (debootstrap, into MICAKIT_ROOTFS_TAR), so scripts/test.sh runs them
+# while the kit installs; the rest (the engine, the image imported, the wheels) follows after.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +24,7 @@ BASE_IMAGE=${MICAKIT_BASE_IMAGE:-micakit-base:bookworm}
 MIRROR=${MICAKIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 DOCKERD_LOG=${MICAKIT_DOCKERD_LOG:-/var/log/micakit-dockerd.log}
 WHEELHOUSE=${MICAKIT_WHEELHOUSE:-$ROOT/wheelhouse}
+ROOTFS=${MICAKIT_ROOTFS_TAR:-$ROOT/.cache/base-rootfs.tar}
 PY=${PYTHON:-python3}
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -32,6 +39,12 @@ timed() { # NAME COMMAND...: run a step and say how long it took
 }
 
 packages() {
+    debian_packages
+    # the SDK talks to the engine below; `pip install -e .` brings the same package later
+    "$PY" -c 'import docker' 2>/dev/null || "$PY" -m pip install -q 'docker>=7.1'
+}
+
+debian_packages() {
     local need=()
     command -v dockerd >/dev/null || need+=(docker.io)
     command -v debootstrap >/dev/null || need+=(debootstrap)
@@ -50,8 +63,6 @@ packages() {
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
             "${need[@]}"
     fi
-    # the SDK talks to the engine below; `pip install -e .` brings the same package later
-    "$PY" -c 'import docker' 2>/dev/null || "$PY" -m pip install -q 'docker>=7.1'
 }
 
 engine_answers() {
@@ -80,27 +91,8 @@ base_image() {
         "$BASE_IMAGE" >/dev/null 2>&1; then
         return 0
     fi
-    local tmp
-    tmp=$(mktemp -d)
-    # minbase: dpkg, apt and essentials only; python3-venv brings ensurepip for the images' venvs
-    $SUDO debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
-        bookworm "$tmp/root" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 || {
-        tail -n 30 "$tmp/debootstrap.log" >&2
-        return 1
-    }
-    # as debian:bookworm-slim does: no docs or manuals in this or any later layer
-    $SUDO tee "$tmp/root/etc/dpkg/dpkg.cfg.d/docker" >/dev/null <<'CFG'
-path-exclude /usr/share/doc/*
-path-include /usr/share/doc/*/copyright
-path-exclude /usr/share/man/*
-path-exclude /usr/share/info/*
-path-exclude /usr/share/locale/*
-CFG
-    $SUDO sh -c "cd '$tmp/root' && rm -rf var/cache/apt/archives/*.deb var/lib/apt/lists/* \
-        usr/share/man/* usr/share/info/* usr/share/locale/* \
-        && find usr/share/doc -mindepth 1 -not -name copyright -not -type d -delete"
-    $SUDO tar -C "$tmp/root" --numeric-owner -cf "$tmp/rootfs.tar" .
-    "$PY" - "$tmp/rootfs.tar" "$BASE_IMAGE" <<'PYCODE'
+    [ -f "$ROOTFS" ] || rootfs
+    "$PY" - "$ROOTFS" "$BASE_IMAGE" <<'PYCODE'
 import sys
 
 import docker
@@ -116,6 +108,35 @@ client = docker.from_env(timeout=600)
 client.api.import_image_from_file(path, repository=repository, tag=tag, changes=changes)
 print("ci-setup: imported", ref, client.images.get(ref).id, file=sys.stderr)
 PYCODE
+}
+
+rootfs() {
+    # the base image's root as a tar (MICAKIT_ROOTFS_TAR), made once and kept: a later set-up
+    # imports it again without Debian's archive
+    [ -f "$ROOTFS" ] && return 0
+    local tmp
+    tmp=$(mktemp -d)
+    # minbase: dpkg, apt and essentials only; python3-venv brings ensurepip for the images' venvs
+    $SUDO debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+        bookworm "$tmp/root" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 || {
+        tail -n 30 "$tmp/debootstrap.log" >&2
+        $SUDO rm -rf "$tmp"
+        return 1
+    }
+    # as debian:bookworm-slim does: no docs or manuals in this or any later layer
+    $SUDO tee "$tmp/root/etc/dpkg/dpkg.cfg.d/docker" >/dev/null <<'CFG'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+CFG
+    $SUDO sh -c "cd '$tmp/root' && rm -rf var/cache/apt/archives/*.deb var/lib/apt/lists/* \
+        usr/share/man/* usr/share/info/* usr/share/locale/* \
+        && find usr/share/doc -mindepth 1 -not -name copyright -not -type d -delete"
+    mkdir -p "$(dirname "$ROOTFS")"
+    $SUDO tar -C "$tmp/root" --numeric-owner -cf "$ROOTFS.part" .
+    mv "$ROOTFS.part" "$ROOTFS"  # whole or absent: a set-up stopped midway makes it again
     $SUDO rm -rf "$tmp"
 }
 
@@ -149,6 +170,12 @@ PYCODE
     printf '%s' "$reqs" >"$WHEELHOUSE/.requirements"
 }
 
+if [ "${1:-}" = --prepare ]; then
+    timed packages debian_packages
+    timed rootfs rootfs
+    exit 0
+fi
+[ $# -eq 0 ] || { echo "error: unknown option $1" >&2; echo "  fix: give --prepare or nothing" >&2; exit 2; }
 timed packages packages
 timed engine engine
 timed base-image base_image

@@ -13,8 +13,20 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${MICAKIT_VENV:-$ROOT/.venv}
 cd "$ROOT"
 if [ "${MICAKIT_TEST_SETUP:-1}" != 0 ]; then
-    # the kit's venv first: its Python drives the set-up (a system Python may refuse packages)
-    bash scripts/install.sh
+    # Debian's packages and the base image's root while the kit installs (neither needs the
+    # other); then the kit's venv drives the rest of the set-up (a system Python may refuse
+    # packages). The first part's output follows the installation's.
+    prepared_log=$(mktemp)
+    bash scripts/ci-setup.sh --prepare >"$prepared_log" 2>&1 &
+    prepared=$!
+    installed=0
+    bash scripts/install.sh || installed=$?
+    prepared_rc=0
+    wait "$prepared" || prepared_rc=$?
+    cat "$prepared_log" >&2
+    rm -f "$prepared_log"
+    [ "$installed" -eq 0 ] || exit "$installed"
+    [ "$prepared_rc" -eq 0 ] || exit "$prepared_rc"
     PYTHON="$VENV/bin/python" bash scripts/ci-setup.sh
 fi
 "$VENV/bin/ruff" check kit tests benchmarks run.py
