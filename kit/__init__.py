@@ -5,7 +5,6 @@ results directory and every image), and imports nothing of the kit.
 """
 
 import os
-from importlib import resources
 from pathlib import Path
 
 __version__ = "0.1.0"
@@ -17,7 +16,7 @@ def kit_commit() -> str:
 
     The runner image has no .git; its build argument KIT_COMMIT becomes MICAKIT_COMMIT there.
     """
-    git = Path(str(resources.files("kit"))).parent / ".git"
+    git = _here().parent / ".git"
     try:
         if git.is_file():  # a worktree: "gitdir: PATH"
             git = Path(git.read_text().split(":", 1)[1].strip())
@@ -42,7 +41,7 @@ def kit_commit() -> str:
 
 def _built_commit() -> str | None:
     """The commit an installed wheel was built from; None in a checkout (no kit/_build.py)."""
-    built = Path(str(resources.files("kit"))) / "_build.py"
+    built = _here() / "_build.py"
     try:
         for line in built.read_text("utf-8").splitlines():
             if line.startswith("COMMIT = "):
@@ -51,3 +50,11 @@ def _built_commit() -> str | None:
     except OSError:
         pass
     return None
+
+
+def _here() -> Path:
+    """The package's folder. importlib.resources is imported here alone: the outside clock's
+    reader, a process started for every run, imports this package and needs none of it."""
+    from importlib import resources
+
+    return Path(str(resources.files("kit")))

@@ -21,8 +21,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 NAME = "micakit-readers"
@@ -31,18 +29,25 @@ NAME = "micakit-readers"
 def folder() -> Path:
     shm = Path("/dev/shm")
     base = (
-        shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else Path(tempfile.gettempdir())
+        shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else Path(_temporary())
     )
     return base / NAME
 
 
-@dataclass
 class Presence:
-    """This reader's mark; `alone`: no other live reader was found when it marked."""
+    """This reader's mark; `alone`: no other live reader was found when it marked. (A plain
+    class: dataclasses loads `inspect`, a cost every run's reader would pay at its start.)"""
 
-    path: Path | None
-    fd: int | None
-    alone: bool
+    def __init__(self, path: Path | None, fd: int | None, alone: bool):
+        self.path, self.fd, self.alone = path, fd, alone
+
+    def __repr__(self) -> str:
+        return f"Presence(path={self.path!r}, fd={self.fd!r}, alone={self.alone!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Presence):
+            return NotImplemented
+        return (self.path, self.fd, self.alone) == (other.path, other.fd, other.alone)
 
     def close(self) -> None:
         if self.path is not None:
@@ -133,3 +138,9 @@ def _ordinary(written: bytes, pid: int) -> None:
     with contextlib.suppress(OSError, AttributeError):
         if os.sched_getscheduler(tid) in (os.SCHED_FIFO, os.SCHED_RR):
             os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+
+
+def _temporary() -> str:
+    import tempfile  # lazy: only where /dev/shm cannot be written
+
+    return tempfile.gettempdir()

@@ -33,7 +33,6 @@ import subprocess
 import sys
 import threading
 import time
-from importlib import resources
 from pathlib import Path
 from typing import BinaryIO
 
@@ -378,6 +377,12 @@ def _end_group(watched: bytes) -> None:
                 pass
 
 
+# The reader process, one a run: the kit's interpreter without `site` (-S), which would load
+# every .pth file of the environment (an editable install's import hook among them); it needs
+# only the standard library and this package, which _reader_env puts on its PYTHONPATH.
+READER = (sys.executable, "-S", "-m", "kit.measure.clock")
+
+
 def start_reader(
     sources: list[tuple[int, str]],
     stdout_path: Path,
@@ -391,7 +396,7 @@ def start_reader(
     """
     spec = ",".join(f"{fd}:{kind}" for fd, kind in sources)
     ready_r, ready_w = os.pipe()
-    argv = [sys.executable, "-m", "kit.measure.clock", spec, str(stdout_path), str(stderr_path)]
+    argv = [*READER, spec, str(stdout_path), str(stderr_path)]
     argv += ["--ready-fd", str(ready_w)]
     if stderr_cap:
         argv += ["--stderr-cap", str(stderr_cap)]
@@ -448,7 +453,7 @@ class PendingReader:
 
     def __init__(self) -> None:
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", "kit.measure.clock", "-", "-", "-"]
+        argv = [*READER, "-", "-", "-"]
         argv += ["--receive-fd", str(child.fileno())]
         try:
             self.proc = subprocess.Popen(
@@ -490,6 +495,8 @@ class PendingReader:
 
 
 def _reader_env() -> dict[str, str]:
+    from importlib import resources  # lazy: the reader process itself needs none of it
+
     env = dict(os.environ)
     kit_root = str(Path(str(resources.files("kit"))).parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (kit_root, env.get("PYTHONPATH")) if p)

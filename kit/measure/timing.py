@@ -11,12 +11,11 @@ import math
 import os
 import re
 import signal
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
-
-import numpy as np
 
 from kit.measure.stamped import StampedLine, read_stamped
 from kit.protocol.load import Grammar, Timing
@@ -290,7 +289,7 @@ def _own_step_s(steps: list[StepLine], lo: int, hi: int, grammar: Grammar) -> fl
     times = [s.time_ms for s in steps if lo < s.step <= hi and s.time_ms is not None]
     if not grammar.own_clock_compared:
         # nanoGPT: each line carries its last step's time; recorded, never compared (§5)
-        return float(np.median(times)) / 1e3 if times else None
+        return float(statistics.median(times)) / 1e3 if times else None
     # a contender's per-step clock reads the window as the sum of its steps' times (§5), so
     # every step of the window needs its time
     if len(times) != hi - lo:

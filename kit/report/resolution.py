@@ -12,17 +12,13 @@ A directory published before the resolution existed keeps its report without it
 
 from __future__ import annotations
 
-import functools
-import json
 import math
-import stat
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from kit.measure import timing
-from kit.report import aa, intervals
+from kit.report import aa, intervals, published
 from kit.report.tables import Tables
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.store import ResultsDir
@@ -143,25 +139,12 @@ def line(row: pd.Series, found: Resolution) -> str:
 def _published_schema(rd: ResultsDir) -> int | None:
     """The schema of the directory's summary.json; None where there is none or it does not read
     (verify then names the file as differing)."""
-    path = rd.root / "summary.json"
-    try:
-        st = path.stat()
-    except OSError:
+    # read once while the file is the same (kit.report.published): a report asks it of every
+    # comparison
+    found = published.document(rd.root / "summary.json")
+    if not isinstance(found, dict):
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    # read once while the file is the same: a report asks it of every comparison, and a large
-    # series' summary.json takes a tenth of a second to parse
-    return _schema_of(str(path), (st.st_size, st.st_mtime_ns, st.st_ino))
-
-
-@functools.lru_cache(maxsize=8)
-def _schema_of(path: str, key: tuple[int, int, int]) -> int | None:
-    try:
-        published = json.loads(Path(path).read_text("utf-8"))
-        schema = published.get("schema_version", published.get("schema"))
-    except (ValueError, AttributeError, OSError):
-        return None
+    schema = found.get("schema_version", found.get("schema"))
     return schema if isinstance(schema, int) else None
 
 

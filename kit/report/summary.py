@@ -20,6 +20,7 @@ import pandas as pd
 from kit import __version__
 from kit.protocol import shipped
 from kit.report import aa, clocks, flags, resolution, states, verdict
+from kit.report import published as read_published
 from kit.report.tables import Tables
 from kit.results import fields, jsontext, store
 from kit.results.planned import CONTENDER
@@ -259,10 +260,8 @@ def version_of(document: object) -> int | None:
 def published_version(root: Path) -> int:
     """The schema of the summary.json a directory was published with; this kit's where there is
     none yet or it does not read (verify names it then)."""
-    try:
-        found = version_of(json.loads((root / SUMMARY).read_text("utf-8")))
-    except (OSError, ValueError):
-        return SCHEMA
+    document = read_published.document(root / SUMMARY)  # parsed once (kit.report.published)
+    found = None if document is None else version_of(document)
     return SCHEMA if found is None else found
 
 
@@ -271,8 +270,12 @@ def as_older(path: Path, recomputed: bytes) -> bytes:
     keys added since, which the published file lacks, left out, and the version under the key
     that kit wrote; else the recomputation unchanged."""
     try:
-        published = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
+        if path.read_bytes() == recomputed:  # a clean directory: nothing to shape
+            return recomputed
+    except OSError:
+        return recomputed
+    published = read_published.document(path)
+    if published is None:
         return recomputed
     version = version_of(published)
     if version is None or version >= SCHEMA:
@@ -282,7 +285,8 @@ def as_older(path: Path, recomputed: bytes) -> bytes:
     if version < 4 and isinstance(conditions, dict):  # a count of the flagged runs, then
         conditions["flagged_runs"] = len(conditions.get("flagged_runs") or [])
     shaped = _like(fresh, published)
-    key = VERSION_KEY if VERSION_KEY in published else OLD_VERSION_KEY
+    held = isinstance(published, dict) and VERSION_KEY in published  # a version: a dict
+    key = VERSION_KEY if held else OLD_VERSION_KEY
     shaped.pop(VERSION_KEY, None)
     return _dumps({key: version, **shaped}).encode("utf-8")
 

@@ -209,6 +209,10 @@ class Examination:
             rd.runs()  # typed once, here: every forked process reads them
         except UserError:
             pass  # the audit names each line that is no record
+        try:
+            rd.plan()  # and the plan, as large (a planned run a record)
+        except Exception:  # noqa: BLE001 - the audit and the report read it again, and say why
+            pass
         self._torn = torn(rd)
         step = -(-size // min(fanout.cores(), 8)) or 1
         jobs: list[Callable[[], Any]] = [functools.partial(_listed_and_audited, rd)]
@@ -311,6 +315,10 @@ class Survey:
             rd.runs()  # typed once, here: every forked process reads them
         except UserError:
             pass  # the audit names each line that is no record
+        try:
+            rd.plan()  # and the plan, as large (a planned run a record)
+        except Exception:  # noqa: BLE001 - the audit and the report read it again, and say why
+            pass
         step = -(-size // min(fanout.cores(), 8)) or 1
         jobs: list[Callable[[], Any]] = [functools.partial(_listed_and_refused, rd)]
         jobs += [functools.partial(_judged_only, rd, lo, lo + step) for lo in range(0, size, step)]

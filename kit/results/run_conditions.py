@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.measure import timing
-from kit.telemetry import machine, samples
+from kit.telemetry import machine
 
 SAMPLES = "samples.jsonl"  # the card's samples during the run
 IDLE = "idle.json"  # the check before the run, the card's or the machine's
@@ -53,6 +53,9 @@ def card_summary(read: Read, where: str, start_ns: int | None, end_ns: int | Non
     text = read(SAMPLES)
     if text is None:
         return None
+    # lazy: pandas, which a CPU series' runs never need here (`report` forks before loading it)
+    from kit.telemetry import samples
+
     return samples.summarize_samples(f"{where}/{SAMPLES}", start_ns, end_ns, text=text).to_dict()
 
 
