@@ -27,11 +27,7 @@ if [ "${MICAKIT_TEST_SETUP:-1}" != 0 ]; then
     rm -f "$prepared_log"
     [ "$installed" -eq 0 ] || exit "$installed"
     [ "$prepared_rc" -eq 0 ] || exit "$prepared_rc"
-    PYTHON="$VENV/bin/python" bash scripts/ci-setup.sh
 fi
-"$VENV/bin/ruff" check kit tests benchmarks run.py
-"$VENV/bin/mypy" kit
-
 home=$(mktemp -d)
 scratch=$(mktemp -d)  # the suites' temporary folders and logs, apart from the empty HOME
 trap 'rm -rf "$home" "$scratch"' EXIT
@@ -48,7 +44,7 @@ suite() { env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$VENV/bin/python" -m pyt
 # (about 460 MB with its dependencies, from PyPI) in a venv of its own, so that the kit's venv
 # stays without it and the suite passes where SkyPilot is not installed. The whole suite only
 # (no arguments); MICAKIT_TEST_CLOUD=0 skips it. Made, and its tests run, while the rest of the
-# suite runs; their output follows the rest's.
+# set-up and the suite run; their output follows the rest's.
 cloud=${MICAKIT_CLOUD_VENV:-$ROOT/.venv-cloud}
 cloud_suite=
 if [ $# -eq 0 ] && [ "${MICAKIT_TEST_CLOUD:-1}" != 0 ]; then
@@ -62,6 +58,26 @@ if [ $# -eq 0 ] && [ "${MICAKIT_TEST_CLOUD:-1}" != 0 ]; then
     ) >"$scratch/cloud.log" 2>&1 &
     cloud_suite=$!
 fi
+# ruff and mypy while the rest of the set-up waits on the engine and the network; their output
+# follows the set-up's
+lint_log=$(mktemp)
+{ "$VENV/bin/ruff" check kit tests benchmarks run.py && "$VENV/bin/mypy" kit; } >"$lint_log" 2>&1 &
+linted=$!
+setup_rc=0
+if [ "${MICAKIT_TEST_SETUP:-1}" != 0 ]; then
+    PYTHON="$VENV/bin/python" bash scripts/ci-setup.sh || setup_rc=$?
+fi
+lint_rc=0
+wait "$linted" || lint_rc=$?
+cat "$lint_log"
+rm -f "$lint_log"
+for failed in "$setup_rc" "$lint_rc"; do
+    if [ "$failed" -ne 0 ]; then
+        [ -z "$cloud_suite" ] || kill -- "$cloud_suite" 2>/dev/null || true
+        exit "$failed"
+    fi
+done
+
 if [ $# -eq 0 ]; then
     # The whole suite in parts at once. The tests that drive the Docker engine, one at a time
     # (they share the engine's tags, its registry and the disk), in the background: most of
