@@ -25,11 +25,14 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
       micakit publish results/L4 --checks results/check-m1-A --checks results/check-m1-B-L4
       micakit publish results/L4 --preview
     """
-    from kit.results import audit  # lazy: the store (start-up speed)
+    from kit.report.drawer import Drawer  # lazy: the store (start-up speed)
+    from kit.results import audit
 
     rd = reading.series_dir(results)
-    # a large directory's folders are audited and its runs judged again by forked processes
-    # while the report's modules load (neither reads what is written below)
+    # the plots' drawer loads matplotlib meanwhile, and a large directory's folders are
+    # audited and its runs judged again by forked processes while the report's modules load
+    # (neither reads what is written below)
+    drawer = Drawer()
     survey = audit.Survey(rd)
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.report import publish, tables
@@ -38,6 +41,11 @@ def publish_cmd(results: Path, check_dirs: tuple[Path, ...], preview: bool) -> N
     rd.write_json(tables.PUBLICATION, {"preview": preview})
     if check_dirs:  # the statuses and the checks (directory, program) that gave them
         rd.write_json(tables.GATING, reading.gating(results, check_dirs))
-    for path in publish.write(rd, reading.tables_of(rd, results, survey=survey)):
+    try:
+        t = reading.tables_of(rd, results, survey=survey)
+    except BaseException:
+        drawer.close()
+        raise
+    for path in publish.write(rd, t, drawer):
         click.echo(path)
     store.publish_modes(rd.root)

@@ -35,15 +35,17 @@ def verify(results: Path, as_json: bool) -> None:
         _differences(results, check_verify.verify_check(results), as_json)
         return
     rd = reading.series_dir(results)
-    from kit.results import audit  # lazy: the store (start-up speed)
+    from kit.report.drawer import Drawer  # lazy: the store (start-up speed)
+    from kit.results import audit
 
-    # a large directory's folders are audited and its raw files hashed by forked processes
-    # while the report's modules load
+    # the plots' drawer loads matplotlib meanwhile, and a large directory's folders are
+    # audited and its raw files hashed by forked processes while the report's modules load
+    drawer = Drawer()
     examined = audit.Examination(rd)
     # lazy: the report imports pandas and matplotlib (start-up speed)
     from kit.report import publish
 
-    problems = publish.verify(rd, examined=examined)
+    problems = publish.verify(rd, examined=examined, drawer=drawer)
     from kit.correctness import gate  # lazy: the check records (start-up speed)
 
     problems += gate.gating_differences(rd.root)  # gating.json, derived again from its checks

@@ -26,6 +26,7 @@ from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 
 from kit.report import overview
+from kit.report.drawer import Drawer
 from kit.report.html_sections import (
     Context,
     Piece,
@@ -349,27 +350,33 @@ class Drawing:
     pay or is not safe, each is drawn when its bytes are asked for, as before. Matplotlib is
     imported, and the images drawn, in that process alone: most of a small report's time."""
 
-    def __init__(self, rd: ResultsDir, t: Tables, earlier: bool = False):
+    def __init__(
+        self, rd: ResultsDir, t: Tables, earlier: bool = False, drawer: Drawer | None = None
+    ):
         self.ctx = context(rd, t, earlier)
         self.secs = sections(self.ctx)
         self.plots = [plot for s in self.secs for plot in s.plots]
         # a placeholder no report's own text holds: random, for this rendering alone
         self._mark = f"micakit-plot-{secrets.token_hex(16)}-"
-        self._children = (
-            fanout.Children([functools.partial(_drawn, self.plots)], size=1, least=1)
-            if self.plots
-            else None
-        )
+        self._children: fanout.Children | None = None
+        # the drawer the command started with matplotlib loaded (kit.report.drawer), else a
+        # process forked now
+        self._waiting = drawer.send([p.draw for p in self.plots]) if drawer else None
+        if self._waiting is None and self.plots:
+            self._children = fanout.Children([functools.partial(_drawn, self.plots)], 1, 1)
 
     def placeholder(self, plot: Plot) -> str:
         return f"{self._mark}{self.plots.index(plot):04d}"  # fixed width: none another's prefix
 
     def pngs(self) -> dict[str, bytes]:
         """Each plot's bytes by its name, once drawn."""
-        if self._children is not None:
+        drawn: list[bytes] | None = None
+        if self._waiting is not None:
+            drawn, self._waiting = self._waiting(), None
+        elif self._children is not None:
             (drawn,), self._children = self._children.result(), None
-            for plot, png in zip(self.plots, drawn):
-                plot.__dict__["png"] = png  # as functools.cached_property keeps it
+        for plot, png in zip(self.plots, drawn or ()):
+            plot.__dict__["png"] = png  # as functools.cached_property keeps it
         return {plot.name: plot.png for plot in self.plots}
 
     def page(self, markdown_text: str, rerun: str) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kit.errors import UserError
 from kit.report import html, rerun, resolution, sbom_tie, summary, tables
+from kit.report.drawer import Drawer
 from kit.report.markdown import markdown_report  # the wording lives apart from the numbers
 from kit.report.tables import Tables
 from kit.results import audit, fanout, store, tablefile, trees
@@ -23,7 +24,12 @@ if TYPE_CHECKING:  # the checks' module loads the engine: only its type is neede
 
 
 def render(
-    rd: ResultsDir, t: Tables, resolved: bool = True, earlier: bool = False, labelled: bool = True
+    rd: ResultsDir,
+    t: Tables,
+    resolved: bool = True,
+    earlier: bool = False,
+    labelled: bool = True,
+    drawer: Drawer | None = None,
 ) -> dict[str, bytes]:
     """report.md, rerun.sh, plots/ and report.html by their paths, built in memory.
 
@@ -31,10 +37,11 @@ def render(
     rerun.sh carries rule 7's "every ... script". report.md ends with links to the plots.
     `resolved`: with the resolution beside each verdict (a directory published before it is
     verified without); `earlier`: the report as a kit before summary.json's schema 3 made
-    it; `labelled`: a protocol other than the shipped one said at the top (schema 4).
+    it; `labelled`: a protocol other than the shipped one said at the top (schema 4);
+    `drawer`: a process the command started to draw the plots (kit.report.drawer).
     """
     # the plots drawn in a process of their own while the text is written (html.Drawing)
-    drawing = html.Drawing(rd, t, earlier)
+    drawing = html.Drawing(rd, t, earlier, drawer)
     text = markdown_report(rd, t, resolved=resolved, earlier=earlier, labelled=labelled)
     script = rerun.script(rd)
     made = html.rendered(rd, t, text, script, earlier, drawing)
@@ -69,7 +76,7 @@ def plots_list(plots: list[str]) -> str:
 MADE = ("tables", html.PLOTS)
 
 
-def write(rd: ResultsDir, t: Tables) -> list[Path]:
+def write(rd: ResultsDir, t: Tables, drawer: Drawer | None = None) -> list[Path]:
     """The tables in CSV (every digit), then what `render` builds, each file written whole;
     a file of tables/ or plots/ an earlier publication made and this one does not (a plot of
     a time a preview showed) is removed, so the directory holds what `verify` recomputes."""
@@ -77,7 +84,7 @@ def write(rd: ResultsDir, t: Tables) -> list[Path]:
     for name, df in t.items():
         rd.write_text(f"tables/{name}.csv", csv_text(df))
         written.append(rd.root / "tables" / f"{name}.csv")
-    for rel, data in render(rd, t).items():
+    for rel, data in render(rd, t, drawer=drawer).items():
         store.write_atomic(rd.root / rel, data)
         written.append(rd.root / rel)
     (rd.root / rerun.RERUN).chmod(0o755)
@@ -103,6 +110,7 @@ def verify(
     rd: ResultsDir,
     checks: dict[str, str] | None = None,
     examined: audit.Examination | None = None,
+    drawer: Drawer | None = None,
 ) -> list[str]:
     """Every difference between what the directory publishes and the recomputation.
 
@@ -110,8 +118,22 @@ def verify(
     own, every raw file as its run wrote it (`examined`: that part already started, by
     `audit.Examination`, which also judges each run again from the bytes it hashes). Then the
     tables, report.md, report.html, rerun.sh and the plots, each recomputed from the raw files
-    and compared whole; any other file under tables/ or plots/ is named.
+    and compared whole; any other file under tables/ or plots/ is named. `drawer`: a process
+    the command started to draw the plots (kit.report.drawer).
     """
+    try:
+        return _verified(rd, checks, examined, drawer)
+    finally:
+        if drawer is not None:
+            drawer.close()  # unused where the directory differed before the plots
+
+
+def _verified(
+    rd: ResultsDir,
+    checks: dict[str, str] | None,
+    examined: audit.Examination | None,
+    drawer: Drawer | None,
+) -> list[str]:
     found = (audit.Examination(rd) if examined is None else examined).result()
     # nanoGPT's trees and every file the manifest names, hashed again
     problems = [*found.problems, *trees.changed(rd.root, rd.manifest().inputs_sha256)]
@@ -131,7 +153,9 @@ def verify(
         version = summary.published_version(rd.root)
         earlier = version < summary.SCHEMA_OF_LAYOUT
         labelled = version >= summary.SCHEMA_OF_SHIPPED
-        published_files = render(rd, fresh, resolution.published_with(rd), earlier, labelled)
+        published_files = render(
+            rd, fresh, resolution.published_with(rd), earlier, labelled, drawer
+        )
     except ValueError as e:
         compared.result()
         return [f"cannot recompute: {e}"]

@@ -41,6 +41,12 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def forkable(size: int, least: int | None = None) -> bool:
+    """Whether work of `size` items is shared among forked processes here (at least `least`
+    items, default LEAST): more than one core, `fork`, and no other thread running."""
+    return _forkable(size, least)
+
+
 def _forkable(size: int, least: int | None) -> bool:
     return (
         size >= (LEAST if least is None else least)

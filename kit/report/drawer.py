@@ -1,0 +1,101 @@
+"""A process that draws report.html's plots, forked when a command that draws them starts
+(`verify`, `publish`), so that matplotlib loads while the command reads and judges the
+directory, not after: loading it is most of a small report's drawing time.
+
+The drawer imports the plotting modules at once, then waits for one batch of drawings, each a
+call of a function of kit.report.figures on plain data (sent pickled), and answers with the
+PNG bytes, in order. Where forking is not safe or does not pay (kit.results.fanout: one core,
+no `fork`, another thread running) there is no drawer, and where a batch cannot be sent the
+caller draws it itself: the same calls, the same bytes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from kit.results import fanout
+
+
+class Drawer:
+    """One batch of drawings, in a process forked now (`send`, then the answer's `result`)."""
+
+    def __init__(self) -> None:
+        self._conn: Connection | None = None
+        self._process: BaseProcess | None = None
+        if not fanout.forkable(1, 1):
+            return
+        ctx = multiprocessing.get_context("fork")
+        mine, theirs = ctx.Pipe()
+        self._process = ctx.Process(target=_serve, args=(theirs, mine), daemon=True)
+        self._process.start()
+        theirs.close()
+        self._conn = mine
+
+    def send(self, calls: Sequence[Callable[[], bytes]]) -> Callable[[], list[bytes]] | None:
+        """The calls handed to the drawer, and how to wait for their bytes; None where there is
+        no drawer or the calls cannot be sent (the caller draws them itself)."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return None
+        try:
+            conn.send(list(calls))
+        except Exception:  # noqa: BLE001 - a call that does not pickle: drawn by the caller
+            self._stop(conn)
+            return None
+
+        def result() -> list[bytes]:
+            try:
+                ok, value = conn.recv()
+            except EOFError:
+                code = self._stop(conn)
+                why = f"the plots' drawer ended without answering (exit {code})"
+                raise RuntimeError(why) from None
+            self._stop(conn)
+            if not ok:
+                raise value
+            return value
+
+        return result
+
+    def close(self) -> None:
+        """The drawer stopped unused (a command that ends before it draws)."""
+        if self._conn is not None:
+            self._stop(self._conn)
+            self._conn = None
+
+    def _stop(self, conn: Connection) -> int | None:
+        conn.close()  # an idle drawer reads the end of its pipe, and ends
+        if self._process is None:
+            return None
+        self._process.join()
+        return self._process.exitcode
+
+
+def _serve(conn: Connection, other: Connection) -> None:
+    # signals are the command's, as fanout's workers leave them
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    other.close()
+    try:
+        from matplotlib.backends import backend_agg  # noqa: F401 - loaded before it is asked
+        from matplotlib.figure import Figure  # noqa: F401
+
+        from kit.report import figures  # noqa: F401
+    except Exception:  # noqa: BLE001 - the drawing itself raises it, where the caller sees it
+        pass
+    try:
+        calls = conn.recv()
+    except EOFError:
+        return  # the command ended without drawing
+    answer: tuple[bool, Any]
+    try:
+        answer = (True, [call() for call in calls])
+    except Exception as e:  # raised again in the command, whole
+        answer = (False, e)
+    conn.send(answer)
+    conn.close()
