@@ -16,7 +16,6 @@ import signal
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
 
 from kit.results import fanout
 
@@ -92,7 +91,7 @@ def _serve(conn: Connection, other: Connection) -> None:
         calls = conn.recv()
     except EOFError:
         return  # the command ended without drawing
-    answer: tuple[bool, Any]
+    answer: tuple[bool, object]
     try:
         answer = (True, [call() for call in calls])
     except Exception as e:  # raised again in the command, whole

@@ -19,7 +19,6 @@ import html
 import secrets
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import markdown
 from markdown.extensions import Extension
@@ -38,9 +37,10 @@ from kit.report.html_sections import (
     runs_of,
     sections,
 )
+from kit.report.html_style import CSP, STYLE
 from kit.report.markdown import GRAPH_BREAKS, KERNEL_FAMILY
 from kit.report.tables import Tables
-from kit.results import fanout, store
+from kit.results import fanout
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.store import ResultsDir
 
@@ -287,29 +287,6 @@ class _Extension(Extension):
         md.treeprocessors.register(_Enrich(md, *self.args), "micakit", 15)
 
 
-STYLE = """
-body { font: 15px/1.45 system-ui, sans-serif; color: #1b1b1b; margin: 0; background: #fff; }
-main { max-width: 1180px; margin: 0 auto; padding: 1.5em 1.2em 4em; }
-h2 { margin-top: 2em; border-bottom: 1px solid #ddd; } div.table { overflow-x: auto; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.8em 0; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.55em; vertical-align: top; }
-th { background: #f3f3f3; } td.logs { font-size: 0.9em; min-width: 9em; }
-figure { margin: 1.2em 0 2em; } figure img { max-width: 100%; border: 1px solid #e4e4e4; }
-figcaption, pre { font-size: 0.85em; } pre { background: #f6f6f6; padding: 0.8em; }
-pre { overflow-x: auto; } p.note { color: #444; font-style: italic; }
-h1 { font-size: 1.6em; margin: 0.2em 0 0.6em; } #summary { margin-top: 0.6em; }
-div.summary table { border: 2px solid #1f5f99; font-size: 0.95em; }
-div.summary th { background: #dbe8f5; }
-details { margin: 1em 0; border: 1px solid #ddd; padding: 0.3em 0.8em; }
-details > summary { cursor: pointer; font-weight: 600; }
-"""
-# the summary's own colours (its header #dbe8f5, its frame #1f5f99): the page's Chromium test
-# finds them in a 1280×800 screenshot, so it sees the summary before any scrolling
-
-# nothing but the page itself, inline style and data: images may load (it opens offline)
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-
-
 def data_uri(png: bytes) -> str:
     """A plot as the page holds it: the image itself, so the page loads nothing."""
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
@@ -322,8 +299,8 @@ def page(
     secs: list[Section],
     src: Callable[[Plot], str] | None = None,
 ) -> str:
-    """The whole page: report.md's text as HTML, enriched, in a page that loads nothing.
-    `src`: each plot's image source (by default the plot drawn, as a data: URI)."""
+    """report.md's text as HTML, enriched, in a page that loads nothing; `src`: each plot's
+    image source (by default the plot drawn, as a data: URI)."""
     src = src or (lambda plot: data_uri(plot.png))
     body = markdown.markdown(
         markdown_text,
@@ -331,8 +308,7 @@ def page(
         output_format="html",
     )
     first = markdown_text.splitlines()[0].lstrip("# ").strip() if markdown_text else "report"
-    # &, < and > alone, as xml.sax's escape (which loads urllib) did
-    title = html.escape(first, quote=False)
+    title = html.escape(first, quote=False)  # &, < and > alone, as xml.sax's escape did
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
@@ -344,11 +320,9 @@ def page(
 
 
 class Drawing:
-    """report.html's plots, drawn in a forked process of their own (kit.results.fanout) while
-    the caller writes the report's text and the page around them, which holds a placeholder
-    for each image until `rendered` puts the drawn image in its place; where forking does not
-    pay or is not safe, each is drawn when its bytes are asked for, as before. Matplotlib is
-    imported, and the images drawn, in that process alone: most of a small report's time."""
+    """report.html's plots, drawn in another process (the command's drawer, else one forked
+    now) while the caller writes the report's text and the page, which holds a placeholder for
+    each image until it is drawn; where forking is not safe, each is drawn when asked for."""
 
     def __init__(
         self, rd: ResultsDir, t: Tables, earlier: bool = False, drawer: Drawer | None = None
@@ -415,12 +389,3 @@ def rendered(
 def plot_names(rd: ResultsDir, t: Tables) -> list[str]:
     """The paths of the plots `rendered` would draw, none of them drawn (`micakit report`)."""
     return [f"{PLOTS}/{plot.name}" for s in sections(context(rd, t)) for plot in s.plots]
-
-
-def write(rd: ResultsDir, t: Tables, markdown_text: str, rerun: str) -> list[Path]:
-    """plots/*.png and report.html, each written whole (store.write_atomic)."""
-    written = []
-    for rel, data in rendered(rd, t, markdown_text, rerun).items():
-        store.write_atomic(rd.root / rel, data)
-        written.append(rd.root / rel)
-    return written

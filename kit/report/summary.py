@@ -19,8 +19,7 @@ import pandas as pd
 
 from kit import __version__
 from kit.protocol import shipped
-from kit.report import aa, clocks, flags, resolution, states, verdict
-from kit.report import published as read_published
+from kit.report import aa, clocks, flags, published, resolution, states, verdict
 from kit.report.tables import Tables
 from kit.results import fields, jsontext, store
 from kit.results.planned import CONTENDER
@@ -260,7 +259,7 @@ def version_of(document: object) -> int | None:
 def published_version(root: Path) -> int:
     """The schema of the summary.json a directory was published with; this kit's where there is
     none yet or it does not read (verify names it then)."""
-    document = read_published.document(root / SUMMARY)  # parsed once (kit.report.published)
+    document = published.document(root / SUMMARY)  # parsed once (kit.report.published)
     found = None if document is None else version_of(document)
     return SCHEMA if found is None else found
 
@@ -274,19 +273,19 @@ def as_older(path: Path, recomputed: bytes) -> bytes:
             return recomputed
     except OSError:
         return recomputed
-    published = read_published.document(path)
-    if published is None:
+    held = published.document(path)
+    if held is None:
         return recomputed
-    version = version_of(published)
+    version = version_of(held)
     if version is None or version >= SCHEMA:
-        return _without_later(recomputed, published)
+        return _without_later(recomputed, held)
     fresh = json.loads(recomputed)
     conditions = fresh.get("conditions")
     if version < 4 and isinstance(conditions, dict):  # a count of the flagged runs, then
         conditions["flagged_runs"] = len(conditions.get("flagged_runs") or [])
-    shaped = _like(fresh, published)
-    held = isinstance(published, dict) and VERSION_KEY in published  # a version: a dict
-    key = VERSION_KEY if held else OLD_VERSION_KEY
+    shaped = _like(fresh, held)
+    named = isinstance(held, dict) and VERSION_KEY in held  # a version: a dict
+    key = VERSION_KEY if named else OLD_VERSION_KEY
     shaped.pop(VERSION_KEY, None)
     return _dumps({key: version, **shaped}).encode("utf-8")
 

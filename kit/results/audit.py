@@ -320,7 +320,7 @@ class Survey:
         except Exception:  # noqa: BLE001 - the audit and the report read it again, and say why
             pass
         step = -(-size // min(fanout.cores(), 8)) or 1
-        jobs: list[Callable[[], Any]] = [functools.partial(_listed_and_refused, rd)]
+        jobs: list[Callable[[], object]] = [functools.partial(_listed_and_refused, rd)]
         jobs += [functools.partial(_judged_only, rd, lo, lo + step) for lo in range(0, size, step)]
         self._children = fanout.Children(jobs, size=size)
 

@@ -41,6 +41,6 @@ def test_the_runner_dockerfile_labels_and_exports_it() -> None:
 def test_without_git_the_kit_reads_micakit_commit(tmp_path, monkeypatch) -> None:
     package = tmp_path / "kit"
     package.mkdir()
-    monkeypatch.setattr(kit.resources, "files", lambda name: package)  # no .git beside it
+    monkeypatch.setattr(kit, "_here", lambda: package)  # no .git beside it
     monkeypatch.setenv("MICAKIT_COMMIT", "feed" * 10)
     assert kit.kit_commit() == "feed" * 10
