@@ -14,7 +14,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kit.errors import DirectoryDiffers, UserError
 from kit.measure import stamped, timing
@@ -204,22 +203,8 @@ class Examination:
     `result()` waits and gives the `Examined`."""
 
     def __init__(self, rd: ResultsDir):
-        size = len(rd.records())
-        try:
-            rd.runs()  # typed once, here: every forked process reads them
-        except UserError:
-            pass  # the audit names each line that is no record
-        try:
-            rd.plan()  # and the plan, as large (a planned run a record)
-        except Exception:  # noqa: BLE001 - the audit and the report read it again, and say why
-            pass
         self._torn = torn(rd)
-        step = -(-size // min(fanout.cores(), 8)) or 1
-        jobs: list[Callable[[], Any]] = [functools.partial(_listed_and_audited, rd)]
-        jobs += [
-            functools.partial(_hashed_and_judged, rd, lo, lo + step) for lo in range(0, size, step)
-        ]
-        self._children = fanout.Children(jobs, size=size)
+        self._children = _started(rd, _listed_and_audited, _hashed_and_judged)
 
     def result(self) -> Examined:
         (listing, problems), *parts = self._children.result()
@@ -231,6 +216,29 @@ class Examination:
             judged.update(mine)
             conditions.update(theirs)
         return Examined(listing, problems, judged, conditions)
+
+
+def _started(
+    rd: ResultsDir,
+    folders: Callable[[ResultsDir], object],
+    per_slice: Callable[[ResultsDir, int, int], object],
+) -> fanout.Children:
+    """`folders(rd)` and `per_slice(rd, lo, hi)` over a slice of the records per core, started
+    in forked processes (`Examination`, `Survey`): the records and the plan typed first, once,
+    for every process to read."""
+    size = len(rd.records())
+    try:
+        rd.runs()  # typed once, here: every forked process reads them
+    except UserError:
+        pass  # the audit names each line that is no record
+    try:
+        rd.plan()  # and the plan, as large (a planned run a record)
+    except Exception:  # noqa: BLE001 - the audit and the report read it again, and say why
+        pass
+    step = -(-size // min(fanout.cores(), 8)) or 1
+    jobs: list[Callable[[], object]] = [functools.partial(folders, rd)]
+    jobs += [functools.partial(per_slice, rd, lo, lo + step) for lo in range(0, size, step)]
+    return fanout.Children(jobs, size=size)
 
 
 def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
@@ -310,19 +318,7 @@ class Survey:
 
     def __init__(self, rd: ResultsDir):
         self._rd = rd
-        size = len(rd.records())
-        try:
-            rd.runs()  # typed once, here: every forked process reads them
-        except UserError:
-            pass  # the audit names each line that is no record
-        try:
-            rd.plan()  # and the plan, as large (a planned run a record)
-        except Exception:  # noqa: BLE001 - the audit and the report read it again, and say why
-            pass
-        step = -(-size // min(fanout.cores(), 8)) or 1
-        jobs: list[Callable[[], object]] = [functools.partial(_listed_and_refused, rd)]
-        jobs += [functools.partial(_judged_only, rd, lo, lo + step) for lo in range(0, size, step)]
-        self._children = fanout.Children(jobs, size=size)
+        self._children = _started(rd, _listed_and_refused, _judged_only)
 
     def refused(self) -> tuple[dict[str, frozenset[str]], dict[int, timing.Outcome | str]]:
         (listing, problems), *parts = self._children.result()

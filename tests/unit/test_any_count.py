@@ -12,7 +12,7 @@ import kit
 KIT = Path(kit.__file__).parent
 # Today's count. A change that removes some lowers this number in the same commit; one that
 # adds some is refused.
-MOST = 211
+MOST = 209
 
 _ANY = re.compile(r"\bAny\b")
 
