@@ -54,8 +54,8 @@ def tables_of(
     try:
         if survey is None:
             return tables.tables(rd, checks, preview, listing=audit.refuse_if_altered(rd))
-        listing, judged = survey.refused()
-        return tables.tables(rd, checks, preview, listing=listing, judged=judged)
+        listing, judged, read = survey.refused()
+        return tables.tables(rd, checks, preview, listing=listing, judged=judged, read=read)
     except ValueError as e:
         raise UserError(
             f"cannot recompute {results}: {e}", f"`micakit verify {results}` names what changed"

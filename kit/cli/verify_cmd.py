@@ -43,12 +43,13 @@ def verify(results: Path, as_json: bool) -> None:
     drawer = Drawer()
     examined = audit.Examination(rd)
     # lazy: the report imports pandas and matplotlib (start-up speed)
-    from kit.report import publish
+    from kit.report import publish, tables
 
     problems = publish.verify(rd, examined=examined, drawer=drawer)
-    from kit.correctness import gate  # lazy: the check records (start-up speed)
+    if (rd.root / tables.GATING).exists():  # a series gated by its checks (`publish --checks`)
+        from kit.correctness import gate  # lazy: the checks load the engine (start-up speed)
 
-    problems += gate.gating_differences(rd.root)  # gating.json, derived again from its checks
+        problems += gate.gating_differences(rd.root)  # gating.json, derived again
     _differences(results, problems, as_json)
 
 

@@ -28,9 +28,7 @@ NAME = "micakit-readers"
 
 def folder() -> Path:
     shm = Path("/dev/shm")
-    base = (
-        shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else Path(_temporary())
-    )
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else Path(_temporary())
     return base / NAME
 
 

@@ -80,6 +80,9 @@ def _serve(conn: Connection, other: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     other.close()
+    # the command ends the drawer (daemonic in its eyes); the drawer's own workers are its
+    # drawings, each ended and joined before it answers
+    multiprocessing.current_process().daemon = False
     try:
         from matplotlib.backends import backend_agg  # noqa: F401 - loaded before it is asked
         from matplotlib.figure import Figure  # noqa: F401
@@ -93,8 +96,14 @@ def _serve(conn: Connection, other: Connection) -> None:
         return  # the command ended without drawing
     answer: tuple[bool, object]
     try:
-        answer = (True, [call() for call in calls])
+        # the drawings shared among the cores (forked again, matplotlib loaded): the command
+        # itself mostly waits for them by then
+        answer = (True, fanout.map_in_order(_draw, calls, least=2))
     except Exception as e:  # raised again in the command, whole
         answer = (False, e)
     conn.send(answer)
     conn.close()
+
+
+def _draw(call: Callable[[], bytes]) -> bytes:
+    return call()

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from kit.correctness.methods import PYTORCH
-from kit.telemetry.kernels import KERNEL_TIME_LABEL
+from kit.results.planned import PYTORCH
 
 if TYPE_CHECKING:  # matplotlib loads where a plot is drawn (`micakit report` and `verify`
-    # name the plots without drawing them; importing it costs a third of a second)
+    # name the plots without drawing them; importing it costs a third of a second); pandas
+    # is not loaded by the plots' drawer (kit.report.drawer), a process of its own
+    import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
@@ -299,6 +299,8 @@ def kernel_families_png(families: pd.DataFrame, title: str) -> bytes:
             label=_wrap(label, 40),
         )
     ax.set_yticks(np.arange(len(fams)), fams, fontsize=8)
+    from kit.telemetry.kernels import KERNEL_TIME_LABEL  # lazy: pandas (the drawer's start)
+
     ax.set_xlabel(f"{KERNEL_TIME_LABEL} (ms): explains a step time, never stands in for one")
     ax.grid(True, axis="x", color="0.85", linewidth=0.6)
     ax.set_title(_wrap(title, 100), fontsize=10)

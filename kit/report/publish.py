@@ -142,7 +142,12 @@ def _verified(
     try:
         # the audit above came first
         fresh = tables.tables(
-            rd, checks, listing=found.listing, judged=found.judged, conditions=found.conditions
+            rd,
+            checks,
+            listing=found.listing,
+            judged=found.judged,
+            conditions=found.conditions,
+            read=found.read,
         )
     except ValueError as e:  # a raw log that no longer parses
         return [f"cannot recompute: {e}"]

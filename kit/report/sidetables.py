@@ -45,6 +45,7 @@ def conditions_columns(
     kept = kept or {}
     rows, machine = [], []
     starts, ends = runs["window_start_ns"].tolist(), runs["window_end_ns"].tolist()
+    empty = conditions_row(0, {})  # the row of a run without samples, made once
     for run_id, log_dir, lo, hi in zip(runs["run_id"], runs["log_dir"], starts, ends):
         found = kept.get(run_id)
         if found is None:
@@ -52,7 +53,8 @@ def conditions_columns(
             read = run_conditions.from_folder(rd.root / log_dir, held, f"{log_dir}/")
             found = run_conditions.summarize(read, str(rd.root / log_dir), _int(lo), _int(hi))
         # a run without samples (a CPU series, a skipped profile) has an empty row
-        rows.append(conditions_row(run_id, found.get(run_conditions.CARD) or {}))
+        card = found.get(run_conditions.CARD)
+        rows.append(conditions_row(run_id, card) if card else {**empty, "run_id": run_id})
         # a card's run, or one from a kit that did not sample the CPUs, has no machine
         machine.append({"run_id": run_id, **(found.get(run_conditions.CPU) or {})})
     table = pd.DataFrame(rows, columns=[
@@ -105,8 +107,12 @@ def flags(runs: pd.DataFrame) -> pd.DataFrame:
         parts.append(flagged[["run_id", "flagged", "flag_reasons"]])
     cpu = runs[(runs["kind"] == "timed") & runs["busy_share"].notna()]
     if not cpu.empty:
-        # rows as plain dicts: iterrows builds a Series a row, most of a 15,000-run report
-        reasons = [busy_reason(r) for r in cpu[BUSY_COLUMNS].to_dict("records")]
+        # only a run busy before or during its window has a reason to word (`busy_reason`'s
+        # two tests, on whole columns); its row as a plain dict
+        during = pd.to_numeric(cpu["others_cpu_share"], errors="coerce")
+        busy = cpu["busy_before"].astype(bool) | (during > cpu["busy_share"].astype(float))
+        rows = iter(cpu.loc[busy, BUSY_COLUMNS].to_dict("records"))
+        reasons = [busy_reason(next(rows)) if b else "" for b in busy.tolist()]
         parts.append(
             pd.DataFrame(
                 {"run_id": cpu["run_id"], "flagged": [bool(x) for x in reasons],

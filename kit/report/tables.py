@@ -63,14 +63,18 @@ def runs_table(
     listing: Mapping[str, frozenset[str]] | None = None,
     judged: Mapping[int, timing.Outcome | str] | None = None,
     conditions: Mapping[int, Conditions] | None = None,
+    read: Mapping[int, Mapping[str, fields.Value]] | None = None,
 ) -> pd.DataFrame:
     """One row per planned run that has a record: judged again from its logs. `judged`: runs
     a caller (verify) has already judged again, by the record's line (`audit.Examined`);
     `conditions`: what their conditions came to, worked out again by that caller, by the same
-    line; any other run's are its record's, or, for a record from an older kit, its raw files'."""
+    line; any other run's are its record's, or, for a record from an older kit, its raw files'.
+    `read`: the fields (kit.results.fields) that caller read for the runs it judged, by the
+    same line; any other run's are read here."""
     listing = rd.listing() if listing is None else listing
     judged = {} if judged is None else judged
     again = {} if conditions is None else conditions
+    read = {} if read is None else read
     plan = rd.plan()
     configs = plan.by_id
     latest = {r.run_id: (i, r) for i, r in enumerate(rd.runs())}
@@ -82,26 +86,7 @@ def runs_table(
         found = again.get(i, record.conditions)
         if found is not None:
             kept[planned.run_id] = found
-    rows = []
-    identity = {c.id: _identity(c) for c in plan.configurations}
-    for (planned, _, record, c), outcome in zip(jobs, outcomes):
-        rows.append(
-            {
-                "run_id": planned.run_id,
-                **identity[c.id],
-                "round": planned.round,
-                "kind": planned.kind,
-                "discarded": planned.discarded,
-                "batch_size": record.batch_size,
-                "status": outcome.status,
-                # each per-run field as declared once (kit.results.fields)
-                **fields.read_all(outcome, fields.Logs(f"{rd.root}/{record.log_dir}")),
-                "reason": outcome.reason,
-                "log_dir": record.log_dir,
-                "window_start_ns": outcome.window_start_ns,
-                "window_end_ns": outcome.window_end_ns,
-            }
-        )
+    rows = _rows(rd, plan, jobs, outcomes, read)
     columns = [
         "run_id", "config", "card", "model", "precision", "side", "variant", "round", "kind",
         "discarded", "batch_size", "status", *fields.NAMES, "reason",
@@ -117,6 +102,41 @@ def runs_table(
     runs["flagged"] = runs["flagged"].fillna(False).astype(bool)
     runs["flag_reasons"] = runs["flag_reasons"].fillna("")
     return clocks.per_run(runs)
+
+
+def _rows(
+    rd: ResultsDir,
+    plan: Plan,
+    jobs: list[tuple[PlannedRun, int, RunRecord, Config]],
+    outcomes: list[timing.Outcome],
+    read: Mapping[int, Mapping[str, fields.Value]],
+) -> list[dict[str, object]]:
+    """runs_table's rows, one a job, in order: its fields (kit.results.fields) as `read` holds
+    them by the record's line where the caller read them, else read here."""
+    rows: list[dict[str, object]] = []
+    identity = {c.id: _identity(c) for c in plan.configurations}
+    for (planned, i, record, c), outcome in zip(jobs, outcomes, strict=True):
+        values = read.get(i)
+        if values is None:
+            values = fields.read_all(outcome, fields.Logs(f"{rd.root}/{record.log_dir}"))
+        rows.append(
+            {
+                "run_id": planned.run_id,
+                **identity[c.id],
+                "round": planned.round,
+                "kind": planned.kind,
+                "discarded": planned.discarded,
+                "batch_size": record.batch_size,
+                "status": outcome.status,
+                # each per-run field as declared once (kit.results.fields)
+                **values,
+                "reason": outcome.reason,
+                "log_dir": record.log_dir,
+                "window_start_ns": outcome.window_start_ns,
+                "window_end_ns": outcome.window_end_ns,
+            }
+        )
+    return rows
 
 
 def _judged_again(
@@ -376,6 +396,7 @@ def tables(
     listing: Mapping[str, frozenset[str]] | None = None,
     judged: Mapping[int, timing.Outcome | str] | None = None,
     conditions: Mapping[int, Conditions] | None = None,
+    read: Mapping[int, Mapping[str, fields.Value]] | None = None,
 ) -> Tables:
     """Every table, judged again from the raw logs (a corrupt log raises ValueError).
 
@@ -385,7 +406,8 @@ def tables(
     The directory is audited by the caller first (D6: numbers only from what a series wrote):
     `listing` is the run folders (`ResultsDir.listing`) it audited, from
     `audit.refuse_if_altered` or `audit.Examination`. `judged`: the runs that caller has
-    judged again already, and `conditions` what their conditions came to (`audit.Examined`).
+    judged again already, `conditions` what their conditions came to and `read` their fields
+    (`audit.Examined`, `audit.Survey`).
     """
     if checks is None and (rd.root / GATING).exists():
         checks = rd.read_json(GATING)["statuses"]
@@ -395,7 +417,7 @@ def tables(
     plan = rd.plan()
     if listing is None:
         listing = rd.listing()
-    runs = runs_table(rd, protocol, listing, judged, conditions)
+    runs = runs_table(rd, protocol, listing, judged, conditions, read)
     found = states.config_states(runs, plan)
     published = config_publications(plan, protocol, checks or {}, preview)
     card_named = protocol.names_card(rd.manifest().card)

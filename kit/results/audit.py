@@ -193,6 +193,8 @@ class Examined:
     judged: dict[int, timing.Outcome | str]
     # by the same line: what each run's conditions came to, worked out again from those bytes
     conditions: dict[int, Conditions] = dataclasses.field(default_factory=dict)
+    # by the same line: each run's fields (kit.results.fields), read from the same bytes
+    read: dict[int, dict[str, fields.Value]] = dataclasses.field(default_factory=dict)
 
 
 class Examination:
@@ -211,11 +213,13 @@ class Examination:
         problems = [*self._torn, *problems]
         judged: dict[int, timing.Outcome | str] = {}
         conditions: dict[int, Conditions] = {}
-        for changed, mine, theirs in parts:
+        read: dict[int, dict[str, fields.Value]] = {}
+        for changed, mine, theirs, values in parts:
             problems += changed
             judged.update(mine)
             conditions.update(theirs)
-        return Examined(listing, problems, judged, conditions)
+            read.update(values)
+        return Examined(listing, problems, judged, conditions, read)
 
 
 def _started(
@@ -248,11 +252,16 @@ def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list
 
 def _hashed_and_judged(
     rd: ResultsDir, lo: int, hi: int
-) -> tuple[list[str], dict[int, timing.Outcome | str], dict[int, Conditions]]:
+) -> tuple[
+    list[str],
+    dict[int, timing.Outcome | str],
+    dict[int, Conditions],
+    dict[int, dict[str, fields.Value]],
+]:
     """Records lo to hi: every raw file that is gone or no longer hashes as recorded; each
     record judged again from the bytes hashed, and every field of its judgement that differs
     from what it records named, and so its conditions (kit.results.run_conditions); each run's
-    latest outcome and conditions kept for the report. A record whose
+    latest outcome, conditions and fields kept for the report. A record whose
     folder is gone is left to the audit, which names the folder once. A run that cannot be
     judged here (the protocol or plan unreadable, a record malformed) is left out: `report`
     judges it, and says why not."""
@@ -265,6 +274,7 @@ def _hashed_and_judged(
     changed: list[str] = []
     judged: dict[int, timing.Outcome | str] = {}
     conditions: dict[int, Conditions] = {}
+    read: dict[int, dict[str, fields.Value]] = {}
     for i in range(lo, min(hi, size)):
         record = typed.get(i + 1)
         if record is None:
@@ -281,13 +291,12 @@ def _hashed_and_judged(
             again = str(e)
         except Exception:  # noqa: BLE001 - left to `report`, which raises it where it says why
             continue
+        logs = fields.Logs(f"{root}/{record.log_dir}", data)
         if isinstance(again, timing.Outcome) and not problems:
             changed += [
                 f"{RECORDS} line {i + 1}: run {record.run_id}'s {name} is {json.dumps(mine)} "
                 f"in its record, {json.dumps(fresh)} judged again from its raw logs"
-                for name, mine, fresh in judging.differences(
-                    record, again, fields.Logs(f"{root}/{record.log_dir}", data)
-                )
+                for name, mine, fresh in judging.differences(record, again, logs)
             ]
         found = (
             run_conditions.again(data, f"{root}/{record.log_dir}", again)
@@ -305,7 +314,9 @@ def _hashed_and_judged(
             judged[i] = again
             if found is not None:
                 conditions[i] = found
-    return changed, judged, conditions
+            if isinstance(again, timing.Outcome):
+                read[i] = fields.read_all(again, logs)
+    return changed, judged, conditions, read
 
 
 class Survey:
@@ -313,20 +324,29 @@ class Survey:
     in forked processes where the directory is large, while the report's modules load. One
     lists the run folders and audits them as `refuse_if_altered` does; the others judge each
     run's latest record again from its logs (D6), a slice of the records each, as `tables()`
-    would judge them itself. `refused()` waits: it raises as `refuse_if_altered` does, else
-    gives the audited listing and the judgements, for `tables()`."""
+    would judge them itself, and reads each run's fields (kit.results.fields) from its folder.
+    `refused()` waits: it raises as `refuse_if_altered` does, else gives the audited listing,
+    the judgements and the fields read, for `tables()`."""
 
     def __init__(self, rd: ResultsDir):
         self._rd = rd
         self._children = _started(rd, _listed_and_refused, _judged_only)
 
-    def refused(self) -> tuple[dict[str, frozenset[str]], dict[int, timing.Outcome | str]]:
+    def refused(
+        self,
+    ) -> tuple[
+        dict[str, frozenset[str]],
+        dict[int, timing.Outcome | str],
+        dict[int, dict[str, fields.Value]],
+    ]:
         (listing, problems), *parts = self._children.result()
         _refuse(self._rd, problems)
         judged: dict[int, timing.Outcome | str] = {}
-        for part in parts:
-            judged.update(part)
-        return listing, judged
+        read: dict[int, dict[str, fields.Value]] = {}
+        for mine, values in parts:
+            judged.update(mine)
+            read.update(values)
+        return listing, judged, read
 
 
 def _listed_and_refused(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
@@ -334,29 +354,36 @@ def _listed_and_refused(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list
     return listing, [*named, *_altered(rd, listing)]
 
 
-def _judged_only(rd: ResultsDir, lo: int, hi: int) -> dict[int, timing.Outcome | str]:
+def _judged_only(
+    rd: ResultsDir, lo: int, hi: int
+) -> tuple[dict[int, timing.Outcome | str], dict[int, dict[str, fields.Value]]]:
     """Records lo to hi: each run's latest record judged again from its raw logs, by the
-    record's line (0-based); a message where a log no longer parses. Left out, for `tables()`
-    to judge and say why: every run where a line is no record or the protocol or plan cannot
-    be read, and a run whose judging fails otherwise."""
+    record's line (0-based); a message where a log no longer parses; and the fields of each
+    run judged (kit.results.fields), read from its folder. Left out, for `tables()` to judge
+    and say why: every run where a line is no record or the protocol or plan cannot be read,
+    and a run whose judging fails otherwise."""
     size = len(rd.records())
     typed = dict(_typed(rd, []))
     judge = _judge(rd) if len(typed) == size else None
     if judge is None:
-        return {}
+        return {}, {}
+    root = str(rd.root)
     latest = {r.run_id: number - 1 for number, r in sorted(typed.items())}
     judged: dict[int, timing.Outcome | str] = {}
+    read: dict[int, dict[str, fields.Value]] = {}
     for i in range(lo, min(hi, size)):
         record = typed[i + 1]
         if latest[record.run_id] != i:
             continue
         try:
-            judged[i] = judge(record, {})
+            again = judged[i] = judge(record, {})
         except ValueError as e:  # a raw log that no longer parses: `tables()` says so
             judged[i] = str(e)
+            continue
         except Exception:  # noqa: BLE001 - left to `tables()`, which raises it where it says why
             continue
-    return judged
+        read[i] = fields.read_all(again, fields.Logs(f"{root}/{record.log_dir}"))
+    return judged, read
 
 
 def _judge(rd: ResultsDir) -> Callable[[RunRecord, dict[str, bytes]], timing.Outcome] | None:

@@ -126,6 +126,8 @@ def differences(
 ) -> list[tuple[str, Any, Any]]:
     """Each value of a record's conditions that differs from `fresh` (worked out again from the
     raw files): (name, recorded, recomputed), named as `machine.others_cpu_share`."""
+    if recorded == fresh:
+        return []  # every value the same (most runs): nothing to name, nothing to flatten
     mine, again = _flat(recorded), _flat(fresh)
     return [
         (name, mine.get(name), again.get(name))

@@ -222,9 +222,14 @@ def test_the_reports_survey_forked_reads_as_the_plain_report(series, cli, monkey
     monkeypatch.setattr(fanout, "LEAST", 1)
     forked = cli("report", series, "--preview")
     assert forked.exit_code == 0 and forked.output == plain.output
-    listing, judged = audit.Survey(ResultsDir.open(series)).refused()
+    listing, judged, read = audit.Survey(ResultsDir.open(series)).refused()
     latest = {r["run_id"]: i for i, r in enumerate(records(series))}
     assert sorted(judged) == sorted(latest.values())
+    # each run's fields read in the workers as the report reads them from its record's folder
+    lines = records(series)
+    assert sorted(read) == sorted(latest.values())
+    kept = {i: lines[i]["stderr_bytes"] for i in read if "stderr_bytes" in lines[i]}
+    assert kept and all(read[i]["stderr_bytes"] == kept[i] for i in kept)
     assert listing == ResultsDir.open(series).listing()
     gone = timed(series)[0]
     shutil.rmtree(series / gone["log_dir"])

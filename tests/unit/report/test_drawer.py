@@ -41,6 +41,8 @@ def test_the_drawer_draws_in_its_own_process_in_order_and_the_same_bytes():
     assert first.startswith(b"a:") and last.startswith(b"b:")
     assert first != f"a:{os.getpid()}".encode()  # drawn by another process
     assert png == _loss_curve()()  # the same bytes as drawing here
+    # the drawings shared among the cores: the last one drawn by a worker of the drawer's
+    assert first.split(b":")[1] != last.split(b":")[1]
     assert d.send(calls) is None  # one batch a drawer
 
 

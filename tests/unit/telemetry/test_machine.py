@@ -277,3 +277,21 @@ def test_a_run_on_a_busy_machine_is_marked_beside_its_step_time(monkeypatch) -> 
     assert "| 3.9 " in text and "97% " in text and "91% " in text and "not readable" in text
     assert "**2 of 3 timed runs were measured on a busy machine.**" in text
     assert text.count(sidetables.BUSY) == 4  # two marked rows, and the words above the table
+
+
+def test_only_the_busy_runs_are_worded_and_their_words_are_busy_reasons() -> None:
+    """flags() words only the runs its column tests find busy: the same reasons, run by run,
+    as `busy_reason` gives each row (a share at the limit, or unknown, is not above it)."""
+    runs = _cpu_runs(
+        (1, "c", "timed", 0.01, 0, False, 0.4, 0.3, 0.02, 0.25, 0.25, 2600.0),  # at the limit
+        (2, "c", "timed", 0.01, 0, False, 0.4, 0.3, 0.02, 0.25, None, 2600.0),  # unknown
+        (3, "c", "timed", 0.01, 0, True, 0.0, 0.3, 0.30, 0.25, None, 2600.0),  # before only
+        (4, "c", "timed", 0.01, 0, False, 0.4, 0.3, 0.02, 0.25, 0.2500001, 2600.0),  # just above
+        (5, "c", "timed", 0.01, 0, False, 0.4, 0.3, 0.02, None, 0.9, 2600.0),  # no machine
+    )
+    flags = sidetables.flags(runs).set_index("run_id")
+    assert flags["flagged"].to_dict() == {1: False, 2: False, 3: True, 4: True}
+    rows = runs.set_index("run_id").loc[[1, 2, 3, 4], sidetables.BUSY_COLUMNS]
+    expected = {i: sidetables.busy_reason(r) for i, r in rows.iterrows()}
+    assert flags["flag_reasons"].to_dict() == expected
+    assert expected[3].startswith(sidetables.BUSY) and expected[1] == expected[2] == ""
