@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kit import __version__
@@ -61,7 +62,28 @@ def _plain(value: Any) -> Any:
 
 
 def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    """The frame's rows as JSON has them (`_plain` on each cell of `to_dict("records")`), the
+    numeric columns made whole at once: a 15,000-run series' per-run sections are a third of
+    a million cells."""
+    keys = list(frame.columns)
+    if len(set(keys)) != len(keys) or not all(isinstance(k, str) for k in keys):
+        return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    numeric = {k for k, t in frame.dtypes.items() if isinstance(t, np.dtype) and t.kind in "fiub"}
+    others = [k for k in keys if k not in numeric]
+    # the other columns (text, objects, pandas' own types) as to_dict gives their cells
+    rest = frame[others].to_dict("records") if others else [{}] * len(frame)
+    columns = {
+        k: _plain_numbers(frame[k]) if k in numeric else [_plain(row[k]) for row in rest]
+        for k in keys
+    }
+    return [dict(zip(keys, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+
+
+def _plain_numbers(column: pd.Series) -> list[Any]:
+    """A numpy column's cells as Python's numbers; a float that is NaN or infinite is null."""
+    if column.dtype.kind == "f":
+        return [x if math.isfinite(x) else None for x in column.tolist()]
+    return column.tolist()
 
 
 def _state(row: dict[str, Any]) -> str:
@@ -226,7 +248,7 @@ def _clocks(runs: pd.DataFrame) -> list[dict[str, Any]]:
     """Per timed run, its clocks (kit.report.clocks); JSON's null where not readable."""
     timed = runs[runs["kind"] == "timed"]
     fields = [f for f in CLOCK_FIELDS if f in timed]
-    return [{k: _plain(v) for k, v in row.items()} for row in timed[fields].to_dict("records")]
+    return _rows(timed[fields])
 
 
 def _aa(t: Tables) -> list[dict[str, Any]]:
