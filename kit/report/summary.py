@@ -79,7 +79,7 @@ def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [dict(zip(keys, values, strict=True)) for values in zip(*columns.values(), strict=True)]
 
 
-def _plain_numbers(column: pd.Series) -> list[Any]:
+def _plain_numbers(column: pd.Series) -> list[float | int | bool | None]:
     """A numpy column's cells as Python's numbers; a float that is NaN or infinite is null."""
     if column.dtype.kind == "f":
         return [x if math.isfinite(x) else None for x in column.tolist()]
