@@ -14,7 +14,6 @@ Markdown (a contender's text about itself, say) is shown as text, never run.
 from __future__ import annotations
 
 import base64
-import functools
 import html
 import secrets
 import xml.etree.ElementTree as ET
@@ -40,7 +39,6 @@ from kit.report.html_sections import (
 from kit.report.html_style import CSP, STYLE
 from kit.report.markdown import GRAPH_BREAKS, KERNEL_FAMILY
 from kit.report.tables import Tables
-from kit.results import fanout
 from kit.results.planned import CONTENDER, PYTORCH
 from kit.results.store import ResultsDir
 
@@ -322,7 +320,7 @@ def page(
 class Drawing:
     """report.html's plots, drawn in another process (the command's drawer, else one forked
     now) while the caller writes the report's text and the page, which holds a placeholder for
-    each image until it is drawn; where forking is not safe, each is drawn when asked for."""
+    each image until it is drawn; where forking is not safe, each is drawn here when asked."""
 
     def __init__(
         self, rd: ResultsDir, t: Tables, earlier: bool = False, drawer: Drawer | None = None
@@ -332,24 +330,20 @@ class Drawing:
         self.plots = [plot for s in self.secs for plot in s.plots]
         # a placeholder no report's own text holds: random, for this rendering alone
         self._mark = f"micakit-plot-{secrets.token_hex(16)}-"
-        self._children: fanout.Children | None = None
-        # the drawer the command started with matplotlib loaded (kit.report.drawer), else a
-        # process forked now
+        if drawer is None and self.plots:
+            drawer = Drawer()  # where the command started none, forked now
+        # the drawer draws what pickles (kit.report.drawer); else each plot is drawn here
         self._waiting = drawer.send([p.draw for p in self.plots]) if drawer else None
-        if self._waiting is None and self.plots:
-            self._children = fanout.Children([functools.partial(_drawn, self.plots)], 1, 1)
 
     def placeholder(self, plot: Plot) -> str:
         return f"{self._mark}{self.plots.index(plot):04d}"  # fixed width: none another's prefix
 
     def pngs(self) -> dict[str, bytes]:
         """Each plot's bytes by its name, once drawn."""
-        drawn: list[bytes] | None = None
+        drawn: list[bytes] = []
         if self._waiting is not None:
             drawn, self._waiting = self._waiting(), None
-        elif self._children is not None:
-            (drawn,), self._children = self._children.result(), None
-        for plot, png in zip(self.plots, drawn or ()):
+        for plot, png in zip(self.plots, drawn):
             plot.__dict__["png"] = png  # as functools.cached_property keeps it
         return {plot.name: plot.png for plot in self.plots}
 
@@ -360,10 +354,6 @@ class Drawing:
         for plot in self.plots:
             text = text.replace(self.placeholder(plot), data_uri(pngs[plot.name]))
         return text
-
-
-def _drawn(plots: list[Plot]) -> list[bytes]:
-    return [plot.draw() for plot in plots]
 
 
 def rendered(
