@@ -46,6 +46,14 @@ class KitGroup(click.Group):
             self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # named before its module is imported: a stop during the import knows what it stopped
+        if args:
+            ctx.meta["command"] = args[0]
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """As click lists commands, but a lazy one by its stored line, left unimported."""
         names = self.list_commands(ctx)
@@ -134,9 +142,11 @@ def _interrupted(ctx: click.Context, during: str) -> NoReturn:
     """Ctrl-C or SIGTERM: what was kept and how to go on, exit 130 (ExitCode.INTERRUPTED)."""
     where = f" during {during}" if during else ""
     hint = ctx.meta.get("resume_hint")
-    if hint and not _started(ctx):
+    began = _began(ctx)
+    if (hint and not _started(ctx)) or not began:
         # README: a series stopped before its manifest was written measured nothing
-        click.echo(f"micakit: interrupted{where}, before its first run.", err=True)
+        when = "before its first run" if began is None or hint else "before it began"
+        click.echo(f"micakit: interrupted{where}, {when}.", err=True)
         click.echo("  nothing was measured yet: the same command starts it again", err=True)
     else:
         click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)
@@ -144,6 +154,23 @@ def _interrupted(ctx: click.Context, during: str) -> NoReturn:
             resume = f"micakit {ctx.invoked_subcommand} --resume {hint}"
             click.echo(f"  resume with: {resume}", err=True)
     ctx.exit(int(ExitCode.INTERRUPTED))
+
+
+def _began(ctx: click.Context) -> bool | None:
+    """Whether the stopped command had begun: True where it had, False where the stop came
+    before its module was imported, and None where it takes `--resume` (a series, a check) and
+    the stop came before it named its results directory (`resume_hint`, its first act): it
+    measured nothing, whatever the moment."""
+    if ctx.meta.get("resume_hint"):
+        return True
+    group = ctx.command
+    name = ctx.meta.get("command")
+    loaded = group.commands.get(name) if isinstance(group, click.Group) and name else None
+    if loaded is None:
+        return name is None  # the group's own (`micakit --version`) began with the group
+    if any(p.name == "resume" for p in loaded.params):
+        return None
+    return True
 
 
 def _usage(ctx: click.Context, e: click.UsageError) -> NoReturn:

@@ -51,3 +51,69 @@ def test_the_same_error_without_a_stop_is_a_bug_with_its_traceback(error):
 
     result = CliRunner().invoke(_group(body), ["series"])
     assert result.exit_code == 1 and result.exception is error
+
+
+def _stopped(group: click.Group, args: list[str]) -> str:
+    result = CliRunner().invoke(group, args)
+    assert result.exit_code == 130, result.output
+    return result.output
+
+
+def test_a_stop_before_a_resumable_command_named_its_directory_measured_nothing():
+    """As CI caught once: SIGTERM while a series' options were still being read (before
+    `resume_hint`, its first act) said "finished runs are kept" and no way on. A command that
+    takes `--resume` and had not named its directory measured nothing: the same command again."""
+    group = KitGroup("micakit")
+
+    @group.command("series")
+    @click.option("--resume")
+    def series(resume: str | None) -> None:
+        raise KeyboardInterrupt
+
+    out = _stopped(group, ["series"])
+    assert "interrupted, before its first run." in out
+    assert "nothing was measured yet: the same command starts it again" in out
+    assert "finished runs are kept" not in out
+
+
+def test_a_stop_while_the_commands_module_is_imported_says_it_had_not_begun(monkeypatch):
+    """A lazy command's module imported when it is called: a stop during that import came
+    before the command did anything, whichever command it was."""
+    import importlib
+
+    def stopped_import(name: str, *a, **k):
+        raise KeyboardInterrupt
+
+    group = KitGroup("micakit", lazy={"verify": ("kit.cli.verify_cmd", "verify", "Verify.")})
+    monkeypatch.setattr(importlib, "import_module", stopped_import)
+    out = _stopped(group, ["verify", "results/x"])
+    assert "interrupted, before it began." in out
+    assert "nothing was measured yet: the same command starts it again" in out
+
+
+def test_a_stop_of_a_command_that_keeps_no_directory_keeps_its_line():
+    group = KitGroup("micakit")
+
+    @group.command("verify")
+    def verify() -> None:
+        raise KeyboardInterrupt
+
+    out = _stopped(group, ["verify"])
+    assert "interrupted; finished runs are kept." in out and "nothing was measured" not in out
+
+
+def test_a_stop_after_the_directory_was_named_but_before_its_manifest(tmp_path):
+    group = KitGroup("micakit")
+
+    @group.command("series")
+    @click.option("--out")
+    def series(out: str) -> None:
+        click.get_current_context().meta["resume_hint"] = out
+        raise KeyboardInterrupt
+
+    out = _stopped(group, ["series", "--out", str(tmp_path / "r")])
+    assert "before its first run" in out and "--resume" not in out
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "manifest.json").write_text("{}")
+    out = _stopped(group, ["series", "--out", str(tmp_path / "r")])
+    assert f"resume with: micakit series --resume {tmp_path / 'r'}" in out

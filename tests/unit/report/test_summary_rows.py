@@ -40,4 +40,3 @@ FRAME = pd.DataFrame(
 )
 def test_rows_are_the_cells_plain_one_by_one(frame: pd.DataFrame) -> None:
     assert _typed(summary._rows(frame)) == _typed(_cell_by_cell(frame))
-
