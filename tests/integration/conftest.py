@@ -178,10 +178,13 @@ def registry(tmp_path_factory) -> Iterator[str]:
     log.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def built(client, tmp_path_factory) -> Iterator[tuple[str, Path]]:
     """The runner and a Mica image (the fake contender as a one-file program), built by
-    `micakit images build` under a tag of their own; the tag and the program."""
+    `micakit images build` under a tag of their own; the tag and the program. Built once for
+    the session (the cloud machine's and the registry's modules; a build, its SBOMs and its
+    statements are most of either's time): a test that removes them (the registry's pull by
+    digest) runs last, its module's last test, and the pull puts the runner back."""
     base = base_image(client)
     if not list(WHEELHOUSE.glob("*.whl")):
         pytest.skip(f"no wheels in {WHEELHOUSE}: `bash scripts/ci-setup.sh` fills it")
