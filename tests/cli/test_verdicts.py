@@ -106,8 +106,13 @@ def test_batch_halves_for_both_sides_when_no_mode_holds_it(tmp_path, cli, fake_e
     edit_protocol(protocol, {"models.shakespeare-char.halve_batch_when_no_mode_fits": True})
     fake_env(step_ms=STEADY_STEP_MS, max_batch=32)  # every timed run must be ok: no void
     out = tmp_path / "r"
-    res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))
-    assert res.exit_code == 0, res.output
+
+    def make():
+        res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))
+        assert res.exit_code == 0, res.output
+        return out
+
+    steady_series(make)  # made again where a loaded machine's late stamps voided a timed run
     adjustments = json.loads((out / "adjustments.json").read_text())
     assert adjustments["shakespeare-char"]["batch_size"] == 32
     assert "amendment 5.1" in adjustments["shakespeare-char"]["because"]
