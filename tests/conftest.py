@@ -77,7 +77,7 @@ STEADY_STEP_MS = {"*": 2.0}
 STALLED = 1.10
 
 
-def stalled_runs(out: Path) -> list[str]:
+def stalled_runs(out: Path, stall: float = STALLED) -> list[str]:
     """The timed runs of a finished series whose step time lies more than STALLED over their
     configuration's median, or as far under it: a fake paces itself to a deadline, so such a
     run is one a loaded machine starved (a CI runner at a load of 15 held one for 260 ms), or
@@ -90,7 +90,7 @@ def stalled_runs(out: Path) -> list[str]:
     runs = pd.read_csv(out / "tables" / "runs.csv")
     timed = runs[(runs["kind"] == "timed") & (runs["status"] == "ok")]
     medians = timed.groupby("config")["step_s"].transform("median")
-    off = (timed["step_s"] > STALLED * medians) | (timed["step_s"] * STALLED < medians)
+    off = (timed["step_s"] > stall * medians) | (timed["step_s"] * stall < medians)
     # and any run of a fake the outside clock's stamps voided (§5's cross-check): its own clock
     # paces it, so the stamps were the machine's, late (an A/A run on a runner at a load of 7);
     # or voided as buffered: a fake flushes every line, so its lines came in a burst only where
@@ -103,12 +103,13 @@ def stalled_runs(out: Path) -> list[str]:
     return [*timed[off]["log_dir"], *crossed]
 
 
-def steady_series(make: Callable[[], Path], tries: int = 3) -> Path:
+def steady_series(make: Callable[[], Path], tries: int = 3, stall: float = STALLED) -> Path:
     """`make()` (a series that returns its folder) again, in a fresh folder, while the machine
-    stalled one of its timed runs (`stalled_runs`), up to `tries` times; the last as it is."""
+    stalled one of its timed runs (`stalled_runs`, `stall` from its configuration's median),
+    up to `tries` times; the last as it is."""
     for _ in range(tries - 1):
         out = make()
-        if not stalled_runs(out):
+        if not stalled_runs(out, stall):
             return out
         shutil.rmtree(out)
     return make()

@@ -28,13 +28,20 @@ class KitGroup(click.Group):
 
     `lazy` names commands kept in modules of their own, imported only when the command is called
     (start-up speed): name -> (module, attribute, the one line `micakit --help` shows).
+    `resumable` names the commands that keep a results directory and take `--resume` (their
+    first act names it in `ctx.meta["resume_hint"]`): a stop says how to go on with it.
     """
 
     def __init__(
-        self, *args: Any, lazy: dict[str, tuple[str, str, str]] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        lazy: dict[str, tuple[str, str, str]] | None = None,
+        resumable: tuple[str, ...] = (),
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
+        self.resumable = resumable
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
@@ -51,7 +58,7 @@ class KitGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         # named before its module is imported: a stop during the import knows what it stopped
         if args:
-            ctx.meta["command"] = args[0]
+            ctx.meta["command"], ctx.meta["command_args"] = args[0], args[1:]
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -141,36 +148,43 @@ def _a_stop(e: BaseException) -> bool:
 def _interrupted(ctx: click.Context, during: str) -> NoReturn:
     """Ctrl-C or SIGTERM: what was kept and how to go on, exit 130 (ExitCode.INTERRUPTED)."""
     where = f" during {during}" if during else ""
-    hint = ctx.meta.get("resume_hint")
-    began = _began(ctx)
-    if (hint and not _started(ctx)) or not began:
+    hint = _hint(ctx)
+    group = ctx.command
+    name = ctx.meta.get("command")
+    resumable = name in getattr(group, "resumable", ())
+    # a stop while the command's module was imported: it had done nothing
+    loaded = not name or (isinstance(group, click.Group) and name in group.commands)
+    nothing_measured = not _started(hint) if hint else (resumable or not loaded)
+    if nothing_measured:
         # README: a series stopped before its manifest was written measured nothing
-        when = "before its first run" if began is None or hint else "before it began"
+        when = "before its first run" if resumable else "before it began"
         click.echo(f"micakit: interrupted{where}, {when}.", err=True)
         click.echo("  nothing was measured yet: the same command starts it again", err=True)
     else:
         click.echo(f"micakit: interrupted{where}; finished runs are kept.", err=True)
         if hint:
-            resume = f"micakit {ctx.invoked_subcommand} --resume {hint}"
-            click.echo(f"  resume with: {resume}", err=True)
+            click.echo(f"  resume with: micakit {name} --resume {hint}", err=True)
     ctx.exit(int(ExitCode.INTERRUPTED))
 
 
-def _began(ctx: click.Context) -> bool | None:
-    """Whether the stopped command had begun: True where it had, False where the stop came
-    before its module was imported, and None where it takes `--resume` (a series, a check) and
-    the stop came before it named its results directory (`resume_hint`, its first act): it
-    measured nothing, whatever the moment."""
-    if ctx.meta.get("resume_hint"):
-        return True
-    group = ctx.command
-    name = ctx.meta.get("command")
-    loaded = group.commands.get(name) if isinstance(group, click.Group) and name else None
-    if loaded is None:
-        return name is None  # the group's own (`micakit --version`) began with the group
-    if any(p.name == "resume" for p in loaded.params):
-        return None
-    return True
+def _hint(ctx: click.Context) -> str | None:
+    """The results directory of a command that keeps one (KitGroup.resumable): as the command
+    named it (`resume_hint`, its first act), or, where the stop came before that (its module
+    imported, its options read), as its command line names it (`--resume`, else `--out`)."""
+    hint = ctx.meta.get("resume_hint")
+    if hint or ctx.meta.get("command") not in getattr(ctx.command, "resumable", ()):
+        return str(hint) if hint else None
+    args: list[str] = ctx.meta.get("command_args", [])
+    for flag in ("--resume", "--out"):
+        named = ""
+        for i, arg in enumerate(args):
+            if arg == flag and i + 1 < len(args):
+                named = args[i + 1]
+            elif arg.startswith(flag + "="):
+                named = arg[len(flag) + 1 :]
+        if named:
+            return named
+    return None
 
 
 def _usage(ctx: click.Context, e: click.UsageError) -> NoReturn:
@@ -199,18 +213,19 @@ def _say_error(message: str, fix: str | None) -> None:
         click.echo(f"  fix: {fix}", err=True)
 
 
-def _started(ctx: click.Context) -> bool:
-    """Whether the command's results directory has its manifest: a directory without one
-    never started, and the same command starts it again (kit.engine.engine)."""
+def _started(hint: str) -> bool:
+    """Whether the results directory `hint` has its manifest: a directory without one never
+    started, and the same command starts it again (kit.engine.engine)."""
     from kit.results.store import MANIFEST  # lazy: the store imports numpy (start-up speed)
 
-    return (Path(ctx.meta["resume_hint"]) / MANIFEST).is_file()
+    return (Path(hint) / MANIFEST).is_file()
 
 
 def _again(ctx: click.Context) -> str | None:
     """What goes on after a stop the user fixed: `--resume`, or the same command again."""
-    if not ctx.meta.get("resume_hint"):
+    hint = _hint(ctx)
+    if not hint:
         return None
-    if _started(ctx):
-        return f"`micakit {ctx.invoked_subcommand} --resume {ctx.meta['resume_hint']}`"
+    if _started(hint):
+        return f"`micakit {ctx.meta.get('command')} --resume {hint}`"
     return "run the same command again (nothing was measured yet)"

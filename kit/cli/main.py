@@ -38,6 +38,7 @@ def _version(ctx: click.Context) -> None:
 @click.group(
     cls=KitGroup,
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+    resumable=("series", "correctness"),
     lazy={
         "series": (
             "kit.cli.series_cmd",

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.slow  # every test runs series to compare: seconds each
 
 
 def _series(tmp_path, name, protocol, fake_env, cli, step_ms):
-    """A contender series of the fake at `step_ms`, made again where the machine stalled a run."""
+    """A contender series of the fake at `step_ms`, made again where the machine stalled a run
+    by 3% or more: the gate's tests tell 10% apart from 2%, and one run held up 7% on a loaded
+    runner took a 10% slower B's interval down to 0.97 (ambiguous, exit 0)."""
     fake_env(step_ms={"*": step_ms}, state=str(tmp_path / f"state-{name}"))
     out = tmp_path / name
 
@@ -22,7 +24,7 @@ def _series(tmp_path, name, protocol, fake_env, cli, step_ms):
         assert result.exit_code == 0, result.output
         return out
 
-    return steady_series(make)
+    return steady_series(make, tries=4, stall=1.03)
 
 
 def test_compare_two_directories(tmp_path, fake_env, cli):

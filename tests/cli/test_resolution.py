@@ -14,7 +14,7 @@ import pytest
 from kit.report import publish, summary, tables
 from kit.results import audit
 from kit.results.store import ResultsDir
-from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args
+from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args, steady_series
 
 pytestmark = pytest.mark.slow  # runs a series of both sides: seconds
 
@@ -35,7 +35,14 @@ def test_every_verdict_has_its_resolution_and_an_older_publication_verifies(
         }  # fmt: skip
     )
     out = tmp_path / "r"
-    assert cli(*pytorch_args(out, protocol, "--contender", CONTENDER)).exit_code == 0
+
+    def make():
+        assert cli(*pytorch_args(out, protocol, "--contender", CONTENDER)).exit_code == 0
+        return out
+
+    # made again where a loaded machine held a run up: on CI's runner one such run took the
+    # interval's low end to 0.62
+    steady_series(make)
     assert cli("publish", out, "--preview").exit_code == 0
     report = (out / "report.md").read_text()
     (line,) = [x for x in report.splitlines() if x.startswith("- Resolution of mica")]

@@ -59,51 +59,76 @@ def _stopped(group: click.Group, args: list[str]) -> str:
     return result.output
 
 
-def test_a_stop_before_a_resumable_command_named_its_directory_measured_nothing():
-    """As CI caught once: SIGTERM while a series' options were still being read (before
-    `resume_hint`, its first act) said "finished runs are kept" and no way on. A command that
-    takes `--resume` and had not named its directory measured nothing: the same command again."""
-    group = KitGroup("micakit")
-
-    @group.command("series")
-    @click.option("--resume")
-    def series(resume: str | None) -> None:
-        raise KeyboardInterrupt
-
-    out = _stopped(group, ["series"])
-    assert "interrupted, before its first run." in out
-    assert "nothing was measured yet: the same command starts it again" in out
-    assert "finished runs are kept" not in out
-
-
-def test_a_stop_while_the_commands_module_is_imported_says_it_had_not_begun(monkeypatch):
-    """A lazy command's module imported when it is called: a stop during that import came
-    before the command did anything, whichever command it was."""
+def _stopped_import(monkeypatch) -> KitGroup:
+    """A group whose `series` (resumable) and `verify` are lazy, their imports stopped."""
     import importlib
 
     def stopped_import(name: str, *a, **k):
         raise KeyboardInterrupt
 
-    group = KitGroup("micakit", lazy={"verify": ("kit.cli.verify_cmd", "verify", "Verify.")})
     monkeypatch.setattr(importlib, "import_module", stopped_import)
-    out = _stopped(group, ["verify", "results/x"])
+    lazy = {
+        "series": ("kit.cli.series_cmd", "series", "Run a series."),
+        "verify": ("kit.cli.verify_cmd", "verify", "Verify."),
+    }
+    return KitGroup("micakit", lazy=lazy, resumable=("series",))
+
+
+def test_a_stop_before_a_resumable_command_named_its_directory_measured_nothing():
+    """As CI caught once: SIGTERM while a series' options were still being read (before
+    `resume_hint`, its first act) said "finished runs are kept" and no way on. A new series
+    that had not named its directory measured nothing: the same command again."""
+    group = KitGroup("micakit", resumable=("series",))
+
+    @group.command("series")
+    @click.option("--out")
+    def series(out: str | None) -> None:
+        raise KeyboardInterrupt
+
+    for args in (["series"], ["series", "--out", "nowhere/r"], ["series", "--out=nowhere/r"]):
+        out = _stopped(group, args)
+        assert "interrupted, before its first run." in out
+        assert "nothing was measured yet: the same command starts it again" in out
+        assert "finished runs are kept" not in out
+
+
+def test_a_stop_while_a_resumed_series_loads_says_resume(monkeypatch, tmp_path):
+    """As CI caught next: a `series --resume DIR` stopped while its module was imported has
+    measured runs; it says how to resume them, as the command line names the directory."""
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "manifest.json").write_text("{}")
+    group = _stopped_import(monkeypatch)
+    for args in (["--resume", str(tmp_path / "r")], [f"--resume={tmp_path / 'r'}"]):
+        out = _stopped(group, ["series", *args])
+        assert "finished runs are kept" in out and "nothing was measured" not in out
+        assert f"resume with: micakit series --resume {tmp_path / 'r'}" in out
+    out = _stopped(group, ["series", "--out", str(tmp_path / "new")])
+    assert "before its first run" in out and "nothing was measured yet" in out
+
+
+def test_a_stop_while_the_commands_module_is_imported_says_it_had_not_begun(monkeypatch):
+    """A lazy command's module imported when it is called: a stop during that import came
+    before the command did anything."""
+    out = _stopped(_stopped_import(monkeypatch), ["verify", "results/x"])
     assert "interrupted, before it began." in out
     assert "nothing was measured yet: the same command starts it again" in out
 
 
 def test_a_stop_of_a_command_that_keeps_no_directory_keeps_its_line():
-    group = KitGroup("micakit")
+    group = KitGroup("micakit", resumable=("series",))
 
     @group.command("verify")
-    def verify() -> None:
+    @click.option("--out")
+    def verify(out: str | None) -> None:
         raise KeyboardInterrupt
 
-    out = _stopped(group, ["verify"])
+    out = _stopped(group, ["verify", "--out", "x"])
     assert "interrupted; finished runs are kept." in out and "nothing was measured" not in out
+    assert "resume with" not in out
 
 
 def test_a_stop_after_the_directory_was_named_but_before_its_manifest(tmp_path):
-    group = KitGroup("micakit")
+    group = KitGroup("micakit", resumable=("series",))
 
     @group.command("series")
     @click.option("--out")
