@@ -8,6 +8,7 @@ set against the probe's own reading of the same window.
     python benchmarks/kit/clock.py [--repeats 5] [--interval-ms 5] [--with-sampler]
     python benchmarks/kit/clock.py --neighbours 0 1 2 [--repeats 5]
     python benchmarks/kit/clock.py --faults [--neighbours 1] [--repeats 5]
+    python benchmarks/kit/clock.py --neighbours 0 1 2 --ungathered
 
 Every probe run is read three times, paired under the same load: by the kit (the local
 executor and its reader process, as a series runs it, stamps taken by the compiled stamper
@@ -23,6 +24,9 @@ before the pair and ended after it; every N given is measured in the one run.
 step 100 (a line without a newline for megabytes; the reader keeps its first 1 MiB and a
 marker), with one neighbour per core unless `--neighbours` says otherwise. The long line is no
 step line: delays and agreement are over the step lines.
+`--ungathered` adds the kit's reader reading the stamper's records as they come
+(`MICAKIT_GATHER_MS=0`, as the reader read them before) beside the kit as shipped, which pauses
+`kit.measure.clock.GATHER_S` between reads (cut short when the program ends).
 `--with-sampler` runs the card sampler (on the recorded fake card, as a series runs it: a thread
 of the kit's process, 1 s and 50 ms intervals) during every kit-read probe run.
 
@@ -51,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from kit.executors.base import RunSpec  # noqa: E402
 from kit.executors.local import LocalExecutor  # noqa: E402
-from kit.measure import stamper  # noqa: E402
+from kit.measure import clock, stamper  # noqa: E402
 from kit.measure.stamped import read_stamped  # noqa: E402
 
 PROBE = """
@@ -115,17 +119,23 @@ def build_floor(folder: Path) -> Path:
     return binary
 
 
-def kit_reader(stamps_in_python: bool = False) -> Reader:
+def kit_reader(stamps_in_python: bool = False, gather_ms: str | None = None) -> Reader:
+    """The kit's reader, as a series runs it; stamping in Python, or with the pause between
+    reads of the stamper's records (MICAKIT_GATHER_MS, kit.measure.clock.GATHER_S) set."""
+    said = {stamper.CHOICE_ENV: "python"} if stamps_in_python else {}
+    if gather_ms is not None:
+        said[clock.GATHER_ENV] = gather_ms
+
     def read(argv: tuple[str, ...], folder: Path) -> Path:
-        before = os.environ.get(stamper.CHOICE_ENV)
-        if stamps_in_python:
-            os.environ[stamper.CHOICE_ENV] = "python"
+        before = {k: os.environ.get(k) for k in said}
+        os.environ.update(said)
         try:
             return LocalExecutor().run(RunSpec("probe", argv), folder).stdout_log
         finally:
-            os.environ.pop(stamper.CHOICE_ENV, None)
-            if before is not None:
-                os.environ[stamper.CHOICE_ENV] = before
+            for k, v in before.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
 
     return read
 
@@ -215,6 +225,8 @@ def run_all(args: argparse.Namespace, longs: list[tuple[str, int]]) -> pd.DataFr
         readers = {"floor": floor_reader(build_floor(Path(tmp)))}
         if stamper.available():
             readers["kit"] = kit_reader()
+            if args.ungathered:
+                readers["kit-ungathered"] = kit_reader(gather_ms="0")
         readers["kit-python"] = kit_reader(stamps_in_python=True)
         for n in args.neighbours:
             for name, size in longs:
@@ -252,6 +264,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--interval-ms", type=float, default=5.0)
     parser.add_argument("--with-sampler", action="store_true")
+    parser.add_argument(
+        "--ungathered",
+        action="store_true",
+        help="a fourth reader: the kit reading each of the stamper's records as it comes "
+        "(MICAKIT_GATHER_MS=0), beside the kit as shipped",
+    )
     parser.add_argument("--faults", action="store_true", help="long lines, busy neighbours")
     parser.add_argument(
         "--neighbours",

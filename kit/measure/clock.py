@@ -44,6 +44,19 @@ _MUX_STREAMS = {1: STDOUT, 2: STDERR}
 _READ_SIZE = 1 << 20  # a long line arrives in few reads; a short one is read as it comes
 
 
+# With the stamper, the stamps are taken as the lines arrive, so this process need not wake for
+# each line: having handed on what came, it sleeps GATHER_S before reading the stamper's records
+# again, so that it (and its writer threads) wake a few dozen times a second, not once a line.
+# A wake-up of an ordinary process on the program's core can land between the program's reading
+# of its clock and its line's write, and leave the program a scheduler slice behind a busy
+# neighbour (docs/benchmarks.md). Where a read brought GATHER_BELOW bytes or more (a long
+# line), it reads again at once: the stamper's pipe to it must not fill.
+# MICAKIT_GATHER_MS sets it in milliseconds (0: each record read as it comes, as before; for
+# benchmarks/kit/clock.py --ungathered).
+GATHER_ENV = "MICAKIT_GATHER_MS"
+GATHER_S = float(os.environ.get(GATHER_ENV, "50")) / 1e3
+GATHER_BELOW = 64 << 10
+
 # the reader's exit status when it could not write its logs: this plus the write's errno
 WRITE_FAILED = 64
 LINE_CAP = 1 << 20  # a line's bytes kept in the log; the rest is counted, and cut
@@ -312,20 +325,25 @@ def _read_until_closed(
     the kit's watch pipe close first. With `chunks`, the compiled stamper reads the sources
     and this process reads its records: the stamp was taken in C as the read returned, so
     this process's own turn on a busy CPU, and its threads' turns at the interpreter lock,
-    delay a chunk's writing, never its stamp."""
+    delay a chunk's writing, never its stamp; and it gathers (`_Nap`)."""
     open_fds = set(feeders)
     watched = b""
+    nap = _Nap(watch_fd) if chunks is not None else None
     while open_fds:
         for key, _ in sel.select():
             fd = key.fd
             if fd == watch_fd:
                 said = os.read(fd, 64)
                 watched += said
+                if nap is not None:
+                    nap.watched(watched, said)
                 if not said:
                     sel.unregister(fd)
                     _end_group(watched)
                 continue
+            got = 0
             for source, stamp_ns, chunk in chunks.read() if chunks else _read_one(fd):
+                got += len(chunk)
                 if chunk:
                     feeders[source].feed(chunk, stamp_ns)
                 elif source in open_fds:
@@ -333,8 +351,55 @@ def _read_until_closed(
                         sel.unregister(source)
                     open_fds.discard(source)
                     feeders[source].close(stamp_ns)
+            if nap is not None and open_fds and got < GATHER_BELOW:
+                nap.take()
     if chunks is not None:
         chunks.close()
+    if nap is not None:
+        nap.close()
+
+
+class _Nap:
+    """The pause between two reads of the stamper's records (GATHER_S), cut short by the
+    program's end (a pidfd of the process the kit's watch names), after which there is none,
+    so a run's end is read at once; and by the kit's watch closing (the kit died)."""
+
+    def __init__(self, watch_fd: int | None) -> None:
+        self._sel = selectors.DefaultSelector()
+        self._watch = watch_fd
+        self._pidfd: int | None = None
+        self._ended = False
+        if watch_fd is not None:
+            self._sel.register(watch_fd, selectors.EVENT_READ)
+
+    def watched(self, watched: bytes, said: bytes) -> None:
+        """What the kit's watch said so far: the program's pid on its first line; nothing
+        more when it closed."""
+        if not said and self._watch is not None:
+            self._sel.unregister(self._watch)
+            self._watch = None
+        first = watched.split(b"\n", 1)
+        if self._pidfd is None and not self._ended and len(first) == 2 and first[0].isdigit():
+            try:
+                self._pidfd = os.pidfd_open(int(first[0]))
+            except ProcessLookupError:  # it has ended already
+                self._ended = True
+                return
+            except (OSError, AttributeError):  # no pidfd here (Linux < 5.3): naps end on time
+                return
+            self._sel.register(self._pidfd, selectors.EVENT_READ)
+
+    def take(self) -> None:
+        if self._ended:
+            return
+        for key, _ in self._sel.select(GATHER_S):
+            if key.fd == self._pidfd:
+                self._ended = True
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+        self._sel.close()
 
 
 def _read_one(fd: int) -> list[tuple[int, int, bytes]]:
