@@ -33,12 +33,9 @@ class KitGroup(click.Group):
     """
 
     def __init__(
-        self,
-        *args: Any,
-        lazy: dict[str, tuple[str, str, str]] | None = None,
-        resumable: tuple[str, ...] = (),
-        **kwargs: Any,
+        self, *args: Any, lazy: dict[str, tuple[str, str, str]] | None = None, **kwargs: Any
     ) -> None:
+        resumable: tuple[str, ...] = tuple(kwargs.pop("resumable", ()))
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
         self.resumable = resumable
