@@ -346,6 +346,7 @@ def main() -> None:
     cpus: dict[tuple[str, str], dict[int, float]] = {}  # the median CPU seconds
     with tempfile.TemporaryDirectory() as tmp:
         base = a.keep or Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)
         for size in a.runs:
             dirs = {}
             for i, kit in enumerate(kits):
