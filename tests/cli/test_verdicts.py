@@ -31,7 +31,9 @@ def run(tmp_path, cli, fake_env, step_ms: dict, *extra: str) -> pd.DataFrame:
         assert res.exit_code == 0, res.output
         return out
 
-    steady_series(make)  # made again where the machine stalled a run
+    # made again where the machine stalled a run, up to four tries: a D1 class read from three
+    # rounds turns on one run (a loaded CI runner once read a 25% lead as level)
+    steady_series(make, tries=4)
     # rule 6: no check has run, so the times show only in a preview
     assert cli("publish", out, "--preview").exit_code == 0
     return pd.read_csv(out / "tables" / "comparison.csv", keep_default_na=False)
