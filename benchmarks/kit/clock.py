@@ -16,6 +16,7 @@ own delay; `held_lines` counts the others. The plain p99 keeps every line.
     python benchmarks/kit/clock.py --neighbours 0 1 2 [--repeats 5]
     python benchmarks/kit/clock.py --faults [--neighbours 1] [--repeats 5]
     python benchmarks/kit/clock.py --neighbours 0 1 2 --ungathered
+    python benchmarks/kit/clock.py --neighbours 0 1 2 --print
 
 Every probe run is read three times, paired under the same load: by the kit (the local
 executor and its reader process, as a series runs it, stamps taken by the compiled stamper
@@ -34,6 +35,8 @@ step line: delays and agreement are over the step lines.
 `--ungathered` adds the kit's reader reading the stamper's records as they come
 (`MICAKIT_GATHER_MS=0`, as the reader read them before) beside the kit as shipped, which pauses
 `kit.measure.clock.GATHER_S` between reads (cut short when the program ends).
+`--print` has the probe print each line as nanoGPT does under `python -u` (its text, then the
+newline: two writes) rather than in one write.
 `--with-sampler` runs the card sampler (on the recorded fake card, as a series runs it: a thread
 of the kit's process, 1 s and 50 ms intervals) during every kit-read probe run.
 
