@@ -253,6 +253,19 @@ def run_py(*args: object, env: Mapping[str, str] | None = None) -> subprocess.Co
     )
 
 
+def run_benchmark(name: str, *args: object, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`python benchmarks/kit/NAME ARGS`, as docs/benchmarks.md gives it, with the kit's
+    interpreter from the checkout's root: its exit code, stdout and stderr kept whole."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kit" / name), *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def copied(series: Path, tmp_path: Path) -> Path:
     """A test's own copy of a module's series, to alter."""
     out = tmp_path / series.name

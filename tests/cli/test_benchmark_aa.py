@@ -3,31 +3,12 @@ so a change to the series' options cannot leave the benchmark broken unnoticed. 
 protocol is the kit's own, which pins tiny Shakespeare's SHA-256 (D2): without it (a plain
 clone, no ../shared beside it and no MICAKIT_INPUT) the test skips, saying so."""
 
-import subprocess
-import sys
-
-from tests.conftest import REAL_INPUT, ROOT, needs_real_input
+from tests.conftest import REAL_INPUT, needs_real_input, run_benchmark
 
 
 @needs_real_input
 def test_the_sleep_case_runs_and_prints_its_ratio_and_goal():
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "kit" / "aa.py"),
-            "--case",
-            "sleep",
-            "--runs",
-            "2",
-            "--input",
-            str(REAL_INPUT),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    proc = run_benchmark("aa.py", "--case", "sleep", "--runs", 2, "--input", REAL_INPUT)
     assert proc.returncode == 0, proc.stderr
     assert "sleep: " in proc.stdout and "A/A ratio" in proc.stdout, proc.stdout
     assert "goal (ratio within 0.2% of 1, every round within 1%): " in proc.stdout, proc.stdout

@@ -4,12 +4,10 @@ docs/benchmarks.md gives it (one repeat here), its columns and goal printed."""
 
 import importlib.util
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_benchmark
 
 BENCHMARK = ROOT / "benchmarks" / "kit" / "clock.py"
 
@@ -52,14 +50,7 @@ def test_a_line_the_probe_held_is_the_probes_not_the_readers(tmp_path):
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build the floor reader")
 def test_the_benchmark_runs_and_prints_the_readers_share_and_its_goal():
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--repeats", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_benchmark("clock.py", "--repeats", 1, timeout=300)
     assert proc.returncode == 0, proc.stderr
     for word in ("floor", "kit", "reader_p99_worst_ms", "held_lines_max", "goal: kit p99"):
         assert word in proc.stdout, proc.stdout
