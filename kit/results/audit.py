@@ -199,18 +199,20 @@ class Examined:
 
 class Examination:
     """`verify`'s first part, started at once, in forked processes where the directory is
-    large (kit.results.fanout): the run folders listed and audited; and, a slice of the records
-    each, every raw file hashed against its record and each run judged again from the bytes
-    read for the hash, so no log is read twice, and its judgement compared with its record's.
-    `result()` waits and gives the `Examined`."""
+    large (kit.results.fanout): the run folders listed (audited by `result()` once listed);
+    and, a slice of the records each, every raw file hashed against its record and each run
+    judged again from the bytes read for the hash, so no log is read twice, and its judgement
+    compared with its record's. `result()` waits and gives the `Examined`."""
 
     def __init__(self, rd: ResultsDir):
+        self._rd = rd
         self._torn = torn(rd)
-        self._children = _started(rd, _listed_and_audited, _hashed_and_judged)
+        self._walker, self._children = _started(rd, _hashed_and_judged)
 
     def result(self) -> Examined:
-        (listing, problems), *parts = self._children.result()
-        problems = [*self._torn, *problems]
+        named, listing = self._walker.result()[0]
+        problems = [*self._torn, *named, *audit(self._rd, listing)]
+        parts = self._children.result()
         judged: dict[int, timing.Outcome | str] = {}
         conditions: dict[int, Conditions] = {}
         read: dict[int, dict[str, fields.Value]] = {}
@@ -223,14 +225,15 @@ class Examination:
 
 
 def _started(
-    rd: ResultsDir,
-    folders: Callable[[ResultsDir], object],
-    per_slice: Callable[[ResultsDir, int, int], object],
-) -> fanout.Children:
-    """`folders(rd)` and `per_slice(rd, lo, hi)` over a slice of the records per core, started
-    in forked processes (`Examination`, `Survey`): the records and the plan typed first, once,
-    for every process to read."""
-    size = len(rd.records())
+    rd: ResultsDir, per_slice: Callable[[ResultsDir, int, int], object]
+) -> tuple[fanout.Children, fanout.Children]:
+    """The run folders walked (`links.found_and_listed`), and `per_slice(rd, lo, hi)` over a
+    slice of the records per core, each in forked processes where the directory is large
+    (`Examination`, `Survey`). The walk needs no record: it starts first, on a core of its
+    own while this process types the records and the plan, once, for the slices' processes
+    to inherit; the audit of the listing is the caller's, once the walk is done."""
+    size = _lines(rd)
+    walker = fanout.Children([functools.partial(links.found_and_listed, rd.root)], size=size)
     try:
         rd.runs()  # typed once, here: every forked process reads them
     except UserError:
@@ -239,15 +242,18 @@ def _started(
         rd.plan()  # and the plan, as large (a planned run a record)
     except Exception:  # noqa: BLE001 - the audit and the report read it again, and say why
         pass
+    size = len(rd.records())
     step = -(-size // min(fanout.cores(), 8)) or 1
-    jobs: list[Callable[[], object]] = [functools.partial(folders, rd)]
-    jobs += [functools.partial(per_slice, rd, lo, lo + step) for lo in range(0, size, step)]
-    return fanout.Children(jobs, size=size)
+    jobs = [functools.partial(per_slice, rd, lo, lo + step) for lo in range(0, size, step)]
+    return walker, fanout.Children(jobs, size=size)
 
 
-def _listed_and_audited(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
-    named, listing = links.found_and_listed(rd.root)
-    return listing, [*named, *audit(rd, listing)]
+def _lines(rd: ResultsDir) -> int:
+    """How many records runs.jsonl holds, counted before any is parsed (its lines)."""
+    try:
+        return (rd.root / RECORDS).read_bytes().count(b"\n")
+    except OSError:
+        return 0
 
 
 def _hashed_and_judged(
@@ -322,15 +328,16 @@ def _hashed_and_judged(
 class Survey:
     """`report`'s first part, as `Examination` is verify's, hashing nothing: started at once,
     in forked processes where the directory is large, while the report's modules load. One
-    lists the run folders and audits them as `refuse_if_altered` does; the others judge each
-    run's latest record again from its logs (D6), a slice of the records each, as `tables()`
-    would judge them itself, and reads each run's fields (kit.results.fields) from its folder.
+    lists the run folders, which `refused()` audits as `refuse_if_altered` does; the others
+    judge each run's latest record again from its logs (D6), a slice of the records each, as
+    `tables()` would judge them itself, and read each run's fields (kit.results.fields) from
+    its folder.
     `refused()` waits: it raises as `refuse_if_altered` does, else gives the audited listing,
     the judgements and the fields read, for `tables()`."""
 
     def __init__(self, rd: ResultsDir):
         self._rd = rd
-        self._children = _started(rd, _listed_and_refused, _judged_only)
+        self._walker, self._children = _started(rd, _judged_only)
 
     def refused(
         self,
@@ -339,7 +346,9 @@ class Survey:
         dict[int, timing.Outcome | str],
         dict[int, dict[str, fields.Value]],
     ]:
-        (listing, problems), *parts = self._children.result()
+        named, listing = self._walker.result()[0]
+        problems = [*named, *_altered(self._rd, listing)]
+        parts = self._children.result()
         _refuse(self._rd, problems)
         judged: dict[int, timing.Outcome | str] = {}
         read: dict[int, dict[str, fields.Value]] = {}
@@ -347,11 +356,6 @@ class Survey:
             judged.update(mine)
             read.update(values)
         return listing, judged, read
-
-
-def _listed_and_refused(rd: ResultsDir) -> tuple[dict[str, frozenset[str]], list[str]]:
-    named, listing = links.found_and_listed(rd.root)
-    return listing, [*named, *_altered(rd, listing)]
 
 
 def _judged_only(
