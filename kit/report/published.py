@@ -1,12 +1,14 @@
 """summary.json as a directory publishes it, parsed once while the file is the same: `verify`
 asks its schema more than once (to render as the kit that published it), and a large series'
-file (12 MB at 15,000 runs) takes a tenth of a second to parse."""
+file (12 MB at 15,000 runs) takes a tenth of a second to parse. `declared_schema` reads the
+schema a file declares without parsing it, for a reader that needs no more (`report`)."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -29,3 +31,26 @@ def _parsed(path: str, key: tuple[int, int, int]) -> object | None:
         return json.loads(Path(path).read_text("utf-8"))
     except (OSError, ValueError):
         return None
+
+
+# how the kit writes summary.json's first key (json.dumps with indent=2)
+_HEAD = re.compile(rb'\A\{\n  "schema_version": (\d+),\n')
+
+
+def declared_schema(path: Path) -> int | None:
+    """The schema summary.json declares as its first key, the only "schema_version" (or
+    "schema") the file holds, read without parsing the file; None where it declares none so
+    (no such file, another shape): `document` then says what it holds. A declared schema is
+    no proof that the rest parses."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            found = _HEAD.match(head)
+            if found is None:
+                return None
+            data = head + f.read()
+    except OSError:
+        return None
+    if data.count(b'"schema_version"') != 1 or b'"schema"' in data:
+        return None
+    return int(found[1])

@@ -151,13 +151,23 @@ def _published_schema(rd: ResultsDir) -> int | None:
 def in_pm(rd: ResultsDir) -> bool:
     """Whether this directory's resolution is PyTorch over contender: it is unless an earlier
     kit published it (summary.json below PM_SCHEMA), whose report `verify` renders as made."""
-    schema = _published_schema(rd)
-    return schema is None or schema >= PM_SCHEMA
+    return _at_least(rd, PM_SCHEMA)
 
 
 def published_with(rd: ResultsDir) -> bool:
     """Whether this directory's publication carries the resolution: it does unless its
     summary.json was written before summary.json's schema 2 (a directory published by an
     earlier kit, whose report `verify` must render as it was made)."""
-    schema = _published_schema(rd)  # unreadable: verify names the file as differing
-    return schema is None or schema >= FIRST_SCHEMA
+    return _at_least(rd, FIRST_SCHEMA)
+
+
+def _at_least(rd: ResultsDir, schema: int) -> bool:
+    """Whether the directory's summary.json is of `schema` or later, or is none or does not
+    read (verify then names the file as differing). A file that declares such a schema as
+    its only one is either, whatever the rest holds: it is not parsed (`report` of a large
+    series reads no 12 MB it does not need)."""
+    declared = published.declared_schema(rd.root / "summary.json")
+    if declared is not None and declared >= schema:
+        return True
+    found = _published_schema(rd)
+    return found is None or found >= schema
