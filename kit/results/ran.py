@@ -11,6 +11,8 @@ from kit.measure import stamped
 from kit.results.records import RunRecord
 from kit.results.store import RECORDS, RUN_FILE
 
+LOGS = ("stdout.log", "stderr.log")  # a run's stamped logs, among the files verify reads
+
 
 def strays(
     numbered: list[tuple[int, RunRecord]], listing: Mapping[str, frozenset[str]]
@@ -55,7 +57,12 @@ def differences(root: str, record: RunRecord, number: int, data: dict[str, bytes
             for name in RunRecord.RAN
             if mine[name] != ran.get(name)
         ]
-    stamps = [s for log in data.values() for s in _first_and_last_stamp(log)]
+    stamps = [
+        s
+        for name in LOGS
+        if (log := data.get(f"{root}/{record.log_dir}/{name}")) is not None
+        for s in _first_and_last_stamp(log)
+    ]
     if record.start_ns is not None and stamps and min(stamps) < record.start_ns:
         out.append(
             f"{where} start_ns {record.start_ns} comes after its logs' first stamp {min(stamps)}"
@@ -69,7 +76,7 @@ def differences(root: str, record: RunRecord, number: int, data: dict[str, bytes
 
 def _first_and_last_stamp(log: bytes) -> list[int]:
     """The stamps of a stamped log's first and last lines (kit.measure.clock); none if empty
-    (or not a stamped log: a JSON file read beside the logs)."""
+    (or not stamped: judging the log says so)."""
     text = log.strip()
     if not text:
         return []

@@ -67,7 +67,7 @@ def machine_summary(
     text = read(MACHINE)
     if text is None:
         return None
-    during = machine.summarize_machine(Path(where) / MACHINE, start_ns, end_ns, text=text)
+    during = machine.summarize_machine(f"{where}/{MACHINE}", start_ns, end_ns, text=text)
     idle = read(IDLE)
     before = json.loads(idle) if idle is not None else {}
     return {

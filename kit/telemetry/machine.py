@@ -284,10 +284,11 @@ class MachineSummary:
 
 
 def summarize_machine(
-    path: Path, start_ns: int | None, end_ns: int | None, text: str | None = None
+    path: Path | str, start_ns: int | None, end_ns: int | None, text: str | None = None
 ) -> MachineSummary:
-    """`text`: the file's text where the caller has read it already (verify, for its hash)."""
-    text = path.read_text("utf-8") if text is None else text
+    """`text`: the file's text where the caller has read it already (verify, for its hash);
+    `path` then names it in messages alone (a string: verify asks this of thousands of runs)."""
+    text = Path(path).read_text("utf-8") if text is None else text
     records = [json.loads(x) for x in text.splitlines() if x.strip()]
     # the file's name: "format" ("schema" in a file an earlier kit wrote)
     if not records or records[0].get("format", records[0].get("schema")) != SCHEMA:
