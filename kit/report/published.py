@@ -39,9 +39,20 @@ _HEAD = re.compile(rb'\A\{\n  "schema_version": (\d+),\n')
 
 def declared_schema(path: Path) -> int | None:
     """The schema summary.json declares as its first key, the only "schema_version" (or
-    "schema") the file holds, read without parsing the file; None where it declares none so
-    (no such file, another shape): `document` then says what it holds. A declared schema is
-    no proof that the rest parses."""
+    "schema") the file holds, read without parsing the file, once while the file is the same;
+    None where it declares none so (no such file, another shape): `document` then says what
+    it holds. A declared schema is no proof that the rest parses."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return _declared(str(path), (st.st_size, st.st_mtime_ns, st.st_ino))
+
+
+@functools.lru_cache(maxsize=4)
+def _declared(path: str, key: tuple[int, int, int]) -> int | None:
     try:
         with open(path, "rb") as f:
             head = f.read(64)
