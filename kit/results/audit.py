@@ -206,8 +206,8 @@ class Examination:
 
     def __init__(self, rd: ResultsDir):
         self._rd = rd
-        self._torn = torn(rd)
         self._walker, self._children = _started(rd, _hashed_and_judged)
+        self._torn = torn(rd)  # after the walk has started: it reads the records
 
     def result(self) -> Examined:
         named, listing = self._walker.result()[0]
