@@ -23,7 +23,7 @@ the same repeats, taking turns, so both see the same load: each kit makes its ow
 by the same steps with its own `run.py`. Several `--runs` measure the growth: time and peak
 memory against the run count, the slope of log(time) on log(runs) (1: linear), and a log–log
 plot (`--plot PATH`, matplotlib). `--profile N` prints cProfile's top N lines (cumulative
-time) of one more run of each command.
+time, the kit's own functions) of one more run of each command.
 
     python benchmarks/kit/scale.py [--runs 15000 ...] [--repeat 5] [--baseline CHECKOUT]
         [--plot scale.png] [--profile 25] [--keep DIR]
@@ -271,12 +271,16 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit:
         pass
     profile.disable()
-pstats.Stats(profile, stream=sys.stdout).sort_stats("cumulative").print_stats(int(sys.argv[1]))
+# the kit's own functions below its command layer: click's and the command's frames would
+# fill the top lines with the whole run
+stats = pstats.Stats(profile, stream=sys.stdout).sort_stats("cumulative")
+stats.print_stats(r"/kit/(?!cli/)", int(sys.argv[1]))
 """
 
 
 def profile(kit: Kit, args: list[str], lines: int) -> str:
-    """cProfile's top `lines` by cumulative CPU time of one run of `micakit ARGS`."""
+    """cProfile's top `lines` by cumulative CPU time of one run of `micakit ARGS`, the kit's
+    own functions outside kit/cli (the process's own CPU: its forked workers' is not seen)."""
     proc = subprocess.run(
         [sys.executable, "-c", PROFILED, str(lines), *args],
         env=kit.env,
