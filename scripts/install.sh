@@ -6,8 +6,9 @@
 #                 https://download.pytorch.org/whl/cpu) where it answers; elsewhere from the
 #                 default index, whose Linux wheel brings NVIDIA's CUDA libraries too (smoke.sh)
 #   --plan        say what would be downloaded, and stop
-#   --no-compile  write no bytecode now (scripts/test.sh compiles it itself, on every core,
-#                 while the rest of its set-up runs: pip compiles one file at a time)
+#   --no-compile  write no bytecode now: each module's is written when it is first imported
+#                 (scripts/test.sh: compiling every installed module, torch's included, takes
+#                 half a minute of one core, most of it for modules no test imports)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${MICAKIT_VENV:-$ROOT/.venv}

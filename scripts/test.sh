@@ -27,14 +27,6 @@ if [ "${MICAKIT_TEST_SETUP:-1}" != 0 ]; then
     rm -f "$prepared_log"
     [ "$installed" -eq 0 ] || exit "$installed"
     [ "$prepared_rc" -eq 0 ] || exit "$prepared_rc"
-    # the installed modules' bytecode, on every core while the rest of the set-up runs (pip
-    # compiles one file at a time, half a minute of one core here); the tests wait for it: the
-    # programs a series measures run with PYTHONDONTWRITEBYTECODE (kit/executors/programs.py),
-    # so a module without its bytecode would be compiled from source at every run. A file that
-    # does not compile (one written for another Python) is left, as pip leaves it.
-    site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    "$VENV/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 &
-    compiling=$!
 fi
 home=$(mktemp -d)
 scratch=$(mktemp -d)  # the suites' temporary folders and logs, apart from the empty HOME
@@ -59,7 +51,7 @@ if [ $# -eq 0 ] && [ "${MICAKIT_TEST_CLOUD:-1}" != 0 ]; then
     (
         set -e
         [ -x "$cloud/bin/python" ] || "$VENV/bin/python" -m venv "$cloud"
-        "$cloud/bin/python" -m pip install -q -e "$ROOT[cloud,dev]"
+        "$cloud/bin/python" -m pip install -q --no-compile -e "$ROOT[cloud,dev]"
         env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$cloud/bin/python" -m pytest \
             -p no:cacheprovider --basetemp "$scratch/cloud-tests" \
             tests/unit/cloud tests/cli/test_cloud.py tests/cli/test_cloud_fleet.py
@@ -85,7 +77,6 @@ for failed in "$setup_rc" "$lint_rc"; do
         exit "$failed"
     fi
 done
-[ -z "${compiling:-}" ] || wait "$compiling" || true  # what did not compile is imported from source
 
 if [ $# -eq 0 ]; then
     # The whole suite in parts at once. The tests that drive the Docker engine, one at a time
