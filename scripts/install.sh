@@ -6,9 +6,6 @@
 #                 https://download.pytorch.org/whl/cpu) where it answers; elsewhere from the
 #                 default index, whose Linux wheel brings NVIDIA's CUDA libraries too (smoke.sh)
 #   --plan        say what would be downloaded, and stop
-#   --no-compile  write no bytecode now: each module's is written when it is first imported
-#                 (scripts/test.sh: compiling every installed module, torch's included, takes
-#                 half a minute of one core, most of it for modules no test imports)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${MICAKIT_VENV:-$ROOT/.venv}
@@ -16,13 +13,11 @@ PY=${PYTHON:-python3}
 TORCH_INDEX=${MICAKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 CPU_TORCH=0
 PLAN=0
-COMPILE=()
 for arg in "$@"; do
     case $arg in
         --cpu-torch) CPU_TORCH=1 ;;
         --plan) PLAN=1 ;;
-        --no-compile) COMPILE=(--no-compile) ;;
-        *) echo "error: unknown option $arg" >&2; echo "  fix: give --cpu-torch, --plan, --no-compile or nothing" >&2; exit 2 ;;
+        *) echo "error: unknown option $arg" >&2; echo "  fix: give --cpu-torch, --plan or nothing" >&2; exit 2 ;;
     esac
 done
 say() { echo "micakit install: $*" >&2; }
@@ -64,6 +59,6 @@ fi
 
 say "step 3/3: downloading and installing (pip's own progress)"
 start=$SECONDS
-"${pip[@]}" install ${COMPILE[@]+"${COMPILE[@]}"} ${torch_from[@]+"${torch_from[@]}"} -e "$ROOT[train,dev]" >&2
+"${pip[@]}" install ${torch_from[@]+"${torch_from[@]}"} -e "$ROOT[train,dev]" >&2
 say "installed $("$VENV/bin/micakit" --version | head -1) in $((SECONDS - start)) s;" \
     "$VENV holds $(du -sh "$VENV" | cut -f1)"

@@ -20,7 +20,7 @@ if [ "${MICAKIT_TEST_SETUP:-1}" != 0 ]; then
     bash scripts/ci-setup.sh --prepare >"$prepared_log" 2>&1 &
     prepared=$!
     installed=0
-    bash scripts/install.sh --no-compile || installed=$?
+    bash scripts/install.sh || installed=$?
     prepared_rc=0
     wait "$prepared" || prepared_rc=$?
     cat "$prepared_log" >&2
@@ -51,7 +51,7 @@ if [ $# -eq 0 ] && [ "${MICAKIT_TEST_CLOUD:-1}" != 0 ]; then
     (
         set -e
         [ -x "$cloud/bin/python" ] || "$VENV/bin/python" -m venv "$cloud"
-        "$cloud/bin/python" -m pip install -q --no-compile -e "$ROOT[cloud,dev]"
+        "$cloud/bin/python" -m pip install -q -e "$ROOT[cloud,dev]"
         env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$cloud/bin/python" -m pytest \
             -p no:cacheprovider --basetemp "$scratch/cloud-tests" \
             tests/unit/cloud tests/cli/test_cloud.py tests/cli/test_cloud_fleet.py

@@ -109,15 +109,3 @@ def test_the_plan_says_each_download_with_its_size_and_the_total(tmp_path):
     assert "total to download: 2.5 MB" in done.stderr
     assert "micakit" not in done.stderr
     assert Path(report).exists()
-
-
-def test_an_unknown_option_names_the_ones_there_are():
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "install.sh"), "--no-compile", "--fast"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert "error: unknown option --fast" in done.stderr
-    assert "fix: give --cpu-torch, --plan, --no-compile or nothing" in done.stderr
