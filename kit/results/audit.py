@@ -5,6 +5,7 @@ a directory that has any."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -210,8 +211,8 @@ class Examination:
         self._torn = torn(rd)  # after the walk has started: it reads the records
 
     def result(self) -> Examined:
-        named, listing = self._walker.result()[0]
-        problems = [*self._torn, *named, *audit(self._rd, listing)]
+        listing, found = _walked(self._walker, self._children, lambda ls: audit(self._rd, ls))
+        problems = [*self._torn, *found]
         parts = self._children.result()
         judged: dict[int, timing.Outcome | str] = {}
         conditions: dict[int, Conditions] = {}
@@ -246,6 +247,23 @@ def _started(
     step = -(-size // min(fanout.cores(), 8)) or 1
     jobs = [functools.partial(per_slice, rd, lo, lo + step) for lo in range(0, size, step)]
     return walker, fanout.Children(jobs, size=size)
+
+
+def _walked(
+    walker: fanout.Children,
+    children: fanout.Children,
+    audited: Callable[[dict[str, frozenset[str]]], list[str]],
+) -> tuple[dict[str, frozenset[str]], list[str]]:
+    """The walk's listing, with the links it found and `audited(listing)`'s findings, worked
+    out here while `children` go on; where either raises, the children are reaped first and
+    their answers dropped (as `fanout.map_in_order` does), so no worker outlives the error."""
+    try:
+        named, listing = walker.result()[0]
+        return listing, [*named, *audited(listing)]
+    except BaseException:
+        with contextlib.suppress(Exception):
+            children.result()
+        raise
 
 
 def _lines(rd: ResultsDir) -> int:
@@ -346,8 +364,7 @@ class Survey:
         dict[int, timing.Outcome | str],
         dict[int, dict[str, fields.Value]],
     ]:
-        named, listing = self._walker.result()[0]
-        problems = [*named, *_altered(self._rd, listing)]
+        listing, problems = _walked(self._walker, self._children, lambda ls: _altered(self._rd, ls))
         parts = self._children.result()
         _refuse(self._rd, problems)
         judged: dict[int, timing.Outcome | str] = {}

@@ -128,3 +128,30 @@ def _dies() -> int:
 def test_a_worker_that_dies_is_an_error_at_once_not_a_wait():
     with pytest.raises(RuntimeError, match="ended without answering \\(exit 9\\)"):
         fanout.Children([_pid, _dies], size=5000, least=1).result()
+
+
+@pytest.mark.skipif(not FORKS, reason="one core: the plain loop is all there is")
+@pytest.mark.parametrize("where", ["walk", "audit"])
+def test_a_walk_or_audit_that_fails_reaps_the_workers_beside_it_first(where):
+    """`report` and `verify` audit the walk's listing in their own process while the judging
+    workers go on (kit.results.audit._walked): an error there is raised once those workers
+    are reaped, none left running."""
+    import multiprocessing
+    import time
+
+    from kit.results import audit
+
+    def walk() -> tuple[list[str], dict[str, frozenset[str]]]:
+        if where == "walk":
+            raise OSError("the walk failed")
+        return [], {}
+
+    def audited(listing: dict[str, frozenset[str]]) -> list[str]:
+        raise OSError("the audit failed")
+
+    walker = fanout.Children([walk], size=1, least=0)
+    judging = fanout.Children([lambda: time.sleep(0.3) or "judged"], size=1, least=0)
+    assert multiprocessing.active_children()  # the judging worker, asleep
+    with pytest.raises(OSError, match=f"the {where} failed"):
+        audit._walked(walker, judging, audited)
+    assert multiprocessing.active_children() == []
