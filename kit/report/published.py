@@ -16,13 +16,20 @@ from pathlib import Path
 def document(path: Path) -> object | None:
     """The parsed file, which its callers only read; None where there is none, it is no
     regular file, or it does not read as JSON."""
+    key = _same(path)
+    return None if key is None else _parsed(str(path), key)
+
+
+def _same(path: Path) -> tuple[int, int, int] | None:
+    """What tells the file from an edited one (size, modification time, inode), the key of
+    what is read of it once; None where there is no regular file."""
     try:
         st = os.stat(path)
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    return _parsed(str(path), (st.st_size, st.st_mtime_ns, st.st_ino))
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 @functools.lru_cache(maxsize=4)
@@ -42,13 +49,8 @@ def declared_schema(path: Path) -> int | None:
     "schema") the file holds, read without parsing the file, once while the file is the same;
     None where it declares none so (no such file, another shape): `document` then says what
     it holds. A declared schema is no proof that the rest parses."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return _declared(str(path), (st.st_size, st.st_mtime_ns, st.st_ino))
+    key = _same(path)
+    return None if key is None else _declared(str(path), key)
 
 
 @functools.lru_cache(maxsize=4)
