@@ -94,3 +94,24 @@ def test_records_are_read_again_after_an_append(tmp_path):
     with open(rd.root / "runs.jsonl", "a") as f:
         f.write(json.dumps({"run_id": 2, "status": "ok"}) + "\n")
     assert [r["run_id"] for r in rd.records()] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b'{"run_id": 1, "status": "o\xffk"}\n', b'{"run_id": 1, "status": \n', b"not json\n"],
+    ids=["not-utf-8", "cut-json", "not-json"],
+)
+def test_a_line_that_is_no_json_record_is_named_by_its_number(tmp_path, line):
+    rd = ResultsDir.create(tmp_path / "r")
+    rd.append_record({"run_id": 0, "status": "ok"})
+    with open(rd.root / "runs.jsonl", "ab") as f:
+        f.write(line + b'{"run_id": 2, "status": "ok"}\n')
+    with pytest.raises(UserError, match=r"runs\.jsonl:2 is not a JSON record"):
+        ResultsDir(rd.root).records()
+
+
+def test_blank_lines_are_no_records_and_the_torn_line_is_the_last_only(tmp_path):
+    rd = ResultsDir.create(tmp_path / "r")
+    (rd.root / "runs.jsonl").write_bytes(b'{"run_id": 0}\n\n  \n{"run_id": 1}\n{"run_id": 2')
+    assert [r["run_id"] for r in rd.records()] == [0, 1]
+    assert rd.torn() == b'{"run_id": 2'
