@@ -14,7 +14,13 @@ import pytest
 from kit.report import publish, summary, tables
 from kit.results import audit
 from kit.results.store import ResultsDir
-from tests.conftest import CONTENDER, fake_nanogpt_protocol, pytorch_args, steady_series
+from tests.conftest import (
+    CONTENDER,
+    edit_protocol,
+    fake_nanogpt_protocol,
+    pytorch_args,
+    steady_series,
+)
 
 pytestmark = pytest.mark.slow  # runs a series of both sides: seconds
 
@@ -23,12 +29,12 @@ def test_every_verdict_has_its_resolution_and_an_older_publication_verifies(
     tmp_path, cli, fake_env
 ):
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
+    # one PyTorch mode: a resolution is of the fastest mode against the contender, whichever
+    # mode that is (tests/cli/test_verdicts.py chooses among four)
+    edit_protocol(protocol, {"pytorch.modes": ["default"], "pytorch.patched_modes": []})
     fake_env(
         step_ms={
-            "eager": 6.0,
             "default": 5.0,
-            "reduce-overhead": 5.0,
-            "max-autotune": 5.0,
             # twice as fast: its interval lies above 1 also where a loaded machine (CI's, the
             # suites at once) delays a window's first or last stamp by some milliseconds
             "mica": 2.5,
