@@ -83,13 +83,7 @@ def _serve(conn: Connection, other: Connection) -> None:
     # the command ends the drawer (daemonic in its eyes); the drawer's own workers are its
     # drawings, each ended and joined before it answers
     multiprocessing.current_process().daemon = False
-    try:
-        from matplotlib.backends import backend_agg  # noqa: F401 - loaded before it is asked
-        from matplotlib.figure import Figure  # noqa: F401
-
-        from kit.report import figures  # noqa: F401
-    except Exception:  # noqa: BLE001 - the drawing itself raises it, where the caller sees it
-        pass
+    preload()  # before it is asked
     try:
         calls = conn.recv()
     except EOFError:
@@ -107,3 +101,15 @@ def _serve(conn: Connection, other: Connection) -> None:
 
 def _draw(call: Callable[[], bytes]) -> bytes:
     return call()
+
+
+def preload() -> None:
+    """The plotting modules loaded (the drawer's first work); an error is left to the drawing
+    itself, which raises it where the caller sees it."""
+    try:
+        from matplotlib.backends import backend_agg  # noqa: F401
+        from matplotlib.figure import Figure  # noqa: F401
+
+        from kit.report import figures  # noqa: F401
+    except Exception:  # noqa: BLE001 - the drawing itself raises it, where the caller sees it
+        pass
