@@ -60,17 +60,20 @@ def parse(path: Path) -> Page:
     return page
 
 
+# both_sides' fakes: reduce-overhead the fastest mode, the contender a little slower
+BOTH_SIDES_MS = {
+    "eager": 4.0,
+    "default": 3.0,
+    "reduce-overhead": 2.5,
+    "max-autotune": 2.8,
+    "mica": 2.7,
+}
+
+
 def both_sides(tmp_path: Path, cli, fake_env) -> Path:
+    """A series of both sides (two rounds) in tmp_path/r, published as a preview."""
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=2)
-    fake_env(
-        step_ms={
-            "eager": 4.0,
-            "default": 3.0,
-            "reduce-overhead": 2.5,
-            "max-autotune": 2.8,
-            "mica": 2.7,
-        }
-    )
+    fake_env(step_ms=BOTH_SIDES_MS)
     out = tmp_path / "r"
     res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))
     assert res.exit_code == 0, res.output

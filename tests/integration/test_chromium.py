@@ -19,8 +19,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
-from tests.cli.test_html_report import both_sides
+from kit.cli.main import main
+from tests.cli.test_html_report import BOTH_SIDES_MS
+from tests.conftest import (
+    CONTENDER,
+    copied,
+    fake_nanogpt_protocol,
+    pytorch_args,
+    series_once,
+)
 
 # Debian's package; MICAKIT_CHROMIUM names another build (e.g. a runner's google-chrome)
 CHROMIUM = Path(os.environ.get("MICAKIT_CHROMIUM") or "/usr/bin/chromium")
@@ -51,6 +60,19 @@ TABLE_BORDER = 204  # the report's table borders are #ccc; no other line on the 
 # the summary's own colours (kit.report.html's style): its header and its frame
 SUMMARY_HEADER = (0xDB, 0xE8, 0xF5)
 SUMMARY_FRAME = (0x1F, 0x5F, 0x99)
+
+
+@pytest.fixture(scope="module")
+def previewed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """test_html_report's series of both sides, published as a preview: made once for the
+    module, each test reads (or publishes) a copy of its own."""
+    root = tmp_path_factory.mktemp("chromium")
+    protocol = fake_nanogpt_protocol(root / "p.toml", runs=2)
+    args = pytorch_args(root / "r", protocol, "--contender", CONTENDER)
+    out = series_once(root, args, step_ms=BOTH_SIDES_MS)
+    published = CliRunner().invoke(main, ["publish", str(out), "--preview"])
+    assert published.exit_code == 0, published.output
+    return out
 
 
 def artifacts(name: str) -> Path:
@@ -108,8 +130,8 @@ def test_the_console_check_sees_an_error(tmp_path):
     assert any("no_such_function" in line for line in console(run.stderr))
 
 
-def test_report_html_renders_offline_and_shows_the_table(tmp_path, cli, fake_env):
-    out = both_sides(tmp_path, cli, fake_env)
+def test_report_html_renders_offline_and_shows_the_table(tmp_path, previewed, cli):
+    out = copied(previewed, tmp_path)
     page = out / "report.html"
     dom = chromium(page, tmp_path / "profile-dom", "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -145,14 +167,14 @@ def colour_rows(png: Path, colour: tuple[int, int, int], min_run: int = 300) -> 
     return rows
 
 
-def test_the_summary_is_seen_whole_without_scrolling(tmp_path, cli, fake_env):
+def test_the_summary_is_seen_whole_without_scrolling(tmp_path, previewed, cli):
     """At 1280×800 the first screen holds the summary's header and both of its frame's rules.
 
     The check can fail: a page that opens with anything long before the summary (the old
     metadata list, say) pushes the summary below row 800; such a page is checked too, and
     fails it.
     """
-    out = both_sides(tmp_path, cli, fake_env)
+    out = copied(previewed, tmp_path)
     page = out / "report.html"
     shot = tmp_path / "first-screen.png"
     run = chromium(page, tmp_path / "profile", f"--screenshot={shot}", size="1280,800")
@@ -208,11 +230,11 @@ def first_screen_rows(page: Path, profile: Path, name: str) -> list[int]:
     return colour_rows(shot, MARK, min_run=30)
 
 
-def test_the_first_screen_holds_the_numbers_or_what_rule_6_waits_for(tmp_path, cli, fake_env):
+def test_the_first_screen_holds_the_numbers_or_what_rule_6_waits_for(tmp_path, previewed, cli):
     """A preview's first screen shows its medians (the summary's cells that hold a number);
     a series rule 6 withholds shows, on its first screen, the commands that make its checks.
     Each check fails on a page that pushes them below the fold."""
-    out = both_sides(tmp_path, cli, fake_env)  # published as a preview
+    out = copied(previewed, tmp_path)  # published as a preview
     numbers = marked(out / "report.html", tmp_path / "numbers.html", r"\d+\.\d{3}", "td")
     assert first_screen_rows(numbers, tmp_path / "p1", "preview"), "no number on the first screen"
     pushed = tmp_path / "numbers-pushed.html"
