@@ -70,12 +70,17 @@ BOTH_SIDES_MS = {
 }
 
 
+def both_sides_args(root: Path) -> list:
+    """`micakit series` of both sides, two rounds, into root/r (its protocol written beside)."""
+    protocol = fake_nanogpt_protocol(root / "p.toml", runs=2)
+    return pytorch_args(root / "r", protocol, "--contender", CONTENDER)
+
+
 def both_sides(tmp_path: Path, cli, fake_env) -> Path:
-    """A series of both sides (two rounds) in tmp_path/r, published as a preview."""
-    protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=2)
+    """A series of both sides (`both_sides_args`) in tmp_path/r, published as a preview."""
     fake_env(step_ms=BOTH_SIDES_MS)
     out = tmp_path / "r"
-    res = cli(*pytorch_args(out, protocol, "--contender", CONTENDER))
+    res = cli(*both_sides_args(tmp_path))
     assert res.exit_code == 0, res.output
     # rule 6: no correctness check ran, so the times are shown only in a preview
     assert cli("publish", out, "--preview").exit_code == 0

@@ -22,14 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli.main import main
-from tests.cli.test_html_report import BOTH_SIDES_MS
-from tests.conftest import (
-    CONTENDER,
-    copied,
-    fake_nanogpt_protocol,
-    pytorch_args,
-    series_once,
-)
+from tests.cli.test_html_report import BOTH_SIDES_MS, both_sides_args
+from tests.conftest import copied, series_once
 
 # Debian's package; MICAKIT_CHROMIUM names another build (e.g. a runner's google-chrome)
 CHROMIUM = Path(os.environ.get("MICAKIT_CHROMIUM") or "/usr/bin/chromium")
@@ -67,9 +61,7 @@ def previewed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """test_html_report's series of both sides, published as a preview: made once for the
     module, each test reads (or publishes) a copy of its own."""
     root = tmp_path_factory.mktemp("chromium")
-    protocol = fake_nanogpt_protocol(root / "p.toml", runs=2)
-    args = pytorch_args(root / "r", protocol, "--contender", CONTENDER)
-    out = series_once(root, args, step_ms=BOTH_SIDES_MS)
+    out = series_once(root, both_sides_args(root), step_ms=BOTH_SIDES_MS)
     published = CliRunner().invoke(main, ["publish", str(out), "--preview"])
     assert published.exit_code == 0, published.output
     return out

@@ -223,7 +223,12 @@ def test_a_series_whose_image_was_rebuilt_resumes_once_its_own_image_is_back(
         assert "does not hold the program --contender names" in refused.stderr
         assert f"`docker tag {first} {ref}`" in refused.stderr
         client.api.tag(first, "micakit-mica", tag)  # the fix, as the user follows it
-        resumed = subprocess.run(resume, capture_output=True, text=True, cwd=ROOT)
+        for _ in range(3):
+            resumed = subprocess.run(resume, capture_output=True, text=True, cwd=ROOT)
+            # a run voided where a loaded engine handed its lines on in bursts (§5): the resume
+            # the kit names runs it again, as a user would
+            if not (resumed.returncode == 3 and "its output is buffered" in resumed.stderr):
+                break
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert [r["run_id"] for r in records(out)].count(0) == 1  # run 0 never ran again
     finally:
