@@ -44,6 +44,7 @@ median of --repeat timings), under half of 209f6cc's time beside it, and a 300-r
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
 import json
 import os
@@ -229,9 +230,25 @@ def make(kit: Kit, out: Path, runs: int) -> None:
     made = sum(1 for _ in (out / "runs.jsonl").open())
     print(
         f"{kit.name}: {made} runs ({copied} copied from real ones), "
-        f"made in {time.perf_counter() - t0:.0f} s",
+        f"made in {time.perf_counter() - t0:.0f} s; {flagged(out)}",
         flush=True,
     )
+
+
+def flagged(out: Path) -> str:
+    """How many of the directory's runs §5 flags (its configurations table's `flagged_runs`):
+    every copy of a run made on a busy machine is flagged too, and a flagged run costs both
+    commands more (its reasons are worded, listed and rendered), so the count is said beside
+    the times."""
+    csv.field_size_limit(sys.maxsize)  # its notes name every flagged run, in one cell
+    with open(out / "tables" / "configurations.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or "flagged_runs" not in rows[0]:
+        return "flags not tabled by this kit"
+    n = sum(int(r["flagged_runs"] or 0) for r in rows)
+    if not n:
+        return "no timed run flagged (§5)"
+    return f"{n} timed runs flagged (§5; a copy of a run made on a busy machine is flagged too)"
 
 
 @dataclass(frozen=True)
@@ -357,7 +374,11 @@ def main() -> None:
                 dirs[kit.name] = base / f"{size}-{i}"
                 if a.keep and (dirs[kit.name] / "report.md").exists():
                     # made by an earlier run with the same --keep: timed again as it is
-                    print(f"{kit.name}: {dirs[kit.name]} as an earlier run made it", flush=True)
+                    print(
+                        f"{kit.name}: {dirs[kit.name]} as an earlier run made it; "
+                        f"{flagged(dirs[kit.name])}",
+                        flush=True,
+                    )
                     continue
                 make(kit, dirs[kit.name], size)
             # one untimed run of each first: the kits' bytecode written, the files in the cache

@@ -77,9 +77,11 @@ def flagged_runs(runs: pd.DataFrame) -> list[dict[str, object]]:
     t = timed(runs)
     if "flagged" not in t:
         return []
+    f = t[t["flagged"]]
+    # by column, not `iterrows` (a Series made per row: seconds for a busy 15,000-run series)
     return [
-        {"run_id": int(r["run_id"]), "config": str(r["config"]), "reason": str(r["flag_reasons"])}
-        for _, r in t[t["flagged"]].iterrows()
+        {"run_id": int(i), "config": str(c), "reason": str(r)}
+        for i, c, r in zip(f["run_id"], f["config"], f["flag_reasons"])
     ]
 
 

@@ -231,8 +231,9 @@ def configurations_table(
         oom = mine[(mine["status"] == timing.OOM) & ~mine["kind"].isin(AA_KINDS)]
         notes = [] if st.has_time else [st.shown]
         flagged = timed[timed["flagged"]]
-        for _, f in flagged.iterrows():
-            notes.append(f"run {f['run_id']} flagged: {f['flag_reasons']}")
+        notes += [
+            f"run {i} flagged: {r}" for i, r in zip(flagged["run_id"], flagged["flag_reasons"])
+        ]
         peak = pd.to_numeric(timed["peak_memory_bytes"], errors="coerce")
         rows.append(
             {

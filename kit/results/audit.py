@@ -28,6 +28,7 @@ from kit.results.store import (
     RECORDS,
     RUN_FILE,
     ResultsDir,
+    count_lines,
     load_protocol,
     sha256_file,
 )
@@ -269,11 +270,7 @@ def _walked(
 def _lines(rd: ResultsDir) -> int:
     """How many records runs.jsonl holds, counted before any is parsed (its lines)."""
     try:
-        with open(rd.root / RECORDS, "rb") as f:
-            # in blocks small enough for the allocator to hand the same memory back each time
-            return sum(
-                block.count(b"\n") for block in iter(functools.partial(f.read, 1 << 16), b"")
-            )
+        return count_lines(rd.root / RECORDS)
     except OSError:
         return 0
 

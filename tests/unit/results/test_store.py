@@ -3,7 +3,7 @@ import json
 import pytest
 
 from kit.errors import UserError
-from kit.results.store import ResultsDir, write_atomic
+from kit.results.store import ResultsDir, count_lines, write_atomic
 
 
 def test_existing_directory_is_never_overwritten(tmp_path):
@@ -115,3 +115,14 @@ def test_blank_lines_are_no_records_and_the_torn_line_is_the_last_only(tmp_path)
     (rd.root / "runs.jsonl").write_bytes(b'{"run_id": 0}\n\n  \n{"run_id": 1}\n{"run_id": 2')
     assert [r["run_id"] for r in rd.records()] == [0, 1]
     assert rd.torn() == b'{"run_id": 2'
+
+
+def test_lines_are_counted_across_blocks_and_a_torn_last_line_is_not_one(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(b"")
+    assert count_lines(path) == 0
+    # lines of 1,000 bytes: many end beyond a 64 KB block, one ends at a block's last byte
+    lines = [b"x" * 999 + b"\n"] * 200 + [b"y" * ((1 << 16) * 4 - 200_000 - 1) + b"\n"]
+    path.write_bytes(b"".join(lines) + b'{"torn')
+    assert (1 << 16) * 4 == sum(map(len, lines))
+    assert count_lines(path) == 201 == path.read_bytes().count(b"\n")
