@@ -52,3 +52,28 @@ def test_a_summary_shaped_document_and_refusals():
             _standard(bad)
         with pytest.raises((ValueError, TypeError)):
             jsontext.dumps(bad)
+
+
+ROW_VALUES = (
+    *SCALARS, "},\n    {", '"},\n  {"', "}", "{", "},", "\n  }\n]", "a}, {b", "\\n", "[{", "}]",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_lists_of_rows_read_as_the_standard_library_writes_them(seed):
+    """A list whose members are all flat dicts (summary.json's per-run sections) is written in
+    one call and re-laid at the seams: strings that look like a seam stay as they are."""
+    rng = random.Random(seed)
+
+    def row():
+        keys = [*KEYS, "},\n  {", "x}"]
+        return {rng.choice(keys): rng.choice(ROW_VALUES) for _ in range(rng.choice((1, 2, 6)))}
+
+    rows = [row() for _ in range(rng.choice((1, 2, 7)))]
+    shaped = rng.choice((list, tuple))(rows)
+    for document in (shaped, {"runs": shaped}, [[shaped, 1]], {"a": {"b": shaped}}):
+        assert jsontext.dumps(document) == _standard(document)
+    # a row that is empty, or holds a container, is walked as before
+    for odd in ({}, {"a": []}, {"a": {"b": 1}}):
+        document = {"runs": [*rows, odd, *rows]}
+        assert jsontext.dumps(document) == _standard(document)
