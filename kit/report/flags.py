@@ -9,6 +9,7 @@ report.md's summary, report.html's first screen, the step-time plot, summary.jso
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pandas as pd
@@ -19,6 +20,7 @@ from kit.report import aa
 _DETAIL = re.compile(r"\s*[:(].*$")
 
 
+@functools.lru_cache(maxsize=4096)  # a busy series' 15,000 reasons are a few hundred texts
 def _kind(reason: str) -> str:
     """A flag reason's kind: "measured on a busy machine", "thermal clock event", ..."""
     kind = _DETAIL.sub("", reason.strip())
