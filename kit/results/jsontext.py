@@ -43,15 +43,18 @@ def _key(key: object) -> str:
     return written[1 : -len(": null}")]
 
 
+def _scalars(members: Iterable[object]) -> bool:
+    """Whether no member is a container: their types looked up at C's speed first, any other
+    type asked member by member (a subclass of dict, list or tuple is a container)."""
+    return _PLAIN.issuperset(map(type, members)) or not any(
+        isinstance(m, _CONTAINERS) for m in members
+    )
+
+
 def _flat_dict(value: object) -> bool:
     """A dict with members, none of them a container: a row (summary.json's per-run
     sections hold tens of thousands)."""
-    if not isinstance(value, dict) or not value:
-        return False
-    # the members' types looked up at C's speed first; any other type asked member by member
-    return _PLAIN.issuperset(map(type, value.values())) or not any(
-        isinstance(m, _CONTAINERS) for m in value.values()
-    )
+    return isinstance(value, dict) and bool(value) and _scalars(value.values())
 
 
 def _rows(rows: list[object] | tuple[object, ...], depth: int) -> str:
@@ -81,7 +84,7 @@ def _write(value: object, depth: int, out: list[str]) -> None:
         return
     inner = "\n" + INDENT * (depth + 1)
     close = "\n" + INDENT * depth + ("}" if isinstance(value, dict) else "]")
-    if not any(isinstance(m, _CONTAINERS) for m in members):
+    if _scalars(members):
         flat = json.dumps(value, allow_nan=False, default=str, separators=("," + inner, ": "))
         out.append(flat[0] + inner + flat[1:-1] + close)  # "{" + members + "}" re-laid
         return
