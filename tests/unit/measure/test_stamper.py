@@ -101,16 +101,26 @@ def test_lines_long_lines_and_a_last_partial_line_are_kept(tmp_path, stamping):
 
 
 def test_the_stamper_writes_a_ready_record_then_a_record_per_read(built):
+    """Each read is stamped as it returns, from CLOCK_MONOTONIC (Python's monotonic clock on
+    Linux): the second chunk, written once the first one's record came back, is stamped after
+    it was written and the first before. Waiting on the records rather than sleeping holds on a
+    busy machine, where the stamper may read late."""
     r, w = os.pipe()
     proc = subprocess.Popen([str(built), str(r)], pass_fds=[r], stdout=subprocess.PIPE)
     os.close(r)
+    assert proc.stdout is not None
+    records, got, data = stamper.Records(), [], b""
     os.write(w, b"one\ntw")
-    time.sleep(0.05)
+    while len(got) < 2:  # the ready record and the first chunk's
+        chunk = os.read(proc.stdout.fileno(), 1 << 16)
+        assert chunk, "the stamper ended before it stamped the first chunk"
+        data += chunk
+        got += records.feed(chunk)
+    written = time.monotonic_ns()
     os.write(w, b"o\n")
     os.close(w)
-    data = proc.communicate(timeout=10)[0]
-    records = stamper.Records()
-    got = [x for chunk in (data[:7], data[7:30], data[30:]) for x in records.feed(chunk)]
+    rest = proc.communicate(timeout=10)[0]
+    got += [x for part in (rest[:5], rest[5:]) for x in records.feed(part)]
     assert proc.returncode == 0
     assert [(place, body) for place, _, body in got] == [
         (0xFFFFFFFF, b""),
@@ -119,7 +129,12 @@ def test_the_stamper_writes_a_ready_record_then_a_record_per_read(built):
         (0, b""),  # closed
     ]
     stamps = [stamp for _, stamp, _ in got]
-    assert stamps == sorted(stamps) and stamps[2] - stamps[1] > 40_000_000
+    assert stamps == sorted(stamps) and stamps[1] <= written <= stamps[2]
+    # the records split anywhere read the same
+    again = stamper.Records()
+    whole = data + rest
+    split = [x for part in (whole[:7], whole[7:30], whole[30:]) for x in again.feed(part)]
+    assert split == got
 
 
 def test_records_split_anywhere_come_out_whole():
