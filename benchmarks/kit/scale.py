@@ -28,6 +28,11 @@ time, the kit's own functions) of one more run of each command.
     python benchmarks/kit/scale.py [--runs 15000 ...] [--repeat 5] [--baseline CHECKOUT]
         [--plot scale.png] [--profile 25] [--keep DIR]
 
+Beside the times, two floors on the same directory, each the median of the repeats: a bare loop
+that walks it and reads and hashes every file once (what any `verify` of this layout does at
+least), and the interpreter started with pandas imported (what any command whose tables are
+pandas frames does at least).
+
 `--keep DIR` keeps the directories (`DIR/<runs>-<kit>`), and a later run with the same DIR times
 those already made as they are, so a measurement can be repeated without making them again.
 
@@ -261,19 +266,73 @@ class Timing:
 def timed(kit: Kit, args: list[str]) -> Timing:
     """One run of `micakit ARGS` as a whole process. On a loaded machine its CPU time says
     more than its wall time: other processes' share of the cores is not the kit's."""
+    return waited(kit.argv(*args), kit.env, f"{kit.name}: micakit {' '.join(args)}")[0]
+
+
+def waited(
+    argv: list[str], env: dict[str, str], name: str, output: bool = False
+) -> tuple[Timing, bytes]:
+    """`argv` run as a whole process: its wall and CPU time, its peak memory, and its output
+    where asked for (else it goes to /dev/null, as a command's report does here)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        kit.argv(*args), env=kit.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        argv,
+        env=env,
+        stdout=subprocess.PIPE if output else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
+    # read, not communicate(): that reaps the process, and wait4 below takes its usage
+    out = proc.stdout.read() if proc.stdout is not None else b""
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        raise SystemExit(f"{kit.name}: micakit {' '.join(args)}: exit {proc.returncode}\n"
-                         f"{err.decode(errors='replace')}")  # fmt: skip
-    return Timing(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+        raise SystemExit(f"{name}: exit {proc.returncode}\n{err.decode(errors='replace')}")
+    return Timing(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024), out
+
+
+# The floor under any command that checks every file of a directory once, as `verify` must
+# (each raw file against the hash its record gives): a bare walk that reads and hashes each
+# file, in one process, with nothing else of the kit.
+FLOOR = """
+import hashlib, os, sys
+stack, files, size = [sys.argv[1]], 0, 0
+while stack:
+    with os.scandir(stack.pop()) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            elif entry.is_file(follow_symlinks=False):
+                with open(entry.path, "rb") as f:
+                    data = f.read()
+                hashlib.sha256(data)
+                files, size = files + 1, size + len(data)
+print(files, size)
+"""
+# and under any command that reads its tables with pandas: the interpreter started, pandas
+# imported, nothing read
+IMPORTS = "import pandas"
+
+
+def floors(directory: Path, repeat: int) -> str:
+    """The two floors (FLOOR, IMPORTS), each the median of `repeat` runs, in a line."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    walks = [
+        waited([sys.executable, "-c", FLOOR, str(directory)], env, "the floor's walk", True)
+        for _ in range(repeat)
+    ]
+    files, size = (int(x) for x in walks[0][1].split())
+    starts = [waited([sys.executable, "-c", IMPORTS], env, "pandas")[0] for _ in range(repeat)]
+    walk_s = statistics.median(t.wall_s for t, _ in walks)
+    walk_cpu = statistics.median(t.cpu_s for t, _ in walks)
+    start_s = statistics.median(t.wall_s for t in starts)
+    return (
+        f"floor: {files:,} files ({size / 1e6:.0f} MB) walked, read and hashed once by a bare "
+        f"loop in {walk_s:.2f} s ({walk_cpu:.2f} s CPU, one process); Python started with "
+        f"pandas imported in {start_s:.2f} s"
+    )
 
 
 # cProfile of one command in the kit's own process (`run.py` ends with os._exit), by CPU time
@@ -405,6 +464,7 @@ def main() -> None:
                         f"min {min(t):6.2f} s  max {max(t):6.2f} s  CPU {cpu:6.2f} s  "
                         f"peak {peak:5.0f} MB"
                     )
+            print(f"{size:>6} runs  {floors(dirs[kits[0].name], a.repeat)}", flush=True)
             if len(kits) > 1:
                 for command in COMMANDS:
                     mine, theirs = (found[(k.name, command)][size][0] for k in kits)
