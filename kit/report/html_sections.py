@@ -175,7 +175,7 @@ def step_time_section(ctx: Context) -> Section:
         sources: list[Piece] = []
         for _, c in g.iterrows():
             timed = runs_of(ctx, c["config"], ["timed"], ok_only=True)
-            note = "out of memory: no time (amendment 8)" if c["out_of_memory"] else c["notes"]
+            note = "out of memory: no time (amendment 8)" if c["out_of_memory"] else ctx.t.noted(c)
             if c["state"] != "complete":
                 timed = timed.iloc[0:0]  # only a complete configuration has a time
             elif Publication.of(c["publication"]) is Publication.WITHHELD:

@@ -183,7 +183,7 @@ def configurations_lines(
                     "median (ms)": median,
                     "range (ms)": spread,
                     "peak memory (MiB)": mib(c.get("peak_memory_bytes")),
-                    "notes": c["notes"],
+                    "notes": t.noted(c),
                 }
             )
         lines += [pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True), ""]

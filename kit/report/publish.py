@@ -3,6 +3,7 @@ from the raw files; and `verify`, which recomputes them and names every differen
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import os
@@ -158,6 +159,8 @@ def _verified(
         version = summary.published_version(rd.root)
         earlier = version < summary.SCHEMA_OF_LAYOUT
         labelled = version >= summary.SCHEMA_OF_SHIPPED
+        if version < summary.SCHEMA_OF_SAID_NOTES:  # its notes name every flagged run
+            fresh = dataclasses.replace(fresh, notes={})
         published_files = render(
             rd, fresh, resolution.published_with(rd), earlier, labelled, drawer
         )

@@ -27,14 +27,17 @@ from kit.results.planned import CONTENDER
 from kit.results.store import ResultsDir
 
 SUMMARY = "summary.json"
-SCHEMA = 4  # 2: each comparison's resolution (resolution.py), "clocks", and the comparisons'
+SCHEMA = 5  # 2: each comparison's resolution (resolution.py), "clocks", and the comparisons'
 # verdict by cycles and what the clocks say; 3: the version key "schema_version" (was "schema"),
 # beside each state, verdict and publication its kind (an enum) and its reason (prose), "aa"
 # (kit.report.aa) and each resolution's A/A spread; 4: "protocol", whether it is the one the
 # kit ships and, where not, each key that differs (kit.protocol.shipped), "conditions" near the
 # top, its flagged_runs each flagged run with its reason (a count before) and "said", the
 # resolution in the protocol's direction (PyTorch over contender) with no interval below
-# MIN_RUNS runs a side; 1, 2 and 3 still read and verified
+# MIN_RUNS runs a side; 5: nothing in this file, its report's notes: report.md, report.html, the
+# step-time plot and the terminal count each configuration's flagged runs with their kinds
+# (kit.report.tables.said_notes), where they named each flagged run; 1 to 4 still read and
+# verified
 VERSION_KEY = "schema_version"
 # the report's layout since this schema (plots titled with their labels, true axes, report.md
 # linking the plots, report.html linking rerun.sh): an earlier directory's is made as it was
@@ -42,6 +45,9 @@ SCHEMA_OF_LAYOUT = 3
 # a protocol other than the shipped one said at the top of report.md and report.html since
 # this schema: an earlier directory's report is made without
 SCHEMA_OF_SHIPPED = 4
+# each configuration's flagged runs counted in the report's notes since this schema, not named
+# one by one: an earlier directory's report names them
+SCHEMA_OF_SAID_NOTES = 5
 OLD_VERSION_KEY = "schema"  # summary.json's schema 1 and 2
 SCHEMA_FILE = "summary.schema.json"
 NEVER_KEY = "break_even_steps_vs_eager"

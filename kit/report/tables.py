@@ -11,14 +11,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from kit.measure import timing
 from kit.protocol.load import Protocol
-from kit.report import aa, clocks, compile_cost, sidetables, states, verdict
+from kit.report import aa, clocks, compile_cost, flags, sidetables, states, verdict
 from kit.results import fanout, fields, judging, store
 from kit.results.documents import Plan
 from kit.results.planned import AA_KINDS, CONTENDER, PYTORCH, Config, PlannedRun
@@ -51,10 +51,19 @@ class Tables:
     card_named: bool = True  # D3: the protocol names this series' card
     # the A/A runs' table (kit.report.aa); None for a series without them: no tables/aa.csv
     aa: pd.DataFrame | None = None
+    # each configuration's notes as the reports give them (`noted`), by its id; the table's own
+    # notes where a configuration is not here (a directory published before summary.json's
+    # schema 5 is verified so: kit.report.publish)
+    notes: Mapping[str, str] = field(default_factory=dict)
 
     def items(self) -> list[tuple[str, pd.DataFrame]]:
         named = [(name, getattr(self, name)) for name in TABLES]
         return named if self.aa is None else [*named, (aa.NAME, self.aa)]
+
+    def noted(self, row: Mapping) -> str:
+        """A row of the configurations table's notes as report.md, report.html, the step-time
+        plot and the terminal give them."""
+        return self.notes.get(str(row["config"]), str(row["notes"]))
 
 
 def runs_table(
@@ -257,6 +266,25 @@ def configurations_table(
     return pd.DataFrame(rows, columns=CONFIGURATION_COLUMNS)
 
 
+def said_notes(
+    runs: pd.DataFrame, plan: Plan, found: dict[str, states.ConfigState]
+) -> dict[str, str]:
+    """Each configuration's notes for the reports (summary.json's schema 5): its state where it
+    has no time, and its flagged timed runs counted with their kinds (kit.report.flags.words).
+    The configurations table's notes name every flagged run with its reason, for tools: a
+    series on a busy machine flags every timed run, and a cell naming hundreds of runs is read
+    by no one (each run's reason is in tables/runs.csv and summary.json too)."""
+    said = flags.by_config(runs)
+    out = {}
+    for c in plan.configurations:
+        st = found[c.id]
+        notes = [] if st.has_time else [st.shown]
+        if c.id in said:
+            notes += [said[c.id], "each run and its reason in tables/runs.csv"]
+        out[c.id] = "; ".join(notes)
+    return out
+
+
 CONFIGURATION_COLUMNS = [
     "config", "card", "model", "precision", "side", "variant", "primary", "state",
     "state_reason", "planned_runs", "runs", "publication", "median_step_s", "min_step_s",
@@ -442,4 +470,5 @@ def tables(
         preview=preview,
         card_named=card_named,
         aa=aa.table(runs, plan, protocol.diagnostics.threshold),
+        notes=said_notes(runs, plan, found),
     )

@@ -97,7 +97,7 @@ def _no_time(t: Tables, card: str, model: str, precision: str) -> list[str]:
     mine = c[(c["card"] == card) & (c["model"] == model) & (c["precision"] == precision)]
     lines = []
     for _, row in mine[mine["state"] != states.State.COMPLETE.value].iterrows():
-        lines.append(f"  no time: {row['side']} {row['variant']}: {row['notes']}")
+        lines.append(f"  no time: {row['side']} {row['variant']}: {t.noted(row)}")
     return lines
 
 

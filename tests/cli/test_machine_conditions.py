@@ -3,6 +3,7 @@ that are not the kit's, and the mark it leaves on every run and in the report.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -16,7 +17,9 @@ import pandas as pd
 import pytest
 
 from kit.errors import ExitCode
-from kit.report import sidetables
+from kit.report import publish, sidetables, summary, tables
+from kit.results import audit
+from kit.results.store import ResultsDir
 from tests.conftest import contender_args, copied, series_once, write_protocol
 
 # Spinners that no process of the kit's started: their launcher exits at once, so they are
@@ -92,8 +95,35 @@ def test_a_series_on_a_busy_machine_is_marked_run_by_run(
     assert (timed["others_cpu_share_before"] > 0.25).all() and timed["busy_before"].all()
     report = (out / "report.md").read_text()
     assert "## The machine through each run" in report
-    assert f"run {timed['run_id'].iloc[0]} flagged: {sidetables.BUSY}" in report
+    # the report counts them with their kind; the configurations' table names each, for tools
+    said = f"5 of 5 timed runs flagged: {sidetables.BUSY}"
+    assert said in report and "each run and its reason in tables/runs.csv" in report
+    first = f"run {timed['run_id'].iloc[0]} flagged: {sidetables.BUSY}"
+    assert first not in report and said in (out / "report.html").read_text()
+    configs = pd.read_csv(out / "tables" / "configurations.csv")
+    assert all(f"run {i} flagged: " in configs["notes"].iloc[0] for i in timed["run_id"])
     assert cli("verify", out).exit_code == 0  # the marks are recomputed from the raw files
+
+    # a directory published before the notes were counted (summary.json's schema 4) names
+    # every flagged run in its report, and verifies as it was made
+    older = copied(out, tmp_path / "older")
+    rd = ResultsDir.open(older)
+    t = tables.tables(rd, listing=audit.refuse_if_altered(rd))
+    made = publish.render(rd, dataclasses.replace(t, notes={}))  # as that kit made them
+    document = json.loads((older / summary.SUMMARY).read_text())
+    document[summary.VERSION_KEY] = summary.SCHEMA_OF_SAID_NOTES - 1
+    made[summary.SUMMARY] = (json.dumps(document, indent=2) + "\n").encode()
+    for rel, data in made.items():
+        os.chmod(older / rel, 0o644)  # published files are read-only
+        (older / rel).write_bytes(data)
+    assert first in (older / "report.md").read_text()
+    result = cli("verify", older)
+    assert result.exit_code == 0, result.output
+    # and this kit's directory with those notes in its report is named
+    os.chmod(out / "report.md", 0o644)
+    (out / "report.md").write_text((older / "report.md").read_text())
+    result = cli("verify", out)
+    assert result.exit_code != 0 and "report.md" in result.output, result.output
 
 
 @pytest.mark.slow
