@@ -72,7 +72,7 @@ def test_a_twin_run_slower_flags_every_title_and_stays_out_of_d1(tmp_path, cli, 
     # mica's starts: 1 discarded, 2-6 timed, then the A/A rounds, the twin first in odd rounds:
     # 7 twin, 8 own; 9 own, 10 twin; 11 twin, 12 own; ... three of the twin's five 20× slower
     slow = {f"mica#{n}": "slow" for n in (7, 10, 11)}
-    out = _series(tmp_path, cli, fake_env, "r", "--aa", step_ms={"*": 1.0}, events=slow)
+    out = _series(tmp_path, cli, fake_env, "r", "--aa", step_ms={"*": 2.0}, events=slow)
     title = (out / "report.md").read_text().splitlines()[0]
     assert f"A/A not level on this card: {MICA}, ratio " in title
     assert "further from 1 than 1.0%" in title
@@ -80,7 +80,7 @@ def test_a_twin_run_slower_flags_every_title_and_stays_out_of_d1(tmp_path, cli, 
     assert f"<title>{title.lstrip('# ')}</title>".replace("&", "&amp;") in html
     (row,) = json.loads((out / summary.SUMMARY).read_text())["aa"]
     assert row["flagged"] and row["ratio"] > 10
-    # D1's tables and merge read the timed runs alone: five of 1 ms a step, not the 20 ms ones (rule 6
+    # D1's tables and merge read the timed runs alone: five of 2 ms a step, not the 40 ms ones (rule 6
     # withholds a time no check has passed, unless previewed)
     assert cli("publish", out, "--preview").exit_code == 0
     (conf,) = pd.read_csv(out / "tables" / "configurations.csv").to_dict("records")

@@ -19,7 +19,7 @@ def _other_pin(tmp_path):
 
 
 def test_a_torch_other_than_the_pin_is_refused(tmp_path, fake_env, cli):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     result = cli(*pytorch_args(out, _other_pin(tmp_path)))
     assert result.exit_code == 2, result.output
@@ -28,7 +28,7 @@ def test_a_torch_other_than_the_pin_is_refused(tmp_path, fake_env, cli):
 
 
 def test_allow_torch_records_it_and_labels_every_number_preparation(tmp_path, fake_env, cli):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     result = cli(*pytorch_args(out, _other_pin(tmp_path), "--allow-torch"))
     assert result.exit_code == 0, result.output
@@ -42,7 +42,7 @@ def test_allow_torch_records_it_and_labels_every_number_preparation(tmp_path, fa
 
 
 def test_the_pinned_torch_is_recorded_and_not_preparation(tmp_path, fake_env, cli):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=1)
     assert cli(*pytorch_args(out, protocol)).exit_code == 0

@@ -27,7 +27,7 @@ def finished(tmp_path_factory):
     root = tmp_path_factory.mktemp("surface")
     protocol = write_protocol(root / "p.toml", runs=2)
     args = contender_args(root / "r", protocol, "--precision", "float32")
-    return series_once(root, args, step_ms={"*": 1.0})
+    return series_once(root, args, step_ms={"*": 2.0})
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_verify_json_names_the_differences(series, cli):
 
 @pytest.mark.slow  # runs whole series: more than a few seconds
 def test_quiet_says_nothing_on_stderr_and_verbose_is_accepted(tmp_path, fake_env):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     protocol = write_protocol(tmp_path / "p.toml", runs=1)
     out = tmp_path / "q"
     res = CliRunner().invoke(main, [*map(str, contender_args(out, protocol)), "-q"])

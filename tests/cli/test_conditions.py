@@ -87,7 +87,7 @@ def test_a_busy_card_is_refused_naming_the_program(
     tmp_path, fast_protocol, fake_env, cli, monkeypatch
 ):
     monkeypatch.setattr(nvml, "open_card", lambda *a: ScriptedCard(foreign=True))
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     res = cli(*args(tmp_path / "r", fast_protocol, "--refuse-busy"))
     assert res.exit_code == ExitCode.USER_ERROR
     assert "4242" in res.output and "python3" in res.output

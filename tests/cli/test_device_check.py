@@ -74,7 +74,7 @@ def checkout(tmp_path: Path, fake_env) -> tuple[Path, Path, Path]:
         if not REAL_INPUT.is_file():
             pytest.skip(f"no tiny Shakespeare at {REAL_INPUT}: name a copy with MICAKIT_INPUT")
         return copy, Path(NANOGPT), REAL_INPUT
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     pin_the_fake(copy)
     return copy, FAKE_NANOGPT, TEXT_INPUT
 

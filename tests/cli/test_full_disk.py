@@ -78,7 +78,7 @@ def test_dataset_preparation(tmp_path, fast_protocol, small_disk):
 
 
 def test_nanogpt_trees(tmp_path, small_disk, cli, fake_env, monkeypatch, capfd):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=1)
     out = small_disk.root / "r"
     copy = nanogpt.copy_run_files
@@ -99,7 +99,7 @@ def test_nanogpt_trees(tmp_path, small_disk, cli, fake_env, monkeypatch, capfd):
 
 
 def test_manifest_and_plan(tmp_path, fast_protocol, small_disk, cli, fake_env, monkeypatch):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = small_disk.root / "r"
     write_start = engine.Engine.write_start
 
@@ -140,7 +140,7 @@ def test_mid_run_the_clocks_log(tmp_path, fast_protocol, small_disk):
 
 
 def test_the_record_append(tmp_path, fast_protocol, small_disk, cli, fake_env, monkeypatch):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = small_disk.root / "r"
     append = store.ResultsDir.append_record
     page = resource.getpagesize()

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow  # whole series
 def test_a_run_that_breaks_the_contract_fails_and_ends_the_series(
     tmp_path, fast_protocol, fake_env, cli, event, words
 ):
-    fake_env(step_ms={"*": 1.0}, events={"mica#1": event})
+    fake_env(step_ms={"*": 2.0}, events={"mica#1": event})
     out = tmp_path / "r"
     res = cli(*contender_args(out, fast_protocol, "--precision", "float32"))
     assert res.exit_code == ExitCode.SERIES_FAILED, res.output

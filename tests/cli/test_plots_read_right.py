@@ -63,7 +63,7 @@ def test_each_plot_names_its_labels_and_the_reports_link_plots_and_rerun(
 @pytest.mark.slow  # runs a whole series: more than a few seconds
 def test_a_smoke_series_describes_its_scaled_down_model_once(tmp_path, fake_env, cli):
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     assert cli(*pytorch_args(out, protocol, "--smoke", "--contender", CONTENDER)).exit_code == 0
     md = (out / "report.md").read_text()

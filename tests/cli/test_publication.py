@@ -373,7 +373,7 @@ def test_the_preview_labels_the_title_every_table_caption_and_every_plot(made, t
 
 def test_a_smoke_series_is_always_a_preview(tmp_path, cli, fake_env):
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     assert cli(*pytorch_args(out, protocol, "--smoke", "--contender", CONTENDER)).exit_code == 0
     assert cli("publish", out).exit_code == 0  # without --preview

@@ -116,7 +116,7 @@ def test_compare_of_a_smoke_series_shows_its_times_as_preparation(tmp_path, cli,
     row = next(line for line in res.output.splitlines() if "| contender | mica |" in line)
     assert " ms (" in row and "withheld" not in row  # its times, as `report` shows them
     # a protocol series (not smoke, no check passed): withheld, and the way out is named
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     full = tmp_path / "full"
     protocol = write_protocol(tmp_path / "p.toml", runs=2)
     assert cli(*contender_args(full, protocol, "--precision", "float32")).exit_code == 0
@@ -173,7 +173,7 @@ def on_a_terminal(argv: list[str], env: dict[str, str]) -> str:
 def test_on_a_terminal_each_run_shows_its_step_time_and_report_ends_with_the_result(
     tmp_path, fake_env
 ):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "live"
     protocol = write_protocol(tmp_path / "p.toml", runs=2)
     env = {**os.environ, "COLUMNS": "200", "TERM": "xterm"}

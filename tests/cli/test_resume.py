@@ -132,7 +132,7 @@ def test_a_resume_by_a_relative_path_hands_every_run_absolute_paths(
     # reads (docs/internals.md)
     monkeypatch.setenv("MICAKIT_CONTENDER_READS", str(elsewhere))
     # the discarded run, which writes the products record and traces the loader, fails first
-    fake_env(step_ms={"*": 1.0}, events={"mica#1": "crash"})
+    fake_env(step_ms={"*": 2.0}, events={"mica#1": "crash"})
     args = contender_args(tmp_path / "r", fast_protocol, "--precision", "float32")
     args[args.index(CONTENDER)] = WRAPPER
     assert cli(*args).exit_code == ExitCode.SERIES_FAILED
@@ -220,7 +220,7 @@ def test_a_stop_between_a_runs_end_and_its_record_ends_as_a_stop_and_resumes(
     and `--resume` runs that run again; verify is clean."""
     from kit.engine.series import Series
 
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     judge = Series.judge
     calls = {"n": 0}
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # a series, then verify three times: seconds
 
 
 def test_verify_names_an_edited_sbom_and_a_dropped_file(tmp_path, fast_protocol, fake_env, cli):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     assert cli(*contender_args(out, fast_protocol)).exit_code == 0
     folder = out / "footprint" / "contender"

@@ -117,7 +117,7 @@ def test_malformed_output_ends_the_series_with_what_is_wrong(
         ("empty", "printed nothing"),
         ("malformed", "breaks the grammar"),
     ]:
-        fake_env(step_ms={"*": 1.0}, events={"mica#1": event}, state=str(tmp_path / event))
+        fake_env(step_ms={"*": 2.0}, events={"mica#1": event}, state=str(tmp_path / event))
         out = tmp_path / event / "r"
         res = cli(*contender_args(out, fast_protocol, "--precision", "float32"))
         assert res.exit_code == ExitCode.SERIES_FAILED, (event, res.output)
@@ -155,7 +155,7 @@ def test_bad_input_is_a_clear_error(tmp_path, fast_protocol, cli):
 
 
 def test_resume_under_a_changed_protocol_is_refused(tmp_path, fast_protocol, fake_env, cli):
-    fake_env(step_ms={"*": 1.0}, events={"mica#2": "crash"})
+    fake_env(step_ms={"*": 2.0}, events={"mica#2": "crash"})
     out = tmp_path / "r"
     cli(*contender_args(out, fast_protocol, "--precision", "float32"))
     changed = write_protocol(tmp_path / "changed.toml", runs=4)
@@ -192,7 +192,7 @@ def test_program_that_cannot_start(tmp_path, fast_protocol, cli):
 
 
 def test_versions_are_recorded_and_checked_at_resume(tmp_path, fast_protocol, fake_env, cli):
-    fake_env(step_ms={"*": 1.0}, events={"mica#2": "crash"})
+    fake_env(step_ms={"*": 2.0}, events={"mica#2": "crash"})
     out = tmp_path / "r"
     cli(*contender_args(out, fast_protocol, "--precision", "float32"))
     found = json.loads((out / "versions.json").read_text())
@@ -208,7 +208,7 @@ def test_versions_are_recorded_and_checked_at_resume(tmp_path, fast_protocol, fa
 def test_a_development_build_is_labelled_preparation(
     tmp_path, fast_protocol, fake_env, cli, monkeypatch
 ):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     monkeypatch.setenv("FAKE_BUILD", "development")
     out = tmp_path / "r"
     assert cli(*contender_args(out, fast_protocol, "--precision", "float32")).exit_code == 0
@@ -222,7 +222,7 @@ def test_a_versions_probe_stopped_midway_leaves_nothing_behind(
     tmp_path, fast_protocol, fake_env, cli
 ):
     """kill -9 during the versions probe: its partial logs must not join the next reading."""
-    fake_env(step_ms={"*": 1.0}, events={"mica#2": "crash"})
+    fake_env(step_ms={"*": 2.0}, events={"mica#2": "crash"})
     out = tmp_path / "r"
     cli(*contender_args(out, fast_protocol, "--precision", "float32"))
     probe = out / "work" / "versions" / "contender"
@@ -291,7 +291,7 @@ def test_a_contender_without_version_information_is_stopped_and_resumes(
     from kit.sides import versions
 
     monkeypatch.setattr(versions, "ANSWER_S", 1.5)
-    fake_env(step_ms={"*": 1.0}, events={"mica#3": "crash"})
+    fake_env(step_ms={"*": 2.0}, events={"mica#3": "crash"})
     out = tmp_path / "r"
     args = contender_args(out, fast_protocol, "--precision", "float32")
     args[args.index("--contender") + 1] = _no_info_contender(tmp_path)
@@ -320,7 +320,7 @@ def test_a_hidden_contender_that_cannot_find_its_files_is_told_how_to_show_them(
     monkeypatch.setattr(versions, "ANSWER_S", 1.5)
     if not _namespaces_allowed(tmp_path):
         pytest.skip("this machine allows no user namespaces")
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     args = contender_args(tmp_path / "r", fast_protocol, "--precision", "float32")
     args[args.index("--contender") + 1] = _no_info_contender(tmp_path)
     res = cli(*args)

@@ -116,7 +116,7 @@ CASES = {
 def test_every_user_error_is_exit_2_with_error_and_fix(
     name, tmp_path, fast_protocol, fake_env, cli, monkeypatch
 ):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     res, said, *code = CASES[name](tmp_path, fast_protocol, cli, monkeypatch)
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert res.exit_code == (code[0] if code else ExitCode.USER_ERROR), res.output

@@ -135,7 +135,7 @@ def test_batch_halves_for_both_sides_when_no_mode_holds_it(tmp_path, cli, fake_e
 def test_a_pytorch_only_series_reports_and_verifies(tmp_path, cli, fake_env):
     """The smoke series' shape: PyTorch's modes and no contender; no comparison, nothing lost."""
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml", runs=2)
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     res = cli(*pytorch_args(out, protocol))
     assert res.exit_code == 0, res.output
@@ -151,7 +151,7 @@ def test_a_pytorch_only_series_reports_and_verifies(tmp_path, cli, fake_env):
 def test_a_smoke_series_never_gives_its_model_the_real_ones_size(tmp_path, cli, fake_env):
     """§9: M1's size sentence belongs to M1; the smoke series trains M1 scaled down."""
     protocol = fake_nanogpt_protocol(tmp_path / "p.toml")
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     assert cli(*pytorch_args(out, protocol, "--smoke")).exit_code == 0
     report = (out / "report.md").read_text()

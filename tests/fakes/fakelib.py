@@ -1,7 +1,9 @@
 """The shared loop of the fake training programs: steps at a set pace, lines as the sides print.
 
 Behaviour comes from the environment variable MICAKIT_FAKE, a JSON object:
-  step_ms   {variant: milliseconds per step}, "*" for any other (default 1.0)
+  step_ms   {variant: milliseconds per step}, "*" for any other (default 2.0: twice the
+            own-clock gap above which kit.measure.timing counts a line that came at once as
+            a burst, so a reader a busy machine lets read late seldom sees one)
   events    {"variant#k": event}: what the k-th start (1-based) of that variant does;
             "variant#*" for every start. Events: oom, crash, malformed, drift, empty,
             nan-loss, bad-loss, out-of-order, missing-window-end, sleep-forever,
@@ -134,7 +136,7 @@ def train(
     n = start_number(cfg, variant)
     event = event_for(cfg, variant, n)
     pace = cfg.get("step_ms", {})
-    step_ms = float(pace.get(variant, pace.get("*", 1.0)))
+    step_ms = float(pace.get(variant, pace.get("*", 2.0)))
     drift = 1.05 if event == "drift" else 1.0
     if event == "slow":
         step_ms *= 20

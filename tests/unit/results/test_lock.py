@@ -86,7 +86,7 @@ def test_a_second_new_series_on_one_directory_is_refused(tmp_path):
 
 
 def test_the_cli_refuses_a_second_writer_with_exit_2(tmp_path, fast_protocol, fake_env, cli):
-    fake_env(step_ms={"*": 1.0})
+    fake_env(step_ms={"*": 2.0})
     out = tmp_path / "r"
     out.mkdir()
     proc = _holder(out)
