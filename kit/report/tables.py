@@ -238,7 +238,7 @@ def configurations_table(
         ok = np.asarray(st.step_s, dtype=float) if _shown(publication) else np.array([])
         # an A/A run out of memory leaves the configuration's own state alone (kit.report.aa)
         oom = mine[(mine["status"] == timing.OOM) & ~mine["kind"].isin(AA_KINDS)]
-        notes = [] if st.has_time else [st.shown]
+        notes = _state_note(st)
         flagged = timed[timed["flagged"]]
         notes += [
             f"run {i} flagged: {r}" for i, r in zip(flagged["run_id"], flagged["flag_reasons"])
@@ -266,6 +266,12 @@ def configurations_table(
     return pd.DataFrame(rows, columns=CONFIGURATION_COLUMNS)
 
 
+def _state_note(st: states.ConfigState) -> list[str]:
+    """A configuration's notes begin with its state where it has no time (the table's notes and
+    the reports' alike)."""
+    return [] if st.has_time else [st.shown]
+
+
 def said_notes(
     runs: pd.DataFrame, plan: Plan, found: dict[str, states.ConfigState]
 ) -> dict[str, str]:
@@ -277,8 +283,7 @@ def said_notes(
     said = flags.by_config(runs)
     out = {}
     for c in plan.configurations:
-        st = found[c.id]
-        notes = [] if st.has_time else [st.shown]
+        notes = _state_note(found[c.id])
         if c.id in said:
             notes += [said[c.id], "each run and its reason in tables/runs.csv"]
         out[c.id] = "; ".join(notes)
