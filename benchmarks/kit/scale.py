@@ -34,7 +34,9 @@ least), and the interpreter started with pandas imported (what any command whose
 pandas frames does at least).
 
 `--keep DIR` keeps the directories (`DIR/<runs>-<kit>`), and a later run with the same DIR times
-those already made as they are, so a measurement can be repeated without making them again.
+those already made as they are, so a measurement can be repeated without making them again. A
+kept directory another kit commit made is made again: this kit would time it as an older
+directory (verify re-renders one as the kit that made it did), not as its own.
 
 Each kit runs each command once untimed before the timed repeats (its modules' bytecode written,
 the directory's files in the page cache), and always with its bytecode: PYTHONDONTWRITEBYTECODE
@@ -81,6 +83,13 @@ SAMPLE_STAMP = re.compile(
     rb'"t_ns": ?(\d+)'
 )  # a samples file's line (machine.jsonl, samples.jsonl)
 COMMANDS = ("report", "verify")
+KIT_COMMIT = """
+try:
+    from kit import kit_commit
+except ImportError:
+    from kit.engine.versions import kit_commit
+print(kit_commit())
+"""
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,20 @@ class Kit:
         # would compile every module from source in every timed run, a third of a second)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         return {**env, "PYTHONPATH": str(self.root)}
+
+    @functools.cached_property
+    def commit(self) -> str:
+        """The commit the kit writes into a directory's manifest (`kit.kit_commit`; an older
+        kit's is in kit.engine.versions)."""
+        said = subprocess.run(
+            [sys.executable, "-c", KIT_COMMIT],
+            check=True,
+            cwd=self.root,  # an older kit asks git in the folder it runs in
+            env=self.env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        return said.stdout.strip()
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -238,6 +261,15 @@ def make(kit: Kit, out: Path, runs: int) -> None:
         f"made in {time.perf_counter() - t0:.0f} s; {flagged(out)}",
         flush=True,
     )
+
+
+def made_with(out: Path) -> str | None:
+    """The kit commit a directory's manifest names (None where it names none)."""
+    try:
+        found = json.loads((out / "manifest.json").read_text()).get("kit_commit")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def flagged(out: Path) -> str:
@@ -432,13 +464,23 @@ def main() -> None:
             for i, kit in enumerate(kits):
                 dirs[kit.name] = base / f"{size}-{i}"
                 if a.keep and (dirs[kit.name] / "report.md").exists():
-                    # made by an earlier run with the same --keep: timed again as it is
+                    made_by = made_with(dirs[kit.name])
+                    if made_by == kit.commit:
+                        # made by an earlier run of this kit with the same --keep: timed again
+                        print(
+                            f"{kit.name}: {dirs[kit.name]} as an earlier run made it; "
+                            f"{flagged(dirs[kit.name])}",
+                            flush=True,
+                        )
+                        continue
+                    # another kit's directory: this kit would read it as an older directory
+                    # (verify re-renders it as that kit made it), which is not what is timed
                     print(
-                        f"{kit.name}: {dirs[kit.name]} as an earlier run made it; "
-                        f"{flagged(dirs[kit.name])}",
+                        f"{kit.name}: {dirs[kit.name]} was made by kit commit {made_by}, not "
+                        f"{kit.commit}: made again",
                         flush=True,
                     )
-                    continue
+                    shutil.rmtree(dirs[kit.name])
                 make(kit, dirs[kit.name], size)
             # one untimed run of each first: the kits' bytecode written, the files in the cache
             for kit in kits:
