@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from kit.cloud import skypilot
+from kit.cloud.machine import Machine
 from kit.cloud.sky_failures import SHOW_GPUS
-from kit.cloud.skypilot import Machine
 from kit.errors import UserError
 
 UNKNOWN = "price unknown"

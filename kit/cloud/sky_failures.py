@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from kit.cloud.machine import Machine
 from kit.errors import UserError
-
-if TYPE_CHECKING:
-    from kit.cloud.skypilot import Machine
 
 DOCS = "https://docs.skypilot.co/en/latest/getting-started/installation.html"
 QUOTA_DOCS = "https://docs.skypilot.co/en/latest/cloud-setup/quota.html"

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import IO, Any
 
 from kit.cloud import sky_failures
+from kit.cloud.machine import Machine
 from kit.errors import UserError
 
 LABEL = "micakit"  # the kit's label on every cluster it rents; its value is the series id
@@ -40,20 +41,6 @@ API_SERVER_NOTE = (
     "(SkyPilot's own words follow on stderr)"
 )
 API_STOP = "stop it with `sky api stop` (SkyPilot starts it again when next needed)"
-
-
-@dataclass(frozen=True)
-class Machine:
-    """One cluster to rent: one card, on SkyPilot's default VM image (Docker and the driver)."""
-
-    cluster: str  # micakit-<series-id>-<i>
-    series_id: str
-    infra: str  # SkyPilot's infra: "gcp", "aws", "gcp/us-central1", ...
-    card: str  # SkyPilot's accelerator name: L4, A100, H100, ...
-    instance_type: str | None  # None: the cheapest SkyPilot's optimizer finds for the card
-    spot: bool
-    disk_size_gb: int = 100  # the OS, Docker and the three images
-    also: tuple[str, ...] = ()  # fallback instance types: SkyPilot's any_of (--also)
 
 
 @dataclass(frozen=True)

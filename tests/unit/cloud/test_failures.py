@@ -17,10 +17,11 @@ from click.testing import CliRunner
 
 from kit.cli.group import KitGroup
 from kit.cloud import sky_failures, skypilot
+from kit.cloud.machine import Machine
 from kit.errors import ExitCode, UserError
 from tests.conftest import FAKES
 
-M = skypilot.Machine("micakit-t1-2", "t1", "gcp", "L4", "g2-standard-8", False)
+M = Machine("micakit-t1-2", "t1", "gcp", "L4", "g2-standard-8", False)
 
 
 def _exceptions() -> ModuleType:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kit.cloud import sky_failures, skypilot, task, yamlish
-from kit.cloud.skypilot import Machine
+from kit.cloud.machine import Machine
 from tests.conftest import FAKES
 
 
