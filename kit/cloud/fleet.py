@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import IO
 
 from kit.cloud import sky_failures, skypilot, task
-from kit.cloud.machine import Machine
 from kit.cloud.plan import Plan
+from kit.cloud.rented import Machine
 from kit.cloud.skypilot import Launched
 from kit.errors import UserError
 from kit.report.machines import FLEET, FLEET_SCHEMA

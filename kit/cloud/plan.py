@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from kit.cloud import skypilot
-from kit.cloud.machine import Machine
+from kit.cloud.rented import Machine
 from kit.cloud.sky_failures import SHOW_GPUS
 from kit.errors import UserError
 

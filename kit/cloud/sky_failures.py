@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kit.cloud.machine import Machine
+from kit.cloud.rented import Machine
 from kit.errors import UserError
 
 DOCS = "https://docs.skypilot.co/en/latest/getting-started/installation.html"

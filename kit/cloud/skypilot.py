@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import IO, Any
 
 from kit.cloud import sky_failures
-from kit.cloud.machine import Machine
+from kit.cloud.rented import Machine
 from kit.errors import UserError
 
 LABEL = "micakit"  # the kit's label on every cluster it rents; its value is the series id

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from kit.cli.group import KitGroup
 from kit.cloud import sky_failures, skypilot
-from kit.cloud.machine import Machine
+from kit.cloud.rented import Machine
 from kit.errors import ExitCode, UserError
 from tests.conftest import FAKES
 

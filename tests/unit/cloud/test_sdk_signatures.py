@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kit.cloud import sky_failures, skypilot, task, yamlish
-from kit.cloud.machine import Machine
+from kit.cloud.rented import Machine
 from tests.conftest import FAKES
 
 
