@@ -158,7 +158,9 @@ def wait_until_quiet(
     """Return once other processes use no more than `busy_share` of all CPUs' time over a look
     of `look_s`; after `timeout_s` of waiting, return the check marked busy; with
     `refuse_at_once`, raise `MachineBusy` naming the busiest processes instead of waiting.
-    `waiting(timeout_s, others_cpu_share)` is called once, as the wait begins."""
+    `waiting(timeout_s, others_cpu_share)` is called once, as the wait begins: when the first
+    look finds the machine busy, even where that look (part of the wait) took the whole limit
+    on a loaded machine; not where there is no wait (`timeout_s` 0)."""
     start_ns = clock()
     polls = 0
     while True:
@@ -166,6 +168,8 @@ def wait_until_quiet(
         polls += 1
         waited_s = (clock() - start_ns) / 1e9
         quiet = look.others_cpu_share <= busy_share
+        if polls == 1 and not (quiet or refuse_at_once) and timeout_s > 0 and waiting:
+            waiting(timeout_s, look.others_cpu_share)  # said once, not at every poll
         if quiet or refuse_at_once or waited_s >= timeout_s:
             if not quiet and refuse_at_once:
                 raise MachineBusy(
@@ -186,8 +190,6 @@ def wait_until_quiet(
                 cpus=look.cpus,
                 busiest=look.busiest,
             )
-        if polls == 1 and waiting is not None:  # said once, not at every poll
-            waiting(timeout_s, look.others_cpu_share)
         sleep(max(0.0, min(poll_s, timeout_s - waited_s)))
 
 

@@ -171,6 +171,38 @@ def test_a_wait_for_a_busy_machine_is_said_once_as_it_begins() -> None:
     assert quiet == []  # a quiet machine: no wait, nothing said
 
 
+class SlowWatcher(ScriptedWatcher):
+    """A look that takes `taken` seconds however long it was asked to (a loaded machine)."""
+
+    def __init__(self, taken: float, *shares: float) -> None:
+        super().__init__(*shares)
+        self.taken = taken
+
+    def look(self, seconds, sleep) -> machine.Look:
+        return super().look(self.taken, sleep)
+
+
+def test_a_first_look_that_takes_the_whole_limit_still_says_the_machine_is_busy() -> None:
+    """On a loaded machine the first look can outlast a short --idle-timeout: the run goes on
+    at once, marked busy, and the line says why (as a wait that went on would)."""
+    t = FakeTime()
+    said: list[str] = []
+    around = conditions.MachineConditions(Conditions(), idle_timeout_s=1, said=said.append)
+    found = machine.wait_until_quiet(
+        SlowWatcher(1.2, 0.6), 0.25, 0.5, timeout_s=1, clock=t, sleep=t.sleep,
+        waiting=around._waiting,
+    )  # fmt: skip
+    assert found.busy and found.polls == 1
+    assert said == ["waiting up to 1 s: others use 60% of the CPUs"]
+    # no wait at all (--idle-timeout 0, or a machine found busy at the run before): not said
+    none: list[str] = []
+    found = machine.wait_until_quiet(
+        ScriptedWatcher(0.6), 0.25, 0.5, timeout_s=0, clock=FakeTime(), sleep=t.sleep,
+        waiting=lambda *a: none.append("said"),
+    )  # fmt: skip
+    assert found.busy and none == []
+
+
 def test_refuse_busy_refuses_at_once_naming_the_busiest() -> None:
     t = FakeTime()
     watcher = ScriptedWatcher(0.9)
