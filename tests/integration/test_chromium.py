@@ -264,7 +264,12 @@ def test_runs_on_a_busy_machine_are_said_on_the_first_screen(tmp_path, cli, fake
     # once: no step time left to draw)
     steady_series(make)
     made = results[-1]
-    assert "waiting up to 1 s: others use" in made.stderr
+    # where it is not said, how each run found the machine (its idle.json) says why
+    looks = [json.loads(f.read_text()) for f in sorted(out.glob("runs/*/*/idle.json"))]
+    assert "waiting up to 1 s: others use" in made.stderr, [
+        {k: look.get(k) for k in ("waited_s", "polls", "busy", "others_cpu_share", "busiest")}
+        for look in looks
+    ]
     assert "Conditions: 2 of 2 timed runs flagged: measured on a busy machine" in made.stdout
     data = json.loads((out / "summary.json").read_text())
     assert list(data).index("conditions") < list(data).index("configurations")
