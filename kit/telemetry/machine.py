@@ -168,7 +168,7 @@ def wait_until_quiet(
         polls += 1
         waited_s = (clock() - start_ns) / 1e9
         quiet = look.others_cpu_share <= busy_share
-        if polls == 1 and not (quiet or refuse_at_once) and timeout_s > 0 and waiting:
+        if polls == 1 and not (quiet or refuse_at_once) and timeout_s > 0 and waiting is not None:
             waiting(timeout_s, look.others_cpu_share)  # said once, not at every poll
         if quiet or refuse_at_once or waited_s >= timeout_s:
             if not quiet and refuse_at_once:
