@@ -57,7 +57,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # a wide cross-check tolerance: these series test states, and two busy cores skew clocks
     three = write_protocol(beside / "protocol.toml", runs=3, tolerance=0.5)
     fake_torch = fake_nanogpt_protocol(root / "torch.toml", runs=3)
-    drift = write_protocol(root / "drift.toml", runs=3, tolerance=0.03)
+    drift = write_protocol(root / "drift.toml", runs=3, tolerance=0.10)
     contender = contender_args(
         Path("OUT"), three, "--precision", "float32", "--precision", "float16"
     )
@@ -85,7 +85,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             },
             events={"max-autotune#3": "oom"},
         ),
-        # 2 ok and one void (its own clock 5% off): no time, and merge refuses it (§5)
+        # 2 ok and one void (its own clock 25% off): no time, and merge refuses it (§5)
         "void": fake_series(
             root, "void", only(drift), step_ms={"*": 5.0}, events={"mica#3": "drift"}
         ),
@@ -156,7 +156,7 @@ def test_a_void_run_leaves_no_time_and_merge_refuses_the_directory(made, tmp_pat
     assert invoke("publish", d, "--preview").exit_code == 0
     conf = configurations(d).iloc[0]
     assert conf["state"] == "void" and conf["runs"] == 2 and conf["median_step_s"] == ""
-    assert "apart, more than 3%" in conf["state_reason"]
+    assert "apart, more than 10%" in conf["state_reason"]
     row = comparison(d).iloc[0]
     assert row["verdict"] == "no verdict: void" and row["times_alone_say"] == ""
     assert "void: 1 void (run" in (d / "report.md").read_text()

@@ -75,13 +75,15 @@ def test_out_of_memory_is_recorded_and_the_series_goes_on(tmp_path, fast_protoco
 
 @pytest.mark.slow  # runs whole series: more than a few seconds
 def test_void_run_is_recorded_with_why(tmp_path, fake_env, cli):
-    # the fake's own clock runs 5% fast on its 2nd start; 3% keeps load jitter out of the test
-    protocol = write_protocol(tmp_path / "p.toml", tolerance=0.03)
+    # the fake's own clock runs 25% fast on its 2nd start. Within the tolerance of 10%, a line
+    # stamped late on a loaded machine moves an honest run's 400 ms window by tens of ms and
+    # keeps it; at 3% one CI run voided an honest run besides (12 ms late)
+    protocol = write_protocol(tmp_path / "p.toml", tolerance=0.10)
     fake_env(step_ms={"*": 5.0}, events={"mica#2": "drift"})
     out = tmp_path / "r"
     assert cli(*contender_args(out, protocol, "--precision", "float32")).exit_code == 0
     void = [r for r in records(out) if r["status"] == "void"]
-    assert len(void) == 1 and "apart, more than 3%" in void[0]["reason"]
+    assert len(void) == 1 and "apart, more than 10%" in void[0]["reason"]
     assert void[0]["step_s"] is not None  # the outside clock's reading stays on record
     conf = (out / "tables" / "configurations.csv").read_text().splitlines()[1]
     assert ",4," in conf and "1 void" in conf

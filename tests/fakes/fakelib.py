@@ -5,8 +5,9 @@ Behaviour comes from the environment variable MICAKIT_FAKE, a JSON object:
             own-clock gap above which kit.measure.timing counts a line that came at once as
             a burst, so a reader a busy machine lets read late seldom sees one)
   events    {"variant#k": event}: what the k-th start (1-based) of that variant does;
-            "variant#*" for every start. Events: oom, crash, malformed, drift, empty,
-            nan-loss, bad-loss, out-of-order, missing-window-end, sleep-forever,
+            "variant#*" for every start. Events: oom, crash, malformed, drift (its own
+            clock 25% fast), empty, nan-loss, bad-loss, out-of-order, missing-window-end,
+            sleep-forever,
             hang-midway (prints its first half, then sleeps), slow (20 times its pace),
             fill-disk (first writes the file `fill` names until its disk is full);
             and a contender that games the contract (D4): past-steps (trains twice the
@@ -137,7 +138,7 @@ def train(
     event = event_for(cfg, variant, n)
     pace = cfg.get("step_ms", {})
     step_ms = float(pace.get(variant, pace.get("*", 2.0)))
-    drift = 1.05 if event == "drift" else 1.0
+    drift = 1.25 if event == "drift" else 1.0  # its own clock a quarter fast
     if event == "slow":
         step_ms *= 20
     if event == "empty":
