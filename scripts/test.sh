@@ -44,66 +44,77 @@ suite() { env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$VENV/bin/python" -m pyt
 # (about 460 MB with its dependencies, from PyPI) in a venv of its own, so that the kit's venv
 # stays without it and the suite passes where SkyPilot is not installed. The whole suite only
 # (no arguments); MICAKIT_TEST_CLOUD=0 skips it. Made, and its tests run, while the rest of the
-# set-up and the suite run; their output follows the rest's.
+# set-up and the suite run; their output follows the rest's. Its packages are not compiled to
+# bytecode at install (--no-compile: a third of the install's CPU, taken from the suites beside
+# it); Python compiles the modules the tests import, as it imports them.
 cloud=${MICAKIT_CLOUD_VENV:-$ROOT/.venv-cloud}
 cloud_suite=
 if [ $# -eq 0 ] && [ "${MICAKIT_TEST_CLOUD:-1}" != 0 ]; then
     (
         set -e
         [ -x "$cloud/bin/python" ] || "$VENV/bin/python" -m venv "$cloud"
-        "$cloud/bin/python" -m pip install -q -e "$ROOT[cloud,dev]"
+        "$cloud/bin/python" -m pip install -q --no-compile -e "$ROOT[cloud,dev]"
         env -u VIRTUAL_ENV HOME="$home" PATH="$path" "$cloud/bin/python" -m pytest \
             -p no:cacheprovider --basetemp "$scratch/cloud-tests" \
             tests/unit/cloud tests/cli/test_cloud.py tests/cli/test_cloud_fleet.py
     ) >"$scratch/cloud.log" 2>&1 &
     cloud_suite=$!
 fi
-# ruff and mypy while the rest of the set-up waits on the engine and the network; their output
-# follows the set-up's
-lint_log=$(mktemp)
+# ruff and mypy beside the rest; their output follows the suites' (the whole suite) or the
+# set-up's
+lint_log=$scratch/lint.log
 { "$VENV/bin/ruff" check kit tests benchmarks run.py && "$VENV/bin/mypy" kit; } >"$lint_log" 2>&1 &
 linted=$!
-setup_rc=0
-if [ "${MICAKIT_TEST_SETUP:-1}" != 0 ]; then
-    PYTHON="$VENV/bin/python" bash scripts/ci-setup.sh || setup_rc=$?
-fi
-lint_rc=0
-wait "$linted" || lint_rc=$?
-cat "$lint_log"
-rm -f "$lint_log"
-for failed in "$setup_rc" "$lint_rc"; do
-    if [ "$failed" -ne 0 ]; then
-        [ -z "$cloud_suite" ] || kill -- "$cloud_suite" 2>/dev/null || true
-        exit "$failed"
-    fi
-done
+engine_setup() { # the Docker engine, the local base image and the wheelhouse
+    [ "${MICAKIT_TEST_SETUP:-1}" = 0 ] || PYTHON="$VENV/bin/python" bash scripts/ci-setup.sh
+}
+linted_rc() {
+    local lint_rc=0
+    wait "$linted" || lint_rc=$?
+    cat "$lint_log"
+    return "$lint_rc"
+}
+waited() { # PID LOG: wait for a part, print its log; its exit status
+    local part_rc=0
+    wait "$1" || part_rc=$?
+    cat "$2"
+    return "$part_rc"
+}
 
 if [ $# -eq 0 ]; then
-    # The whole suite in parts at once. The tests that drive the Docker engine, one at a time
-    # (they share the engine's tags, its registry and the disk), in the background: most of
-    # their time is the engine building, pushing and pulling. Beside them the tests that need
-    # no engine, in four workers (pytest-xdist; most of their time is fake programs sleeping
-    # through their steps, so they share two cores well; a worker that is done takes tests
-    # queued for another, so one long test does not hold the end). Each part has a folder of
-    # its own for its temporary files; the Docker part's output follows the other's.
-    echo "test.sh: the tests that drive Docker${cloud_suite:+ and the cloud tests} run meanwhile;" \
-        "their output follows" >&2
-    suite -m docker -p no:cacheprovider --basetemp "$scratch/docker-tests" \
-        >"$scratch/docker.log" 2>&1 &
+    # The whole suite in parts at once. The tests that need no engine start at once, in four
+    # workers (pytest-xdist; most of their time is fake programs sleeping through their steps,
+    # so they share two cores well; a worker that is done takes tests queued for another, so
+    # one long test does not hold the end). Beside them, in the background: the engine's
+    # set-up, then the tests that drive the Docker engine, one at a time (they share the
+    # engine's tags, its registry and the disk; most of their time is the engine building,
+    # pushing and pulling). Each part has a folder of its own for its temporary files; the
+    # Docker part's output (its set-up's first) follows the other's, then lint's.
+    echo "test.sh: the engine's set-up and the tests that drive Docker${cloud_suite:+, and the" \
+        "cloud tests,} run meanwhile; their output follows" >&2
+    (
+        engine_setup || exit
+        suite -m docker -p no:cacheprovider --basetemp "$scratch/docker-tests"
+    ) >"$scratch/docker.log" 2>&1 &
     docker_suite=$!
     suite -m "not docker" -n "${MICAKIT_TEST_WORKERS:-4}" --dist worksteal \
         --basetemp "$scratch/tests" || rc=$?
-    docker_rc=0
-    wait "$docker_suite" || docker_rc=$?
-    cat "$scratch/docker.log"
-    [ "$docker_rc" -eq 0 ] || rc=$docker_rc
+    waited "$docker_suite" "$scratch/docker.log" || rc=$?
+    linted_rc || rc=$?
 else
+    setup_rc=0
+    engine_setup || setup_rc=$?
+    lint_rc=0
+    linted_rc || lint_rc=$?
+    for failed in "$setup_rc" "$lint_rc"; do
+        if [ "$failed" -ne 0 ]; then
+            [ -z "$cloud_suite" ] || kill -- "$cloud_suite" 2>/dev/null || true
+            exit "$failed"
+        fi
+    done
     suite "$@" || rc=$?
 fi
 if [ -n "$cloud_suite" ]; then
-    cloud_rc=0
-    wait "$cloud_suite" || cloud_rc=$?
-    cat "$scratch/cloud.log"
-    [ "$cloud_rc" -eq 0 ] || rc=$cloud_rc
+    waited "$cloud_suite" "$scratch/cloud.log" || rc=$?
 fi
 exit "$rc"

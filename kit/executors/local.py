@@ -21,7 +21,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -222,7 +221,7 @@ class LocalExecutor(Executor):
         own = {k: v for k, v in os.environ.items() if not k.startswith("LD_DEBUG")}
         wrapped = dataclasses.replace(
             spec,
-            argv=(sys.executable, supervisor.__file__, json.dumps(request)),
+            argv=supervisor.command(json.dumps(request)),
             env=own,
             workdir=None,
         )

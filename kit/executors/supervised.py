@@ -8,7 +8,6 @@ import functools
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -101,7 +100,7 @@ def own_report(report: Mapping[str, object], returncode: int | None) -> bool:
 def namespaces() -> bool:
     """Whether this machine gives a local run a user, mount and PID namespace (asked once, of
     a supervisor that only tries)."""
-    probe = [sys.executable, supervisor.__file__, "--probe"]
+    probe = supervisor.command("--probe")
     return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
