@@ -90,8 +90,9 @@ if [ $# -eq 0 ]; then
     # engine's tags, its registry and the disk; most of their time is the engine building,
     # pushing and pulling). Each part has a folder of its own for its temporary files; the
     # Docker part's output (its set-up's first) follows the other's, then lint's.
-    echo "test.sh: the engine's set-up and the tests that drive Docker${cloud_suite:+, and the" \
-        "cloud tests,} run meanwhile; their output follows" >&2
+    also=${cloud_suite:+, and the cloud tests,}
+    echo "test.sh: the engine's set-up and the tests that drive Docker$also run meanwhile;" \
+        "their output follows" >&2
     (
         engine_setup || exit
         suite -m docker -p no:cacheprovider --basetemp "$scratch/docker-tests"
