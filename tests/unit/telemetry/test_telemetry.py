@@ -98,11 +98,18 @@ def test_nvml_failing_before_a_run_is_a_user_error() -> None:
 # -- Sampler --------------------------------------------------------------------------------------
 
 
-def _sample_until(card: FakeCard, path: Path, samples: int, **kwargs: object) -> Sampler:
+def _sample_until(
+    card: FakeCard, path: Path, samples: int, memory_reads: int = 0, **kwargs: object
+) -> Sampler:
+    """Sample until the card was read `samples` times in full and `memory_reads` times for its
+    memory alone (a thread the machine holds up reads in full first: its memory reads come
+    between the full ones), or for 10 s."""
     sampler = Sampler(card, path, interval_s=0.005, memory_interval_s=0.001, **kwargs)  # type: ignore[arg-type]
     with sampler:
         deadline = time.monotonic() + 10
-        while card.sample_calls < samples and time.monotonic() < deadline:
+        while (
+            card.sample_calls < samples or card.memory_calls < memory_reads
+        ) and time.monotonic() < deadline:
             time.sleep(0.002)
     return sampler
 
@@ -133,7 +140,7 @@ def test_sampler_writes_a_versioned_stamped_file(tmp_path: Path) -> None:
 def test_memory_records_only_on_change(tmp_path: Path) -> None:
     path = tmp_path / "samples.jsonl"
     card = FakeCard.from_file(FIXTURES / "idle.json")
-    sampler = _sample_until(card, path, 3)
+    sampler = _sample_until(card, path, 3, memory_reads=1)
     assert card.memory_calls > 0 and sampler.memory_reads == card.memory_calls
     # The idle card's memory never changes: the samples carry it, no memory record is needed.
     assert not [r for r in _records(path) if r["kind"] == "memory"]
