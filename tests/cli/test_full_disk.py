@@ -20,6 +20,7 @@ from kit.errors import ExitCode
 from kit.results import store
 from kit.sides import nanogpt
 from tests.conftest import (
+    STEADY_STEP_MS,
     contender_args,
     fake_nanogpt_protocol,
     flat,
@@ -58,7 +59,9 @@ def _complete_once(out: Path, before: list[dict]) -> None:
 
 def _env(tmp_path: Path, **fake) -> dict:
     env = dict(os.environ)
-    env["MICAKIT_FAKE"] = json.dumps({"step_ms": {"*": 1.0}, "state": str(tmp_path / "s"), **fake})
+    env["MICAKIT_FAKE"] = json.dumps(
+        {"step_ms": STEADY_STEP_MS, "state": str(tmp_path / "s"), **fake}
+    )
     return env
 
 
