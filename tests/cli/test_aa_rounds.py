@@ -83,11 +83,13 @@ def test_a_series_stopped_in_its_aa_rounds_resumes_them(tmp_path, fast_protocol,
     assert [(r["kind"], r["round"]) for r in failed] == [("aa", 2)]
     res = cli("series", "--resume", out)
     assert res.exit_code == 0, res.output
-    finished = [r for r in records(out) if r["status"] == "ok"]
+    # finished: ok, or void where a loaded machine stamped a line late (a run is judged once
+    # and never run again; one CI run voided the resumed A/A run so)
+    finished = [r for r in records(out) if r["status"] in ("ok", "void")]
     ids = [r["run_id"] for r in finished]
     assert len(ids) == len(set(ids)), "a finished run ran twice"
-    aa = [r for r in _aa(out) if r["status"] == "ok"]
+    aa = [r for r in _aa(out) if r["status"] in ("ok", "void")]
     assert sorted((r["round"], r["kind"]) for r in aa) == sorted(
         (n, k) for n in range(1, 6) for k in ("aa", "aa-twin")
-    )
+    ), [(r["round"], r["kind"], r["status"], r.get("reason")) for r in _aa(out)]
     assert cli("verify", out).exit_code == 0

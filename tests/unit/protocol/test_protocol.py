@@ -5,7 +5,7 @@ import pytest
 
 from kit.errors import UserError
 from kit.protocol.load import DEFAULT_PATH, load
-from tests.conftest import DROP, TEXT_INPUT_SHA256, write_protocol
+from tests.conftest import DROP, TEST_TOLERANCE, TEXT_INPUT_SHA256, write_protocol
 
 
 def test_reference_protocol_holds_what_rule_1_fixes():
@@ -33,7 +33,7 @@ def test_a_test_variant_differs_from_the_shipped_protocol_only_where_asked(tmp_p
     variant = load(write_protocol(tmp_path / "p.toml", runs=3, changes={"pytorch.torch": "0.0.1"}))
     assert variant.timing == dataclasses.replace(
         shipped.timing, steps=100, window=(20, 100), runs=3, discarded_runs=1, log_interval=10,
-        cross_check_tolerance=0.10, verdict_margin=0.05,
+        cross_check_tolerance=TEST_TOLERANCE, verdict_margin=0.05,
     )  # fmt: skip
     assert variant.data.input_sha256 == TEXT_INPUT_SHA256
     assert variant.pytorch.torch == "0.0.1"
