@@ -68,12 +68,6 @@ linted=$!
 engine_setup() { # the Docker engine, the local base image and the wheelhouse
     [ "${MICAKIT_TEST_SETUP:-1}" = 0 ] || PYTHON="$VENV/bin/python" bash scripts/ci-setup.sh
 }
-linted_rc() {
-    local lint_rc=0
-    wait "$linted" || lint_rc=$?
-    cat "$lint_log"
-    return "$lint_rc"
-}
 waited() { # PID LOG: wait for a part, print its log; its exit status
     local part_rc=0
     wait "$1" || part_rc=$?
@@ -101,12 +95,12 @@ if [ $# -eq 0 ]; then
     suite -m "not docker" -n "${MICAKIT_TEST_WORKERS:-4}" --dist worksteal \
         --basetemp "$scratch/tests" || rc=$?
     waited "$docker_suite" "$scratch/docker.log" || rc=$?
-    linted_rc || rc=$?
+    waited "$linted" "$lint_log" || rc=$?
 else
     setup_rc=0
     engine_setup || setup_rc=$?
     lint_rc=0
-    linted_rc || lint_rc=$?
+    waited "$linted" "$lint_log" || lint_rc=$?
     for failed in "$setup_rc" "$lint_rc"; do
         if [ "$failed" -ne 0 ]; then
             [ -z "$cloud_suite" ] || kill -- "$cloud_suite" 2>/dev/null || true

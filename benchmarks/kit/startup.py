@@ -33,7 +33,7 @@ CASES = (("--help",), ("--version",))
 FLOORS = {"python -c pass": ("-c", "pass"), "python -c 'import click'": ("-c", "import click")}
 PER_RUN = {
     "a run's supervisor": supervisor.command("--probe")[1:],
-    "a run's supervisor, with site (before)": (supervisor.command("--probe")[2:]),
+    "a run's supervisor, with site (before)": supervisor.command("--probe")[2:],
     "a run's outside-clock reader, its imports": ("-S", "-c", "import kit.measure.clock"),
 }
 
