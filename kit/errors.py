@@ -7,10 +7,12 @@ import errno
 import os
 import shutil
 import signal
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -77,6 +79,19 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _unraisable(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+    """sys.unraisablehook while a command runs: the KeyboardInterrupt of a counted stop that
+    landed where Python ignores exceptions is not printed as an "Exception ignored in" traceback
+    (the stop is acted on all the same, `raise_if_stopped`); anything else is, as before."""
+
+    def hook(unraisable: Any) -> object:
+        if _STOPS and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return None
+        return previous(unraisable)
+
+    return hook
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM stops what runs the way Ctrl-C does (KeyboardInterrupt): the unfinished run is
@@ -92,9 +107,12 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, _stop)
     if previous is not _stop:  # the outermost: a command's own count
         _STOPS.clear()
+    hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(hook)
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         signal.signal(signal.SIGTERM, previous)
         if interrupt is signal.default_int_handler:
             signal.signal(signal.SIGINT, interrupt)

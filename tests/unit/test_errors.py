@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import sys
 
 import pytest
 
@@ -88,3 +89,38 @@ def _ctrl_c_lost_and_raised() -> None:
         with pytest.raises(KeyboardInterrupt):
             errors.raise_if_stopped()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+class _StoppedInDel:
+    """An object whose __del__ receives SIGTERM: the handler's KeyboardInterrupt lands where
+    Python ignores exceptions, as in an import's weakref callback (one CI run's start-up)."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000):  # the handler runs between these bytecodes
+            pass
+
+
+class _Fails:
+    def __del__(self) -> None:
+        raise RuntimeError("a real bug in a __del__")
+
+
+def test_a_stop_lost_in_an_ignored_callback_is_not_printed_and_still_stops(monkeypatch):
+    """Python prints what it ignores through sys.unraisablehook ("Exception ignored in ...",
+    a traceback): a counted stop's KeyboardInterrupt is not printed, anything else still is."""
+    said: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: said.append(u.exc_value))
+    with errors.sigterm_as_interrupt():
+        _Fails()  # collected at once
+        assert [type(e) for e in said] == [RuntimeError]
+        _StoppedInDel()
+        assert errors.stopped() and [type(e) for e in said] == [RuntimeError]
+        with pytest.raises(KeyboardInterrupt):
+            errors.raise_if_stopped()
+        _Fails()
+    assert [type(e) for e in said] == [RuntimeError, RuntimeError]
+    hook = sys.unraisablehook
+    with errors.sigterm_as_interrupt():
+        pass
+    assert sys.unraisablehook is hook  # the command's hook goes with it
