@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -79,12 +78,14 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _unraisable(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+def _unraisable(
+    previous: Callable[[sys.UnraisableHookArgs], object],
+) -> Callable[[sys.UnraisableHookArgs], object]:
     """sys.unraisablehook while a command runs: the KeyboardInterrupt of a counted stop that
     landed where Python ignores exceptions is not printed as an "Exception ignored in" traceback
     (the stop is acted on all the same, `raise_if_stopped`); anything else is, as before."""
 
-    def hook(unraisable: Any) -> object:
+    def hook(unraisable: sys.UnraisableHookArgs) -> object:
         if _STOPS and isinstance(unraisable.exc_value, KeyboardInterrupt):
             return None
         return previous(unraisable)
