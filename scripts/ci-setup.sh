@@ -59,9 +59,10 @@ debian_packages() {
     # over ssh on loopback in tests/integration/test_cloud_machine.py)
     command -v rsync >/dev/null || need+=(rsync)
     if [ ${#need[@]} -gt 0 ]; then
-        $SUDO apt-get update -q
+        # a download the mirror drops midway is tried again, as `rootfs` does
+        $SUDO apt-get update -q -o Acquire::Retries=3
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
-            "${need[@]}"
+            -o Acquire::Retries=3 "${need[@]}"
     fi
 }
 
@@ -114,15 +115,30 @@ rootfs() {
     # the base image's root as a tar (MICAKIT_ROOTFS_TAR), made once and kept: a later set-up
     # imports it again without Debian's archive
     [ -f "$ROOTFS" ] && return 0
-    local tmp
+    local tmp attempt
     tmp=$(mktemp -d)
-    # minbase: dpkg, apt and essentials only; python3-venv brings ensurepip for the images' venvs
-    $SUDO debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
-        bookworm "$tmp/root" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 || {
-        tail -n 30 "$tmp/debootstrap.log" >&2
-        $SUDO rm -rf "$tmp"
-        return 1
-    }
+    # minbase: dpkg, apt and essentials only; python3-venv brings ensurepip for the images' venvs.
+    # A mirror drops a download now and then ("E: Couldn't download packages: …"): debootstrap
+    # stops at the first, so it is run again, up to three times, into a fresh root; the
+    # packages it had fetched stay in its cache, and only what is missing is fetched again
+    mkdir -p "$tmp/cache"
+    for attempt in 1 2 3; do
+        $SUDO rm -rf "$tmp/root"
+        $SUDO debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+            --cache-dir="$tmp/cache" bookworm "$tmp/root" "$MIRROR" \
+            >"$tmp/debootstrap.log" 2>&1 && break
+        if [ "$attempt" = 3 ]; then
+            tail -n 30 "$tmp/debootstrap.log" >&2
+            echo "ci-setup: debootstrap failed 3 times from $MIRROR (its last lines above);" \
+                "another mirror: MICAKIT_DEBIAN_MIRROR=URL" >&2
+            $SUDO rm -rf "$tmp"
+            return 1
+        fi
+        echo "ci-setup: debootstrap attempt $attempt failed" \
+            "($(grep -m1 '^E:' "$tmp/debootstrap.log" || tail -n 1 "$tmp/debootstrap.log"));" \
+            "trying again in 10 s" >&2
+        sleep 10
+    done
     # as debian:bookworm-slim does: no docs or manuals in this or any later layer
     $SUDO tee "$tmp/root/etc/dpkg/dpkg.cfg.d/docker" >/dev/null <<'CFG'
 path-exclude /usr/share/doc/*
