@@ -7,6 +7,14 @@ read and removed; and any one call made to fail with an error of the SDK's own.
     FakeEngine(images, fail_at=3, error=e)      # the fourth call raises e, the rest answer
 
 A run's container prints nothing and exits 0: its attach stream is a socket already closed.
+
+What it copies: each method's name and arguments are docker-py's (docker/api/image.py,
+build.py, container.py and volume.py: the API client's mixins), and a missing image, container
+or file answers as a real engine does through the SDK: its status, the SDK's error class
+(docker/errors.py, create_api_error_from_http_exception: a 404 that says "no such image" is
+ImageNotFound, any other NotFound) and the engine's own words (Docker Engine 20.10 puts "no
+such image: REF: " before them). tests/integration/test_docker.py holds those answers to a real
+engine's wherever one answers.
 """
 
 from __future__ import annotations

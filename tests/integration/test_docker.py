@@ -20,6 +20,7 @@ import zipapp
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from kit.errors import UserError
@@ -237,6 +238,33 @@ def test_missing_image_says_how_to_build_it(executor, tmp_path):
     with pytest.raises(UserError, match="not built") as e:
         executor.run(spec, tmp_path / "r")
     assert "micakit images build" in (e.value.fix or "")
+
+
+def test_the_fake_engine_answers_what_is_missing_as_the_real_one(client, base_image):
+    """tests/fakes/docker_engine.py, held to this engine: a missing image, container and file
+    answer with the same status, the same error class of the SDK and the engine's own words."""
+    from tests.fakes.docker_engine import FakeEngine, FakeImage
+
+    fake = FakeEngine({base_image: FakeImage()}).client().api
+    ref, gone, path = "micakit-test-missing:none", "micakit-test-no-such-container", "/no/such"
+
+    def answer(api, call, *args) -> tuple[type, int, str]:
+        with pytest.raises(docker.errors.APIError) as e:
+            getattr(api, call)(*args)
+        return type(e.value), e.value.response.status_code, str(e.value.explanation)
+
+    cases = [("inspect_image", ref), ("inspect_container", gone)]
+    for call, arg in cases:
+        real, ours = answer(client.api, call, arg), answer(fake, call, arg)
+        assert real[:2] == ours[:2] and real[2].endswith(ours[2]), (call, real, ours)
+    real_cid = client.api.create_container(base_image, command=["true"])["Id"]
+    try:
+        real = answer(client.api, "get_archive", real_cid, path)
+    finally:
+        client.api.remove_container(real_cid, force=True)
+    fake_cid = fake.create_container(base_image)["Id"]
+    ours = answer(fake, "get_archive", fake_cid, path)
+    assert real[:2] == ours[:2] and real[2].replace(real_cid, fake_cid) == ours[2], (real, ours)
 
 
 def test_a_gpu_without_nvidia_runtime_names_the_toolkit(client, base_image, executor, tmp_path):
