@@ -26,12 +26,15 @@ plot (`--plot PATH`, matplotlib). `--profile N` prints cProfile's top N lines (c
 time, the kit's own functions) of one more run of each command.
 
     python benchmarks/kit/scale.py [--runs 15000 ...] [--repeat 5] [--baseline CHECKOUT]
-        [--plot scale.png] [--profile 25] [--keep DIR]
+        [--plot scale.png] [--profile 25] [--keep DIR] [--floor-import [PYTHON=]STATEMENT ...]
 
-Beside the times, two floors on the same directory, each the median of the repeats: a bare loop
+Beside the times, floors on the same directory, each the median of the repeats: a bare loop
 that walks it and reads and hashes every file once (what any `verify` of this layout does at
-least), and the interpreter started with pandas imported (what any command whose tables are
-pandas frames does at least).
+least); the interpreter started with pandas imported (what any command whose tables are pandas
+frames does at least); and with numpy and click imported (what a reading command whose tables
+were numpy arrays would do at least). `--floor-import [PYTHON=]STATEMENT` adds another start to
+time, by this interpreter or another (a table library the kit does not install, in a venv of
+its own: `--floor-import /tmp/v/bin/python='import polars'`).
 
 `--keep DIR` keeps the directories (`DIR/<runs>-<kit>`), and a later run with the same DIR times
 those already made as they are, so a measurement can be repeated without making them again. A
@@ -344,26 +347,55 @@ while stack:
 print(files, size)
 """
 # and under any command that reads its tables with pandas: the interpreter started, pandas
-# imported, nothing read
-IMPORTS = "import pandas"
+# imported, nothing read; beside it, the same with numpy and click alone (a reading command
+# whose tables were numpy arrays)
+IMPORTS = ("import pandas", "import numpy, click")
 
 
-def floors(directory: Path, repeat: int) -> str:
-    """The two floors (FLOOR, IMPORTS), each the median of `repeat` runs, in a line."""
+@dataclass(frozen=True)
+class Start:
+    """An interpreter started with a statement (`--floor-import [PYTHON=]STATEMENT`)."""
+
+    python: str
+    statement: str
+
+    @classmethod
+    def parse(cls, text: str) -> Start:
+        python, sep, statement = text.partition("=")
+        if not sep or python.lstrip().startswith(("import", "from")):
+            return cls(sys.executable, text)  # a statement alone, with this interpreter
+        if not Path(python).is_file():
+            raise argparse.ArgumentTypeError(f"no interpreter at {python} (PYTHON=STATEMENT)")
+        return cls(python, statement)
+
+    def said(self) -> str:
+        mine = self.python == sys.executable
+        return f"`{self.statement}`" + ("" if mine else f" (by {self.python})")
+
+
+def floors(directory: Path, repeat: int, starts: list[Start]) -> str:
+    """The floors (FLOOR, then each start), each the median of `repeat` runs, in a line."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     walks = [
         waited([sys.executable, "-c", FLOOR, str(directory)], env, "the floor's walk", True)
         for _ in range(repeat)
     ]
     files, size = (int(x) for x in walks[0][1].split())
-    starts = [waited([sys.executable, "-c", IMPORTS], env, "pandas")[0] for _ in range(repeat)]
     walk_s = statistics.median(t.wall_s for t, _ in walks)
     walk_cpu = statistics.median(t.cpu_s for t, _ in walks)
-    start_s = statistics.median(t.wall_s for t in starts)
+    said = []
+    for start in starts:
+        # one start untimed first: its bytecode written, its files in the cache
+        waited([start.python, "-c", start.statement], env, start.statement)
+        runs = [
+            waited([start.python, "-c", start.statement], env, start.statement)[0]
+            for _ in range(repeat)
+        ]
+        said.append(f"{start.said()} {statistics.median(t.wall_s for t in runs):.2f} s")
     return (
         f"floor: {files:,} files ({size / 1e6:.0f} MB) walked, read and hashed once by a bare "
         f"loop in {walk_s:.2f} s ({walk_cpu:.2f} s CPU, one process); Python started with "
-        f"pandas imported in {start_s:.2f} s"
+        + "; ".join(said)
     )
 
 
@@ -441,6 +473,14 @@ def main() -> None:
     ap.add_argument("--plot", type=Path, help="write the log–log plot of the growth here")
     ap.add_argument("--profile", type=int, default=0, help="print cProfile's top N lines")
     ap.add_argument(
+        "--floor-import",
+        type=Start.parse,
+        action="append",
+        default=[],
+        metavar="[PYTHON=]STATEMENT",
+        help="another interpreter start to time beside the floors (repeatable)",
+    )
+    ap.add_argument(
         "--keep",
         type=Path,
         help="make the directories under here and keep them; those already made are reused",
@@ -453,6 +493,7 @@ def main() -> None:
         if not (a.baseline / "run.py").is_file():
             raise SystemExit(f"{a.baseline} is no checkout of the kit (no run.py)")
         kits.append(Kit(f"baseline {a.baseline.name}", a.baseline.resolve()))
+    starts = [*(Start(sys.executable, s) for s in IMPORTS), *a.floor_import]
     print(f"load (1, 5, 15 min) at the start: {os.getloadavg()}; {os.cpu_count()} CPUs")
     found: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}  # (median s, peak MB)
     cpus: dict[tuple[str, str], dict[int, float]] = {}  # the median CPU seconds
@@ -506,7 +547,7 @@ def main() -> None:
                         f"min {min(t):6.2f} s  max {max(t):6.2f} s  CPU {cpu:6.2f} s  "
                         f"peak {peak:5.0f} MB"
                     )
-            print(f"{size:>6} runs  {floors(dirs[kits[0].name], a.repeat)}", flush=True)
+            print(f"{size:>6} runs  {floors(dirs[kits[0].name], a.repeat, starts)}", flush=True)
             if len(kits) > 1:
                 for command in COMMANDS:
                     mine, theirs = (found[(k.name, command)][size][0] for k in kits)

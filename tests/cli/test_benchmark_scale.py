@@ -4,17 +4,26 @@ manifest names that commit) is made again, since this kit would read it as an ol
 (`verify` re-renders one as the kit that made it did) and time that path instead of its own."""
 
 import json
+import re
+import sys
 
 from tests.conftest import run_benchmark
 
 
 def test_keep_times_this_kits_directory_again_and_makes_another_kits_again(tmp_path):
     keep = tmp_path / "kept"
-    first = run_benchmark("scale.py", "--runs", 30, "--repeat", 1, "--keep", keep)
+    first = run_benchmark(
+        "scale.py", "--runs", 30, "--repeat", 1, "--keep", keep,
+        "--floor-import", f"{sys.executable}=import json",
+    )  # fmt: skip
     assert first.returncode == 0, first.stderr
     assert "this kit: 30 runs" in first.stdout, first.stdout
     assert "report  median" in first.stdout and "verify  median" in first.stdout, first.stdout
-    assert "floor: " in first.stdout, first.stdout
+    floor = next(line for line in first.stdout.splitlines() if "floor: " in line)
+    # the walk, then each start: pandas, numpy with click, and the one asked for, each timed
+    assert re.search(r"walked, read and hashed once by a bare loop in \d+\.\d\d s", floor), floor
+    for statement in ("import pandas", "import numpy, click", "import json"):
+        assert re.search(rf"`{statement}`( \(by [^)]+\))? \d+\.\d\d s", floor), floor
 
     again = run_benchmark("scale.py", "--runs", 30, "--repeat", 1, "--keep", keep)
     assert again.returncode == 0, again.stderr
@@ -29,3 +38,11 @@ def test_keep_times_this_kits_directory_again_and_makes_another_kits_again(tmp_p
     assert f"was made by kit commit {'0' * 40}, not " in other.stdout, other.stdout
     assert "made again" in other.stdout and "this kit: 30 runs" in other.stdout, other.stdout
     assert json.loads(manifest.read_text())["kit_commit"] != "0" * 40
+
+
+def test_a_floor_import_by_an_interpreter_that_is_not_there_is_refused_before_any_work(tmp_path):
+    missing = tmp_path / "no" / "python"
+    got = run_benchmark("scale.py", "--runs", 30, "--floor-import", f"{missing}=import polars")
+    assert got.returncode == 2, got.stderr
+    assert f"no interpreter at {missing}" in got.stderr, got.stderr
+    assert "runs" not in got.stdout, got.stdout  # nothing made, nothing timed
